@@ -1,0 +1,46 @@
+"""Every error reportdb raises on purpose is a ReportDBError, so callers can catch one type."""
+
+from __future__ import annotations
+
+
+class ReportDBError(Exception):
+    """Base class of all errors raised on purpose by reportdb."""
+
+
+class ReportNotFoundError(ReportDBError, FileNotFoundError):
+    """The path names no report folder or database."""
+
+
+class FormatError(ReportDBError):
+    """A tensor file is malformed, truncated or of an unknown kind."""
+
+
+class UnsafePickleError(FormatError):
+    """A .pt pickle asked for something other than torch's tensor rebuild functions."""
+
+
+class UnsupportedDTypeError(ReportDBError):
+    """A dtype (numpy, ttnn or torch) that reportdb cannot store or decode."""
+
+
+class SchemaError(ReportDBError):
+    """The database schema cannot be used as asked (read-only on an old schema, unknown layout...)."""
+
+
+class SchemaTooNewError(SchemaError):
+    """The database was written by a newer reportdb; it is left untouched."""
+
+
+class CorruptionError(ReportDBError):
+    """Stored bytes do not match their digest."""
+
+
+class TensorNotFoundError(ReportDBError, KeyError):
+    """No tensor is stored under the given id and rank."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class AssemblyError(ReportDBError):
+    """A multi-device tensor cannot be assembled into one array; read its shards instead."""

@@ -1,0 +1,197 @@
+"""What describes a tensor besides its values: ttnn dtype, layout, shapes, memory config, distribution.
+
+The same ``TensorSpec`` comes out of every legacy file reader and goes into ``Report.put_tensor``,
+so a tensor read from a ``.bin`` keeps everything its file said once it is stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import AssemblyError
+
+MeshCoordinate = tuple[int, ...]
+Shards = list[tuple[MeshCoordinate, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How one mesh dimension maps onto the tensor: ``shard`` along ``dim``, or ``replicate``."""
+
+    kind: str  # "shard" | "replicate"
+    dim: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "dim": self.dim}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Placement":
+        return cls(kind=str(data["kind"]), dim=None if data.get("dim") is None else int(data["dim"]))
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """How per-device shards form the global tensor.
+
+    ``mesh_shape`` is the distribution shape; ``placements`` holds one Placement per mesh dimension.
+    ``device_coords`` lists the device mesh coordinate of each distribution position in row-major
+    order (a 1-D distribution over a 2-D device mesh); without it a shard's coordinate is its position.
+    ``placements is None`` means the source did not say (legacy Shard2D, AllGather), so the shards
+    cannot be assembled. ``strategy`` keeps the legacy strategy name and its raw parameters.
+    """
+
+    mesh_shape: tuple[int, ...]
+    placements: tuple[Placement, ...] | None
+    strategy: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    device_coords: tuple[MeshCoordinate, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mesh_shape": list(self.mesh_shape),
+            "device_coords": None if self.device_coords is None else [list(c) for c in self.device_coords],
+            "placements": None if self.placements is None else [p.to_json() for p in self.placements],
+            "strategy": self.strategy,
+            "params": dict(self.params),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Distribution":
+        placements = data.get("placements")
+        return cls(
+            mesh_shape=tuple(int(v) for v in data["mesh_shape"]),
+            placements=None if placements is None else tuple(Placement.from_json(p) for p in placements),
+            strategy=data.get("strategy"),
+            params=dict(data.get("params") or {}),
+            device_coords=None
+            if data.get("device_coords") is None
+            else tuple(tuple(int(v) for v in c) for c in data["device_coords"]),
+        )
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Metadata of a stored tensor, as its source described it.
+
+    ``ttnn_dtype`` keeps the hardware type (BFLOAT8_B stays BFLOAT8_B even though values are stored as
+    bfloat16). ``memory_config`` is structured data: ``{"memory_layout", "buffer_type", "shard_spec":
+    {"grid": [[[x0, y0], [x1, y1]], ...], "shape": [h, w], "orientation", "mode",
+    "physical_shard_shape", "halo"} | None, "nd_shard_spec": {...} | None}``.
+    """
+
+    ttnn_dtype: str | None = None
+    layout: str | None = None
+    tile_shape: tuple[int, int] | None = None
+    transpose_tile: bool = False
+    logical_shape: tuple[int, ...] | None = None
+    padded_shape: tuple[int, ...] | None = None
+    storage_type: str | None = None
+    memory_config: dict[str, Any] | None = None
+    distribution: Distribution | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["distribution"] = None if self.distribution is None else self.distribution.to_json()
+        for key in ("tile_shape", "logical_shape", "padded_shape"):
+            if data[key] is not None:
+                data[key] = list(data[key])
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TensorSpec":
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        for key in ("tile_shape", "logical_shape", "padded_shape"):
+            if kwargs.get(key) is not None:
+                kwargs[key] = tuple(int(v) for v in kwargs[key])
+        if kwargs.get("distribution") is not None and not isinstance(kwargs["distribution"], Distribution):
+            kwargs["distribution"] = Distribution.from_json(kwargs["distribution"])
+        return cls(**kwargs)
+
+    def as_metadata(self) -> dict[str, Any]:
+        """The keyword arguments that ``Report.put_tensor`` takes for this spec."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass
+class LoadedTensor:
+    """A tensor read from a legacy file: its shards, its spec and where it came from."""
+
+    shards: Shards
+    spec: TensorSpec
+    source: dict[str, Any]
+
+    @property
+    def array(self) -> np.ndarray:
+        """The logical array: the only shard, or the shards assembled as the distribution says."""
+        return assemble(self.shards, self.spec.distribution)
+
+
+def assemble(shards: Sequence[tuple[MeshCoordinate, np.ndarray]], distribution: Distribution | None) -> np.ndarray:
+    """Assemble per-device shards into the global array.
+
+    One shard is the tensor itself. Otherwise every mesh dimension with a ``shard`` placement
+    concatenates along its tensor dim, and a ``replicate`` dimension keeps index 0 of that mesh axis.
+    """
+    if len(shards) == 1 and (distribution is None or _mesh_volume(distribution.mesh_shape) <= 1 or _all_replicate(distribution)):
+        return shards[0][1]
+    if not shards:
+        raise AssemblyError("the tensor has no shards")
+    if distribution is None or distribution.placements is None:
+        how = "no distribution" if distribution is None else f"strategy {distribution.strategy!r} without tensor dims"
+        raise AssemblyError(
+            f"{len(shards)} device shards with {how}: the global tensor cannot be assembled; read them with shards()"
+        )
+    mesh = distribution.mesh_shape
+    placements = distribution.placements
+    if len(placements) != len(mesh):
+        raise AssemblyError(f"distribution has {len(placements)} placements for a mesh of rank {len(mesh)}")
+    by_coord: dict[MeshCoordinate, np.ndarray] = {}
+    for position, (coord, arr) in enumerate(shards):
+        by_coord[_distribution_coordinate(tuple(coord), position, distribution)] = arr
+
+    def build(prefix: tuple[int, ...]) -> np.ndarray:
+        axis = len(prefix)
+        if axis == len(mesh):
+            if prefix not in by_coord:
+                raise AssemblyError(f"no shard at mesh coordinate {list(prefix)}; read the tensor with shards()")
+            return by_coord[prefix]
+        placement = placements[axis]
+        if placement.kind == "replicate":
+            return build(prefix + (0,))
+        parts = [build(prefix + (i,)) for i in range(mesh[axis])]
+        try:
+            return np.concatenate(parts, axis=placement.dim if placement.dim is not None else 0)
+        except ValueError as exc:  # numpy's AxisError is a ValueError too
+            raise AssemblyError(f"shards do not concatenate along dim {placement.dim}: {exc}") from exc
+
+    return build(())
+
+
+def _distribution_coordinate(coord: MeshCoordinate, position: int, distribution: Distribution) -> MeshCoordinate:
+    """Where a device shard sits in the distribution shape."""
+    mesh = distribution.mesh_shape
+    if distribution.device_coords is not None:
+        try:
+            flat = distribution.device_coords.index(coord)
+        except ValueError:
+            raise AssemblyError(f"shard at mesh coordinate {list(coord)} is not part of the distribution") from None
+    elif len(coord) == len(mesh):
+        return coord
+    else:
+        flat = position
+    if flat >= _mesh_volume(mesh):
+        raise AssemblyError(f"shard {flat} lies outside a distribution of shape {list(mesh)}")
+    return tuple(int(v) for v in np.unravel_index(flat, mesh))
+
+
+def _mesh_volume(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape)) if shape else 1
+
+
+def _all_replicate(distribution: Distribution) -> bool:
+    return distribution.placements is not None and all(p.kind == "replicate" for p in distribution.placements)
