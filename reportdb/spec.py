@@ -137,24 +137,54 @@ def assemble(shards: Sequence[tuple[MeshCoordinate, np.ndarray]], distribution: 
     One shard is the tensor itself. Otherwise every mesh dimension with a ``shard`` placement
     concatenates along its tensor dim, and a ``replicate`` dimension keeps index 0 of that mesh axis.
     """
-    if len(shards) == 1 and (distribution is None or _mesh_volume(distribution.mesh_shape) <= 1 or _all_replicate(distribution)):
-        return shards[0][1]
-    if not shards:
+    return _assemble(shards, distribution, _concat_arrays)
+
+
+def assembled_shape(
+    shapes: Sequence[tuple[MeshCoordinate, tuple[int, ...]]], distribution: Distribution | None
+) -> tuple[int, ...]:
+    """The shape ``assemble`` would give for shards of these shapes, without touching any data."""
+    return _assemble(shapes, distribution, _concat_shapes)
+
+
+def _concat_arrays(parts: list[np.ndarray], dim: int) -> np.ndarray:
+    try:
+        return np.concatenate(parts, axis=dim)
+    except ValueError as exc:  # numpy's AxisError is a ValueError too
+        raise AssemblyError(f"shards do not concatenate along dim {dim}: {exc}") from exc
+
+
+def _concat_shapes(parts: list[tuple[int, ...]], dim: int) -> tuple[int, ...]:
+    first = parts[0]
+    if not -len(first) <= dim < len(first) or any(
+        len(p) != len(first) or p[:dim] + p[dim + 1 :] != first[:dim] + first[dim + 1 :] for p in parts
+    ):
+        raise AssemblyError(f"shards of shapes {[list(p) for p in parts]} do not concatenate along dim {dim}")
+    dim %= len(first)
+    return first[:dim] + (sum(p[dim] for p in parts),) + first[dim + 1 :]
+
+
+def _assemble(items: Sequence[tuple[MeshCoordinate, Any]], distribution: Distribution | None, concat: Any) -> Any:
+    if len(items) == 1 and (
+        distribution is None or _mesh_volume(distribution.mesh_shape) <= 1 or _all_replicate(distribution)
+    ):
+        return items[0][1]
+    if not items:
         raise AssemblyError("the tensor has no shards")
     if distribution is None or distribution.placements is None:
         how = "no distribution" if distribution is None else f"strategy {distribution.strategy!r} without tensor dims"
         raise AssemblyError(
-            f"{len(shards)} device shards with {how}: the global tensor cannot be assembled; read them with shards()"
+            f"{len(items)} device shards with {how}: the global tensor cannot be assembled; read them with shards()"
         )
     mesh = distribution.mesh_shape
     placements = distribution.placements
     if len(placements) != len(mesh):
         raise AssemblyError(f"distribution has {len(placements)} placements for a mesh of rank {len(mesh)}")
-    by_coord: dict[MeshCoordinate, np.ndarray] = {}
-    for position, (coord, arr) in enumerate(shards):
-        by_coord[_distribution_coordinate(tuple(coord), position, distribution)] = arr
+    by_coord: dict[MeshCoordinate, Any] = {}
+    for position, (coord, value) in enumerate(items):
+        by_coord[_distribution_coordinate(tuple(coord), position, distribution)] = value
 
-    def build(prefix: tuple[int, ...]) -> np.ndarray:
+    def build(prefix: tuple[int, ...]) -> Any:
         axis = len(prefix)
         if axis == len(mesh):
             if prefix not in by_coord:
@@ -163,11 +193,7 @@ def assemble(shards: Sequence[tuple[MeshCoordinate, np.ndarray]], distribution: 
         placement = placements[axis]
         if placement.kind == "replicate":
             return build(prefix + (0,))
-        parts = [build(prefix + (i,)) for i in range(mesh[axis])]
-        try:
-            return np.concatenate(parts, axis=placement.dim if placement.dim is not None else 0)
-        except ValueError as exc:  # numpy's AxisError is a ValueError too
-            raise AssemblyError(f"shards do not concatenate along dim {placement.dim}: {exc}") from exc
+        return concat([build(prefix + (i,)) for i in range(mesh[axis])], placement.dim or 0)
 
     return build(())
 

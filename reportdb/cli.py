@@ -1,0 +1,121 @@
+"""The ``reportdb`` command: click commands over the public Python API only.
+
+Errors reach the user as one line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import click
+
+import reportdb
+from reportdb.errors import ReportDBError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _friendly(func: F) -> F:
+    """Turn library errors (and a broken pipe or Ctrl-C) into one line and an exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ReportDBError as exc:
+            raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt:
+            click.echo("reportdb: interrupted", err=True)
+            sys.exit(130)
+        except OSError as exc:
+            raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _emit(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, allow_nan=False, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(reportdb.__version__, prog_name="reportdb")
+def cli() -> None:
+    """TTNN reports as one self-contained SQLite database of report tables and tensor values."""
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def info(path: Path, as_json: bool) -> None:
+    """Schema version, table row counts, tensors and bytes stored against logical bytes.
+
+    \b
+    Example:
+        reportdb info generated/ttnn/reports/1234
+    """
+    with reportdb.open(path, "r") as report:
+        summary = report.summary()
+    if as_json:
+        _emit(summary)
+        return
+    click.echo(f"report:          {summary['path']}")
+    revision = summary["schema_revision"] or "none (pre-reportdb report; run `reportdb upgrade`)"
+    click.echo(f"reportdb schema: {revision} (this reportdb: {summary['schema_head']})")
+    if summary["report_schema_version"] is not None:
+        click.echo(f"report schema:   {summary['report_schema_version']}")
+    click.echo(f"tensors:         {summary['tensors']} ({summary['shards']} shards)")
+    click.echo(f"tensor bytes:    {_size(summary['stored_bytes'])} stored for {_size(summary['logical_bytes'])} logical")
+    click.echo("tables:")
+    for name, count in summary["tables"].items():
+        if not name.startswith(("rdb_", "reportdb_")):
+            click.echo(f"  {name:<34} {count:>12,}")
+
+
+@cli.command(name="ls")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def ls_(path: Path, as_json: bool) -> None:
+    """List stored tensors: id, rank, shape, dtype, ttnn dtype, layout, size."""
+    with reportdb.open(path, "r") as report:
+        infos = [report.tensor_info(tid, rank) for tid, rank in report.tensor_keys()]
+    if as_json:
+        _emit([i.to_json() for i in infos])
+        return
+    click.echo(f"{'id':>10} {'rank':>4}  {'shape':<22} {'dtype':<10} {'ttnn dtype':<10} {'layout':<9} {'shards':>6} {'size':>10}")
+    for i in infos:
+        shape = "?" if i.shape is None else "x".join(str(d) for d in i.shape) or "()"
+        click.echo(
+            f"{i.tensor_id:>10} {i.rank:>4}  {shape:<22} {i.dtype:<10} {i.spec.ttnn_dtype or '-':<10} "
+            f"{i.spec.layout or '-':<9} {len(i.shards):>6} {_size(i.nbytes):>10}"
+        )
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@_friendly
+def upgrade(path: Path) -> None:
+    """Bring a report database of any age to the current schema, in place and all-or-nothing."""
+    if not reportdb.report.resolve_path(path).exists():
+        raise ReportDBError(f"{reportdb.report.resolve_path(path)}: no such report database")
+    with reportdb.open(path, "a") as report:
+        click.echo(f"{report.path}: schema {report.schema_revision}")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="reportdb")

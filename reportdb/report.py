@@ -1,0 +1,456 @@
+"""Report: one report database, its report tables (through the ORM) and its stored tensors.
+
+``reportdb.open(path, mode)`` is the entry point. Mode ``"r"`` never writes the file; mode ``"a"``
+creates it, or upgrades an older schema in place, in one transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Literal, Sequence
+
+import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
+
+from .dtypes import canonical, dtype_name, numpy_dtype
+from .errors import ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
+from .spec import Distribution, MeshCoordinate, Shards, TensorSpec, assemble, assembled_shape
+from .store import blobs, engine as engine_mod, schema
+
+Mode = Literal["r", "a"]
+DB_NAME = "db.sqlite"
+_SPEC_FIELDS = {f.name for f in dataclasses.fields(TensorSpec)}
+
+
+class TensorExistsError(ReportDBError):
+    """A tensor is already stored under this id and rank."""
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    mesh_coordinate: MeshCoordinate
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Everything stored about a tensor except its values."""
+
+    tensor_id: int
+    rank: int
+    dtype: str
+    shape: tuple[int, ...] | None  # None when the shards cannot be assembled
+    nbytes: int
+    spec: TensorSpec
+    source: dict[str, Any] | None
+    shards: tuple[ShardInfo, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tensor_id": self.tensor_id,
+            "rank": self.rank,
+            "dtype": self.dtype,
+            "shape": None if self.shape is None else list(self.shape),
+            "nbytes": self.nbytes,
+            "spec": self.spec.to_json(),
+            "source": self.source,
+            "shards": [
+                {"mesh_coordinate": list(s.mesh_coordinate), "dtype": s.dtype, "shape": list(s.shape), "nbytes": s.nbytes}
+                for s in self.shards
+            ],
+        }
+
+
+def resolve_path(path: str | Path) -> Path:
+    """A report folder means its ``db.sqlite``; anything else is the database file itself."""
+    p = Path(path)
+    return p / DB_NAME if p.is_dir() else p
+
+
+def open(path: str | Path, mode: Mode = "r") -> "Report":  # noqa: A001 - the public name is fixed
+    """Open a report folder or database file. ``"r"``: read only, as it is; ``"a"``: create or upgrade."""
+    return Report(path, mode)
+
+
+class Report:
+    """A report database: report tables through ``session()``, tensors through ``put_tensor``/``tensor``.
+
+    Example::
+
+        with reportdb.open("generated/ttnn/reports/1234", "a") as report:
+            report.put_tensor(7, np.ones((32, 32), np.float32), ttnn_dtype="FLOAT32", layout="TILE")
+            array = report.tensor(7)
+    """
+
+    def __init__(self, path: str | Path, mode: Mode = "r", *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE) -> None:
+        if mode not in ("r", "a"):
+            raise ReportDBError(f"mode must be 'r' or 'a', not {mode!r}")
+        self.path = resolve_path(path)
+        self.mode = mode
+        self.chunk_size = chunk_size
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._conn, self.schema_revision = self._connect()
+        self._engine = engine_mod.engine_for(self._conn, readonly=mode == "r")
+        self._sessions = sessionmaker(bind=self._engine)
+        self._tables = self._table_names()
+
+    # --- opening ----------------------------------------------------------------------------
+
+    def _connect(self) -> tuple[sqlite3.Connection, str | None]:
+        existed = self.path.exists()
+        if not existed and (self.mode == "r" or not self.path.parent.is_dir()):
+            raise ReportNotFoundError(
+                f"{self.path}: no such report database"
+                + ("" if self.mode == "r" else f" (folder {self.path.parent} does not exist)")
+            )
+        if existed and self.path.is_dir():
+            raise ReportNotFoundError(f"{self.path}: is a folder without {DB_NAME}")
+        try:
+            conn = engine_mod.connect(self.path, readonly=self.mode == "r")
+        except sqlite3.Error as exc:
+            raise ReportDBError(f"{self.path}: cannot open: {exc}") from exc
+        try:
+            state = schema.inspect(conn, self.path)
+            if self.mode == "a":
+                self._prepare_for_writing(conn, state)
+                state = schema.inspect(conn, self.path)
+            return conn, state.revision
+        except BaseException as exc:
+            conn.close()
+            if not existed:
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise ReportDBError(f"{self.path}: not a SQLite report database ({exc})") from exc
+            raise
+
+    def _prepare_for_writing(self, conn: sqlite3.Connection, state: schema.SchemaState) -> None:
+        if state.kind is schema.SchemaKind.EMPTY:
+            engine_mod.set_write_mode(conn, new_file=True)
+        if state.kind is not schema.SchemaKind.CURRENT:
+            # Upgrade in the file's own journal mode first, so a failure leaves it byte-for-byte as it was.
+            schema.upgrade(engine_mod.engine_for(conn, readonly=False))
+        engine_mod.set_write_mode(conn, new_file=False)
+
+    def _table_names(self) -> set[str]:
+        return {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def close(self) -> None:
+        with self._lock:
+            self._engine.dispose()
+            self._conn.close()
+
+    def __enter__(self) -> "Report":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def session(self) -> Session:
+        """An ORM session on this report (models in ``reportdb.models``); commit it yourself."""
+        return self._sessions()
+
+    # --- transactions -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group many writes into one transaction (much faster for small tensors); all or nothing."""
+        self._check_writable()
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                self._conn.execute("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if outer:
+                self._conn.execute("COMMIT")
+
+    def _check_writable(self) -> None:
+        if self.mode != "a":
+            raise ReportDBError(f"{self.path} is open read-only; open it with mode='a' to write")
+
+    def _require_store(self) -> None:
+        if "rdb_tensor" not in self._tables:
+            raise SchemaError(
+                f"{self.path} predates reportdb's tensor tables; run `reportdb upgrade {self.path}` or open it with mode='a'"
+            )
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def put_tensor(
+        self,
+        tensor_id: int,
+        array: np.ndarray | None = None,
+        *,
+        rank: int = 0,
+        shards: Sequence[tuple[Sequence[int], np.ndarray]] | None = None,
+        if_exists: Literal["error", "skip", "replace"] = "error",
+        stats: bool = True,
+        **metadata: Any,
+    ) -> bool:
+        """Store a tensor: one ``array``, or ``shards=[(mesh_coordinate, array), ...]`` with a ``distribution``.
+
+        ``metadata`` takes the TensorSpec fields (``ttnn_dtype``, ``layout``, ``tile_shape``,
+        ``padded_shape``, ``storage_type``, ``memory_config``, ``distribution``...) and ``source``.
+        Returns False when ``if_exists="skip"`` found the tensor already stored.
+        """
+        self._check_writable()
+        if (array is None) == (shards is None):
+            raise ReportDBError("put_tensor takes either an array or shards=[(mesh_coordinate, array), ...]")
+        source = metadata.pop("source", None)
+        unknown = set(metadata) - _SPEC_FIELDS
+        if unknown:
+            raise ReportDBError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(_SPEC_FIELDS | {'source'})}")
+        spec = _spec_from_metadata(metadata)
+        items: Shards = (
+            [((), canonical(array))]  # type: ignore[arg-type]
+            if array is not None
+            else [(tuple(int(c) for c in coord), canonical(a)) for coord, a in shards]  # type: ignore[union-attr]
+        )
+        if not items:
+            raise ReportDBError(f"tensor {tensor_id}: shards is empty")
+        names = {dtype_name(a.dtype) for _, a in items}
+        if len(names) != 1:
+            raise ReportDBError(f"tensor {tensor_id}: shards have different dtypes {sorted(names)}")
+        dtype = names.pop()
+        shape = _global_shape(items, spec)
+        itemsize = items[0][1].dtype.itemsize
+        nbytes = int(np.prod(shape)) * itemsize if shape is not None else sum(int(a.nbytes) for _, a in items)
+        with self._lock, self.batch():
+            existing = self._conn.execute(
+                "SELECT id FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank)
+            ).fetchone()
+            if existing is not None:
+                if if_exists == "skip":
+                    return False
+                if if_exists == "error":
+                    raise TensorExistsError(
+                        f"tensor {tensor_id} (rank {rank}) is already stored; pass if_exists='replace' or 'skip'"
+                    )
+                self._conn.execute("DELETE FROM rdb_shard WHERE tensor_pk=?", (existing[0],))
+                self._conn.execute("DELETE FROM rdb_tensor WHERE id=?", (existing[0],))
+            tensor_pk = self._conn.execute(
+                "INSERT INTO rdb_tensor(tensor_id, rank, dtype, shape, nbytes, n_shards, ttnn_dtype, layout, tile_shape,"
+                " transpose_tile, padded_shape, storage_type, memory_config, distribution, source, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    tensor_id, rank, dtype, _json(shape), nbytes, len(items), spec.ttnn_dtype, spec.layout,
+                    _json(spec.tile_shape), int(spec.transpose_tile), _json(spec.padded_shape), spec.storage_type,
+                    _json(spec.memory_config), _json(spec.distribution.to_json() if spec.distribution else None),
+                    _json(source), time.time(),
+                ),
+            ).lastrowid
+            for index, (coord, arr) in enumerate(items):
+                ref = blobs.put_blob(self._conn, arr, self.chunk_size)
+                self._conn.execute(
+                    "INSERT INTO rdb_shard(tensor_pk, shard_index, mesh_coordinate, dtype, shape, blob_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (tensor_pk, index, json.dumps(list(coord)), dtype, json.dumps(list(arr.shape)), ref.id),
+                )
+                if stats and "rdb_stats" in self._tables:
+                    self._put_stats(ref.id, dtype, arr)
+        return True
+
+    def _put_stats(self, blob_id: int, dtype: str, array: np.ndarray) -> None:
+        if self._conn.execute("SELECT 1 FROM rdb_stats WHERE blob_id=? AND dtype=?", (blob_id, dtype)).fetchone():
+            return
+        from .stats import compute_stats
+
+        s = compute_stats(array)
+        self._conn.execute(
+            "INSERT INTO rdb_stats(blob_id, dtype, count, min, max, mean, std, absmax, nan_count, inf_count,"
+            " zero_count, histogram) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                blob_id, dtype, s["count"], s["min"], s["max"], s["mean"], s["std"], s["absmax"], s["nan_count"],
+                s["inf_count"], s["zero_count"], json.dumps({"counts": s["hist_counts"], "edges": s["hist_edges"]}),
+            ),
+        )
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def tensor_ids(self, rank: int = 0) -> list[int]:
+        """The ids of the tensors stored for ``rank``, ascending."""
+        if "rdb_tensor" not in self._tables:
+            return []
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT tensor_id FROM rdb_tensor WHERE rank=? ORDER BY tensor_id", (rank,))]
+
+    def tensor_keys(self) -> list[tuple[int, int]]:
+        """Every stored ``(tensor_id, rank)``."""
+        if "rdb_tensor" not in self._tables:
+            return []
+        with self._lock:
+            return [(r[0], r[1]) for r in self._conn.execute("SELECT tensor_id, rank FROM rdb_tensor ORDER BY rank, tensor_id")]
+
+    def has_tensor(self, tensor_id: int, rank: int = 0) -> bool:
+        if "rdb_tensor" not in self._tables:
+            return False
+        with self._lock:
+            return self._conn.execute(
+                "SELECT 1 FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank)
+            ).fetchone() is not None
+
+    def tensor_info(self, tensor_id: int, rank: int = 0) -> TensorInfo:
+        """The stored metadata of a tensor; reads no tensor bytes."""
+        return self._info(tensor_id, rank)[0]
+
+    def _info(self, tensor_id: int, rank: int) -> tuple[TensorInfo, list[int]]:
+        self._require_store()
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT id, dtype, shape, nbytes, ttnn_dtype, layout, tile_shape, transpose_tile, padded_shape,"
+                " storage_type, memory_config, distribution, source FROM rdb_tensor WHERE tensor_id=? AND rank=?",
+                (tensor_id, rank),
+            ).fetchone()
+            if row is None:
+                raise TensorNotFoundError(f"{self.path}: no tensor {tensor_id} (rank {rank}) is stored")
+            shard_rows = self._conn.execute(
+                "SELECT s.mesh_coordinate, s.dtype, s.shape, s.blob_id, b.nbytes FROM rdb_shard s"
+                " JOIN rdb_blob b ON b.id = s.blob_id WHERE s.tensor_pk=? ORDER BY s.shard_index",
+                (row[0],),
+            ).fetchall()
+        spec = TensorSpec.from_json(
+            {
+                "ttnn_dtype": row[4], "layout": row[5], "tile_shape": _unjson(row[6]), "transpose_tile": bool(row[7]),
+                "padded_shape": _unjson(row[8]), "storage_type": row[9], "memory_config": _unjson(row[10]),
+                "distribution": _unjson(row[11]), "logical_shape": _unjson(row[2]),
+            }
+        )
+        shards = tuple(ShardInfo(tuple(json.loads(c)), d, tuple(json.loads(s)), n) for c, d, s, _, n in shard_rows)
+        shape = _unjson(row[2])
+        info = TensorInfo(
+            tensor_id, rank, row[1], None if shape is None else tuple(shape), row[3], spec, _unjson(row[12]), shards
+        )
+        return info, [r[3] for r in shard_rows]
+
+    def shards(self, tensor_id: int, rank: int = 0) -> Shards:
+        """Every device shard of a tensor as ``[(mesh_coordinate, array), ...]``."""
+        info, blob_ids = self._info(tensor_id, rank)
+        return [
+            (s.mesh_coordinate, self._read(blob_id, numpy_dtype(s.dtype), s.shape, tensor_id, rank))
+            for s, blob_id in zip(info.shards, blob_ids)
+        ]
+
+    def tensor(self, tensor_id: int, rank: int = 0, *, rows: slice | None = None) -> np.ndarray:
+        """The logical array (multi-device tensors assembled as their distribution says).
+
+        ``rows`` reads a range along the first axis; for a single-device tensor only the chunks that
+        hold it are read.
+        """
+        info, blob_ids = self._info(tensor_id, rank)
+        if rows is not None and len(info.shards) == 1 and info.shards[0].shape:
+            shard = info.shards[0]
+            start, stop, step = rows.indices(shard.shape[0])
+            if step != 1:
+                raise ReportDBError("rows must be a contiguous slice (step 1)")
+            dtype = numpy_dtype(shard.dtype)
+            row_bytes = int(np.prod(shard.shape[1:], dtype=np.int64)) * dtype.itemsize
+            return self._read(
+                blob_ids[0], dtype, (max(0, stop - start),) + shard.shape[1:], tensor_id, rank, offset=start * row_bytes
+            )
+        array = assemble(self.shards(tensor_id, rank), info.spec.distribution)
+        return array if rows is None else array[rows]
+
+    def _read(
+        self, blob_id: int, dtype: np.dtype, shape: tuple[int, ...], tensor_id: int, rank: int, offset: int = 0
+    ) -> np.ndarray:
+        out = np.empty(shape, dtype=dtype)
+        with self._lock:
+            blobs.read_blob_into(
+                self._conn, blob_id, out.reshape(-1).view(np.uint8), offset=offset, what=f"tensor {tensor_id} (rank {rank})"
+            )
+        return out
+
+    def tensor_stats(self, tensor_id: int, rank: int = 0) -> dict[str, Any]:
+        """Statistics stored when the tensor was written (per shard for multi-device); reads no tensor bytes."""
+        info, blob_ids = self._info(tensor_id, rank)
+        if "rdb_stats" not in self._tables:
+            raise SchemaError(f"{self.path} has no statistics table; run `reportdb upgrade {self.path}`")
+        per_shard = []
+        with self._lock:
+            for shard, blob_id in zip(info.shards, blob_ids):
+                row = self._conn.execute(
+                    "SELECT count, min, max, mean, std, absmax, nan_count, inf_count, zero_count, histogram"
+                    " FROM rdb_stats WHERE blob_id=? AND dtype=?",
+                    (blob_id, shard.dtype),
+                ).fetchone()
+                if row is None:
+                    raise TensorNotFoundError(f"tensor {tensor_id} (rank {rank}) was stored without statistics")
+                hist = json.loads(row[9]) if row[9] else {"counts": [], "edges": []}
+                per_shard.append(
+                    dict(zip(("count", "min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "zero_count"), row[:9]))
+                    | {"hist_counts": hist["counts"], "hist_edges": hist["edges"]}
+                )
+        if len(per_shard) == 1:
+            return per_shard[0]
+        return {"shards": per_shard, "mesh_coordinates": [list(s.mesh_coordinate) for s in info.shards]}
+
+    def summary(self) -> dict[str, Any]:
+        """Schema version, row counts of the report tables, tensors and bytes stored against logical bytes."""
+        with self._lock:
+            tables = sorted(self._table_names())
+            counts = {t: self._conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
+            result: dict[str, Any] = {
+                "path": str(self.path),
+                "schema_revision": self.schema_revision,
+                "schema_head": schema.head_revision(),
+                "report_schema_version": None,
+                "tables": counts,
+                "tensors": 0,
+                "shards": 0,
+                "logical_bytes": 0,
+                "stored_bytes": 0,
+            }
+            if "report_metadata" in tables:
+                found = self._conn.execute("SELECT value FROM report_metadata WHERE key='schema_version'").fetchone()
+                result["report_schema_version"] = found[0] if found else None
+            if "rdb_tensor" in tables:
+                result["tensors"] = counts["rdb_tensor"]
+                result["shards"] = counts["rdb_shard"]
+                result["logical_bytes"] = self._conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM rdb_tensor").fetchone()[0]
+                result["stored_bytes"] = self._conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM rdb_chunk").fetchone()[0]
+        return result
+
+
+def _spec_from_metadata(metadata: dict[str, Any]) -> TensorSpec:
+    values = dict(metadata)
+    dist = values.get("distribution")
+    if dist is not None and not isinstance(dist, Distribution):
+        values["distribution"] = Distribution.from_json(dist)
+    return TensorSpec.from_json(values) if values else TensorSpec()
+
+
+def _global_shape(items: Shards, spec: TensorSpec) -> tuple[int, ...] | None:
+    if len(items) == 1 and spec.distribution is None:
+        return tuple(items[0][1].shape)
+    try:
+        return tuple(int(v) for v in assembled_shape([(c, tuple(a.shape)) for c, a in items], spec.distribution))
+    except ReportDBError:
+        return None
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
+
+
+def _unjson(text: str | None) -> Any:
+    return None if text is None else json.loads(text)

@@ -1,0 +1,1 @@
+"""Storage layer: connection settings, ORM models, chunked blobs and open-time schema decisions."""
