@@ -77,4 +77,4 @@ def canonical(array: np.ndarray) -> np.ndarray:
     target = DTYPES[dtype_name(arr.dtype)]
     if arr.dtype != target:  # the other byte order: astype swaps in one vectorized pass
         arr = arr.astype(target)
-    return np.ascontiguousarray(arr)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray would make 0-d 1-d

@@ -11,6 +11,10 @@ class ReportNotFoundError(ReportDBError, FileNotFoundError):
     """The path names no report folder or database."""
 
 
+class NotAReportError(ReportDBError):
+    """The file exists but is not a SQLite database."""
+
+
 class FormatError(ReportDBError):
     """A tensor file is malformed, truncated or of an unknown kind."""
 

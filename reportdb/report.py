@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from .dtypes import canonical, dtype_name, numpy_dtype
-from .errors import ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
+from .errors import NotAReportError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .spec import Distribution, MeshCoordinate, Shards, TensorSpec, assemble, assembled_shape
 from .store import blobs, engine as engine_mod, schema
 
@@ -117,6 +117,8 @@ class Report:
             raise ReportNotFoundError(f"{self.path}: is a folder without {DB_NAME}")
         try:
             conn = engine_mod.connect(self.path, readonly=self.mode == "r")
+        except sqlite3.DatabaseError as exc:
+            raise NotAReportError(f"{self.path}: not a SQLite report database ({exc})") from exc
         except sqlite3.Error as exc:
             raise ReportDBError(f"{self.path}: cannot open: {exc}") from exc
         try:
@@ -131,7 +133,7 @@ class Report:
                 for suffix in ("", "-wal", "-shm", "-journal"):
                     Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             if isinstance(exc, sqlite3.DatabaseError):
-                raise ReportDBError(f"{self.path}: not a SQLite report database ({exc})") from exc
+                raise NotAReportError(f"{self.path}: not a SQLite report database ({exc})") from exc
             raise
 
     def _prepare_for_writing(self, conn: sqlite3.Connection, state: schema.SchemaState) -> None:

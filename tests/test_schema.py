@@ -1,0 +1,184 @@
+"""Open-time schema decisions: new, legacy of every age, older reportdb, current, newer (refused)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+import reportdb
+from reportdb.store import models
+from reportdb.errors import ReportDBError, ReportNotFoundError, SchemaError, SchemaTooNewError
+from reportdb.store import schema
+from reportdb.store.engine import connect, engine_for
+
+from conftest import FIXTURES
+
+LEGACY_DBS = {
+    "visualizer-2024-09": FIXTURES / "report-schemas" / "visualizer_empty_2024-09.sqlite",
+    "graph-report-3.5": FIXTURES / "report-schemas" / "ttnn_0.81.1_schema_3.5.sqlite",
+    "ttnn-0.62.2-report": FIXTURES / "ttnn-0.62.2-bin" / "report" / "db.sqlite",
+    "ttnn-0.64.5-report": FIXTURES / "ttnn-0.64.5-report-tensorbin" / "report" / "db.sqlite",
+}
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rows(path: Path, columns: dict[str, list[str]] | None = None) -> dict[str, tuple[list[str], list[tuple]]]:
+    """Every table's rows (sorted), restricted to ``columns`` when given."""
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    out = {}
+    for t in tables if columns is None else columns:
+        cols = [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')] if columns is None else columns[t]
+        quoted = ", ".join(f'"{c}"' for c in cols)
+        out[t] = (cols, sorted(con.execute(f'SELECT {quoted} FROM "{t}"'), key=repr))
+    con.close()
+    return out
+
+
+def test_new_file_gets_current_schema_wal_and_64k_pages(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite"
+    with reportdb.open(path, "a") as report:
+        assert report.schema_revision == schema.head_revision()
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA page_size").fetchone()[0] == 65536
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert con.execute("SELECT value FROM rdb_meta WHERE key='written_by'").fetchone()[0] == reportdb.__version__
+    assert "alembic_version" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+
+
+def test_folder_path_means_its_db_sqlite(tmp_path: Path) -> None:
+    with reportdb.open(tmp_path, "a") as report:
+        assert report.path == tmp_path / "db.sqlite"
+
+
+@pytest.mark.parametrize("name", sorted(LEGACY_DBS))
+def test_legacy_report_read_as_is_then_upgraded_keeping_every_row(tmp_path: Path, name: str) -> None:
+    src = tmp_path / "db.sqlite"
+    shutil.copyfile(LEGACY_DBS[name], src)
+    before_digest, before_rows = _digest(src), _rows(src)
+    with reportdb.open(tmp_path, "r") as report:
+        assert report.schema_revision is None and report.tensor_ids() == []
+        with pytest.raises(SchemaError, match="reportdb upgrade"):
+            report.tensor_info(1)
+    assert _digest(src) == before_digest
+    with reportdb.open(tmp_path, "a") as report:
+        assert report.schema_revision == schema.head_revision()
+        report.put_tensor(1, np.arange(4.0))
+    after = _rows(src, {t: cols for t, (cols, _) in before_rows.items()})
+    assert after == before_rows
+    # every ORM model's columns now exist, and the ORM reads the legacy rows
+    con = sqlite3.connect(src)
+    for model in models.REPORT_MODELS:
+        present = {r[1] for r in con.execute(f'PRAGMA table_info("{model.__tablename__}")')}
+        assert {c.name for c in model.__table__.columns} - {"rowid"} <= present, model.__tablename__
+    con.close()
+    with reportdb.open(tmp_path, "r") as report, report.session() as session:
+        n_ops = session.scalar(select(func.count()).select_from(models.Operation))
+        assert n_ops == len(before_rows.get("operations", ([], []))[1])
+
+
+def test_upgrade_values_identical_on_real_report(tmp_path: Path) -> None:
+    shutil.copyfile(LEGACY_DBS["ttnn-0.62.2-report"], tmp_path / "db.sqlite")
+    con = sqlite3.connect(tmp_path / "db.sqlite")
+    before = {t: con.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in ("operations", "tensors", "operation_arguments", "local_tensor_comparison_records")}
+    con.close()
+    reportdb.open(tmp_path, "a").close()
+    con = sqlite3.connect(tmp_path / "db.sqlite")
+    for t, rows in before.items():
+        width = len(rows[0])
+        after = con.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+        assert [r[:width] for r in after] == rows, t
+
+
+def test_older_reportdb_schema_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    conn = connect(path, readonly=False)
+    schema.upgrade(engine_for(conn, readonly=False), target="0001")
+    conn.execute("BEGIN IMMEDIATE")
+    from reportdb.store import blobs
+
+    conn.execute(
+        "INSERT INTO rdb_tensor(tensor_id, rank, dtype, shape, nbytes, n_shards) VALUES (5, 0, 'float32', '[3]', 12, 1)"
+    )
+    ref = blobs.put_blob(conn, np.array([1, 2, 3], np.float32))
+    conn.execute("INSERT INTO rdb_shard(tensor_pk, shard_index, mesh_coordinate, dtype, shape, blob_id) VALUES (1, 0, '[]', 'float32', '[3]', ?)", (ref.id,))
+    conn.execute("COMMIT")
+    conn.close()
+    with reportdb.open(path, "r") as report:
+        assert report.schema_revision == "0001"
+        assert report.tensor(5).tolist() == [1, 2, 3]
+        with pytest.raises(SchemaError, match="upgrade"):
+            report.tensor_stats(5)
+    with reportdb.open(path, "a") as report:
+        assert report.schema_revision == schema.head_revision()
+        assert report.tensor(5).tolist() == [1, 2, 3]
+
+
+def test_current_schema_opens_without_change(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, np.zeros(2))
+    digest = _digest(path)
+    with reportdb.open(path, "a") as report:
+        assert report.tensor_ids() == [1]
+    with reportdb.open(path, "r") as report:
+        assert report.tensor_ids() == [1]
+    assert _digest(path) == digest
+
+
+def test_newer_schema_is_refused_and_file_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, np.zeros(2))
+    con = sqlite3.connect(path)
+    con.execute(f"UPDATE {schema.VERSION_TABLE} SET version_num='9999'")
+    con.execute("UPDATE rdb_meta SET value='7.1.0' WHERE key='written_by'")
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    digest, mtime = _digest(path), path.stat().st_mtime_ns
+    for mode in ("r", "a"):
+        with pytest.raises(SchemaTooNewError, match=r"reportdb>=7\.1\.0"):
+            reportdb.open(path, mode)
+    assert _digest(path) == digest and path.stat().st_mtime_ns == mtime
+
+
+def test_failed_upgrade_leaves_legacy_file_byte_for_byte(tmp_path: Path) -> None:
+    """A legacy file whose names clash with reportdb's makes the upgrade fail midway: all is rolled back."""
+    path = tmp_path / "db.sqlite"
+    shutil.copyfile(LEGACY_DBS["ttnn-0.62.2-report"], path)
+    con = sqlite3.connect(path)
+    con.execute("CREATE VIEW rdb_tensor AS SELECT 1")
+    con.commit()
+    con.close()
+    digest = _digest(path)
+    with pytest.raises(SchemaError, match="rolled back"):
+        reportdb.open(path, "a")
+    assert _digest(path) == digest
+    assert not Path(f"{path}-wal").exists()
+
+
+def test_bad_paths_and_files(tmp_path: Path) -> None:
+    with pytest.raises(ReportNotFoundError):
+        reportdb.open(tmp_path / "missing.sqlite")
+    with pytest.raises(ReportNotFoundError):
+        reportdb.open(tmp_path / "no" / "such" / "dir" / "db.sqlite", "a")
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    before = junk.read_bytes()
+    for mode in ("r", "a"):
+        with pytest.raises(ReportDBError, match="not a SQLite"):
+            reportdb.open(junk, mode)
+    assert junk.read_bytes() == before
+    with pytest.raises(ReportDBError, match="mode"):
+        reportdb.open(tmp_path / "x.sqlite", "w")  # type: ignore[arg-type]
+    assert not (tmp_path / "x.sqlite").exists()

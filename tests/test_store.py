@@ -1,0 +1,216 @@
+"""Storage core: round trips of every dtype, chunking, dedupe, integrity checks, partial reads."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import reportdb
+from reportdb.dtypes import DTYPES
+from reportdb.errors import CorruptionError, ReportDBError, TensorNotFoundError
+from reportdb.report import TensorExistsError
+from reportdb.spec import Distribution, Placement
+
+RNG = np.random.default_rng(7)
+
+
+def _values(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    dt = DTYPES[name]
+    if name == "bool":
+        return RNG.integers(0, 2, size=shape).astype(bool)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return RNG.integers(info.min, info.max, size=shape, dtype=dt, endpoint=True)
+    return RNG.standard_normal(shape).astype(np.float32).astype(dt)
+
+
+@pytest.fixture
+def report(tmp_path: Path):
+    with reportdb.open(tmp_path / "r.sqlite", "a") as r:
+        yield r
+
+
+@pytest.mark.parametrize("name", sorted(DTYPES))
+def test_every_dtype_round_trips_bit_exact(report, name: str) -> None:
+    arr = _values(name, (3, 5, 7))
+    report.put_tensor(1, arr)
+    back = report.tensor(1)
+    assert back.dtype == DTYPES[name] and back.shape == arr.shape
+    assert back.tobytes() == np.ascontiguousarray(arr).tobytes()
+    assert report.tensor_info(1).dtype == name
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(DTYPES) if DTYPES[n].itemsize > 1 and DTYPES[n].kind != "V"])
+def test_big_endian_and_strided_inputs_store_the_same_bytes(report, name: str) -> None:
+    arr = _values(name, (6, 8))
+    report.put_tensor(1, arr)
+    report.put_tensor(2, arr.astype(arr.dtype.newbyteorder(">")))
+    report.put_tensor(3, np.asfortranarray(arr))
+    wide = np.zeros((6, 16), arr.dtype)
+    wide[:, ::2] = arr
+    report.put_tensor(4, wide[:, ::2])
+    for tid in (2, 3, 4):
+        assert report.tensor(tid).tobytes() == report.tensor(1).tobytes()
+    # identical content is stored once
+    assert report.summary()["tables"]["rdb_chunk"] == 1
+
+
+def test_bfloat16_strided_view(report) -> None:
+    arr = _values("bfloat16", (8, 8))[::2, 1::3]
+    report.put_tensor(5, arr)
+    back = report.tensor(5)
+    assert back.dtype == np.dtype(ml_dtypes.bfloat16)
+    assert np.array_equal(back.view(np.uint16), np.ascontiguousarray(arr).view(np.uint16))
+
+
+def test_zero_dim_and_empty(report) -> None:
+    report.put_tensor(1, np.array(3.5, dtype=np.float64))
+    report.put_tensor(2, np.zeros((0, 4), dtype=np.int16))
+    assert report.tensor(1).shape == () and report.tensor(1)[()] == 3.5
+    empty = report.tensor(2)
+    assert empty.shape == (0, 4) and empty.dtype == np.int16
+    assert report.tensor_info(2).nbytes == 0
+
+
+def test_multi_chunk_tensor_and_partial_reads(tmp_path: Path) -> None:
+    arr = np.arange(10_000 * 33, dtype=np.int32).reshape(10_000, 33)
+    with reportdb.Report(tmp_path / "r.sqlite", "a", chunk_size=4096) as report:
+        report.put_tensor(9, arr)
+        n_chunks = report.summary()["tables"]["rdb_chunk"]
+        assert n_chunks == -(-arr.nbytes // 4096)
+        assert np.array_equal(report.tensor(9), arr)
+        for rows in (slice(0, 1), slice(123, 4567), slice(9_990, None), slice(-5, None), slice(50, 50)):
+            assert np.array_equal(report.tensor(9, rows=rows), arr[rows])
+
+
+def test_partial_read_touches_only_its_chunks(tmp_path: Path) -> None:
+    """A range read succeeds although another chunk of the same tensor is damaged."""
+    path = tmp_path / "r.sqlite"
+    arr = RNG.integers(0, 256, size=(16, 1024), dtype=np.uint8)  # 4 chunks of 4 KiB
+    with reportdb.Report(path, "a", chunk_size=4096) as report:
+        report.put_tensor(1, arr, stats=False)
+    _corrupt_chunk(path, chunk_index=3)
+    with reportdb.open(path) as report:
+        assert np.array_equal(report.tensor(1, rows=slice(0, 8)), arr[:8])
+        with pytest.raises(CorruptionError, match="tensor 1"):
+            report.tensor(1)
+
+
+def _corrupt_chunk(path: Path, chunk_index: int) -> None:
+    """Flip one byte of a chunk's data inside the database file itself, below SQLite."""
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    blob_id, = con.execute("SELECT id FROM rdb_blob").fetchone()
+    chunk_id, = con.execute("SELECT chunk_id FROM rdb_blob_chunk WHERE blob_id=? AND idx=?", (blob_id, chunk_index)).fetchone()
+    data, = con.execute("SELECT data FROM rdb_chunk WHERE id=?", (chunk_id,)).fetchone()
+    con.close()
+    raw = bytearray(path.read_bytes())
+    at = raw.find(data[:64])
+    assert at >= 0 and raw.find(data[:64], at + 1) < 0
+    raw[at + 10] ^= 0x40
+    path.write_bytes(bytes(raw))
+
+
+def test_flipped_byte_in_file_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    arr = RNG.standard_normal((64, 64)).astype(np.float32)
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(42, arr)
+    _corrupt_chunk(path, chunk_index=0)
+    with reportdb.open(path) as report:
+        assert report.tensor_info(42).shape == (64, 64)  # metadata still readable
+        with pytest.raises(CorruptionError, match="tensor 42"):
+            report.tensor(42)
+
+
+def test_dedupe_across_tensors_and_replicated_shards(report) -> None:
+    arr = RNG.standard_normal((128, 128)).astype(np.float32)
+    report.put_tensor(1, arr)
+    report.put_tensor(2, arr.copy())
+    dist = Distribution((4,), (Placement("replicate"),))
+    report.put_tensor(3, shards=[((0, i), arr) for i in range(4)], distribution=dist)
+    s = report.summary()
+    assert s["stored_bytes"] == arr.nbytes
+    assert s["tables"]["rdb_blob"] == 1
+    assert np.array_equal(report.tensor(3), arr)
+    assert len(report.shards(3)) == 4
+
+
+def test_multi_device_assembly_and_unassemblable(report) -> None:
+    parts = [((0, i), np.full((2, 3), i, np.int32)) for i in range(4)]
+    report.put_tensor(1, shards=parts, distribution=Distribution((4,), (Placement("shard", 1),), device_coords=tuple(c for c, _ in parts)))
+    assert report.tensor_info(1).shape == (2, 12)
+    assert np.array_equal(report.tensor(1), np.concatenate([p for _, p in parts], axis=1))
+    report.put_tensor(2, shards=parts, distribution=Distribution((2, 2), None, strategy="shard2d"))
+    assert report.tensor_info(2).shape is None
+    with pytest.raises(ReportDBError, match="shards"):
+        report.tensor(2)
+    assert [c for c, _ in report.shards(2)] == [c for c, _ in parts]
+
+
+def test_metadata_round_trips_without_reading_bytes(report) -> None:
+    mc = {"memory_layout": "HEIGHT_SHARDED", "buffer_type": "L1",
+          "shard_spec": {"grid": [[[0, 0], [3, 7]]], "shape": [32, 128], "orientation": "ROW_MAJOR"}}
+    report.put_tensor(7, np.ones((32, 32), ml_dtypes.bfloat16), ttnn_dtype="BFLOAT8_B", layout="TILE",
+                      tile_shape=(32, 32), padded_shape=(32, 32), storage_type="HOST", memory_config=mc,
+                      source={"format": "bin", "version": 5})
+    info = report.tensor_info(7)
+    assert info.spec.ttnn_dtype == "BFLOAT8_B" and info.spec.tile_shape == (32, 32)
+    assert info.spec.memory_config == mc and info.source == {"format": "bin", "version": 5}
+
+
+def test_put_tensor_errors(report, tmp_path: Path) -> None:
+    report.put_tensor(1, np.zeros(3))
+    with pytest.raises(TensorExistsError):
+        report.put_tensor(1, np.zeros(3))
+    assert report.put_tensor(1, np.ones(3), if_exists="skip") is False
+    report.put_tensor(1, np.ones(3), if_exists="replace")
+    assert report.tensor(1).tolist() == [1, 1, 1]
+    with pytest.raises(ReportDBError, match="unknown tensor metadata"):
+        report.put_tensor(2, np.zeros(3), colour="red")
+    with pytest.raises(ReportDBError, match="cannot be stored"):
+        report.put_tensor(3, np.zeros(3, dtype=np.complex64))
+    with pytest.raises(TensorNotFoundError):
+        report.tensor(99)
+    assert report.tensor_ids() == [1]
+    with reportdb.open(report.path, "r") as ro, pytest.raises(ReportDBError, match="read-only"):
+        ro.put_tensor(5, np.zeros(1))
+
+
+def test_failed_batch_leaves_nothing(report) -> None:
+    with pytest.raises(RuntimeError):
+        with report.batch():
+            report.put_tensor(1, np.zeros(10))
+            raise RuntimeError("boom")
+    assert report.tensor_ids() == []
+    assert report.summary()["tables"]["rdb_chunk"] == 0
+
+
+def test_stats_are_stored_with_the_tensor(report) -> None:
+    arr = np.array([[1.0, -2.0, np.nan], [np.inf, 0.0, 4.0]], np.float32)
+    report.put_tensor(1, arr)
+    s = report.tensor_stats(1)
+    finite = arr[np.isfinite(arr)].astype(np.float64)
+    assert s["count"] == 6 and s["nan_count"] == 1 and s["inf_count"] == 1 and s["zero_count"] == 1
+    assert s["min"] == finite.min() and s["max"] == finite.max()
+    assert s["mean"] == pytest.approx(finite.mean()) and s["std"] == pytest.approx(finite.std())
+    assert sum(s["hist_counts"]) == finite.size
+
+
+@pytest.mark.slow
+def test_tensor_over_one_gigabyte(tmp_path: Path) -> None:
+    n = (1 << 30) + 12_345
+    arr = np.arange(n, dtype=np.uint8)
+    with reportdb.open(tmp_path / "big.sqlite", "a") as report:
+        report.put_tensor(1, arr, stats=False)
+        del arr
+        back = report.tensor(1)
+        assert back.shape == (n,)
+        assert back[0] == 0 and back[-1] == (n - 1) % 256
+        assert np.array_equal(back[::65_537], (np.arange(0, n, 65_537) % 256).astype(np.uint8))
+        tail = report.tensor(1, rows=slice(n - 10, None))
+        assert np.array_equal(tail, (np.arange(n - 10, n) % 256).astype(np.uint8))
