@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "open": "reportdb.report",
     "Report": "reportdb.report",
+    "upgrade": "reportdb.report",
     "load_tensor_file": "reportdb.formats",
     "compare": "reportdb.compare",
     "Writer": "reportdb.writer",

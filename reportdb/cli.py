@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -33,6 +34,12 @@ def _friendly(func: F) -> F:
             sys.exit(130)
         except OSError as exc:
             raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+        except Exception as exc:  # a bug of ours: still one line, with the way to see more
+            if os.environ.get("REPORTDB_DEBUG"):
+                raise
+            raise click.ClickException(
+                f"internal error {type(exc).__name__}: {exc} (set REPORTDB_DEBUG=1 for the traceback)"
+            ) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -101,10 +108,7 @@ def ls_(path: Path, as_json: bool) -> None:
 @_friendly
 def upgrade(path: Path) -> None:
     """Bring a report database of any age to the current schema, in place and all-or-nothing."""
-    if not reportdb.report.resolve_path(path).exists():
-        raise ReportDBError(f"{reportdb.report.resolve_path(path)}: no such report database")
-    with reportdb.open(path, "a") as report:
-        click.echo(f"{report.path}: schema {report.schema_revision}")
+    click.echo(f"{path}: schema {reportdb.upgrade(path)}")
 
 
 def _size(n: int) -> str:

@@ -81,6 +81,15 @@ def open(path: str | Path, mode: Mode = "r") -> "Report":  # noqa: A001 - the pu
     return Report(path, mode)
 
 
+def upgrade(path: str | Path) -> str:
+    """Bring an existing report database to the current schema in place; return the schema revision."""
+    db = resolve_path(path)
+    if not db.is_file():
+        raise ReportNotFoundError(f"{db}: no such report database")
+    with Report(db, "a") as report:
+        return str(report.schema_revision)
+
+
 class Report:
     """A report database: report tables through ``session()``, tensors through ``put_tensor``/``tensor``.
 
