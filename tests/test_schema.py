@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 import reportdb
-from reportdb.store import models
+from reportdb import models
 from reportdb.errors import ReportDBError, ReportNotFoundError, SchemaError, SchemaTooNewError
 from reportdb.store import schema
 from reportdb.store.engine import connect, engine_for

@@ -387,3 +387,35 @@ REPORT_MODELS = (
     LocalTensorComparisonRecord, GlobalTensorComparisonRecord, TensorLifetime, TensorConsumer,
     TensorProducer, ReportMetadata, SubDeviceManager, SubDevice, OperationExecution, ExecutionSubDevice,
 )
+
+
+class MigrationLogEntry(Base):
+    """What a legacy-folder migration did or found: tables copied, tensors imported, files it could not use."""
+
+    __tablename__ = "rdb_migration_log"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(Text)
+    tensor_id: Mapped[Optional[int]] = mapped_column(Integer)
+    rank: Mapped[Optional[int]] = mapped_column(Integer)
+    path: Mapped[Optional[str]] = mapped_column(Text)
+    message: Mapped[Optional[str]] = mapped_column(Text)
+    detail: Mapped[Optional[str]] = mapped_column(Text)  # JSON
+
+
+class Comparison(Base):
+    """A recomputed comparison of a tensor with its golden (``local``/``global``) or another run (``run``)."""
+
+    __tablename__ = "rdb_comparison"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    tensor_id: Mapped[int] = mapped_column(Integer)
+    rank: Mapped[int] = mapped_column(Integer, default=0)
+    golden_tensor_id: Mapped[Optional[int]] = mapped_column(Integer)
+    desired_pcc: Mapped[Optional[float]] = mapped_column(Float)
+    recorded_pcc: Mapped[Optional[float]] = mapped_column(Float)
+    pcc: Mapped[Optional[float]] = mapped_column(Float)
+    passed: Mapped[Optional[int]] = mapped_column(Integer)
+    metrics: Mapped[str] = mapped_column(Text)  # JSON of reportdb.compare()
+    created_at: Mapped[float] = mapped_column(Float)
