@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import sqlite3
 import threading
 import time
@@ -237,37 +238,34 @@ class Report:
         )
         if not items:
             raise ReportDBError(f"tensor {tensor_id}: shards is empty")
-        names = {dtype_name(a.dtype) for _, a in items}
-        if len(names) != 1:
-            raise ReportDBError(f"tensor {tensor_id}: shards have different dtypes {sorted(names)}")
-        dtype = names.pop()
+        if len({a.dtype for _, a in items}) != 1:
+            raise ReportDBError(f"tensor {tensor_id}: shards have different dtypes {sorted({str(a.dtype) for _, a in items})}")
+        dtype = dtype_name(items[0][1].dtype)
         shape = _global_shape(items, spec)
         itemsize = items[0][1].dtype.itemsize
-        nbytes = int(np.prod(shape)) * itemsize if shape is not None else sum(int(a.nbytes) for _, a in items)
+        nbytes = math.prod(shape) * itemsize if shape is not None else sum(int(a.nbytes) for _, a in items)
+        row = (
+            tensor_id, rank, dtype, _json(shape), nbytes, len(items), spec.ttnn_dtype, spec.layout,
+            _json(spec.tile_shape), int(spec.transpose_tile), _json(spec.padded_shape), spec.storage_type,
+            _json(spec.memory_config), _json(spec.distribution.to_json() if spec.distribution else None),
+            _json(source), time.time(),
+        )
         with self._lock, self.batch():
-            existing = self._conn.execute(
-                "SELECT id FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank)
-            ).fetchone()
-            if existing is not None:
+            try:
+                tensor_pk = self._insert_tensor_row(row)
+            except sqlite3.IntegrityError:  # UNIQUE(tensor_id, rank): already stored
                 if if_exists == "skip":
                     return False
                 if if_exists == "error":
                     raise TensorExistsError(
                         f"tensor {tensor_id} (rank {rank}) is already stored; pass if_exists='replace' or 'skip'"
-                    )
-                self._conn.execute("DELETE FROM rdb_shard WHERE tensor_pk=?", (existing[0],))
-                self._conn.execute("DELETE FROM rdb_tensor WHERE id=?", (existing[0],))
-            tensor_pk = self._conn.execute(
-                "INSERT INTO rdb_tensor(tensor_id, rank, dtype, shape, nbytes, n_shards, ttnn_dtype, layout, tile_shape,"
-                " transpose_tile, padded_shape, storage_type, memory_config, distribution, source, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    tensor_id, rank, dtype, _json(shape), nbytes, len(items), spec.ttnn_dtype, spec.layout,
-                    _json(spec.tile_shape), int(spec.transpose_tile), _json(spec.padded_shape), spec.storage_type,
-                    _json(spec.memory_config), _json(spec.distribution.to_json() if spec.distribution else None),
-                    _json(source), time.time(),
-                ),
-            ).lastrowid
+                    ) from None
+                self._conn.execute(
+                    "DELETE FROM rdb_shard WHERE tensor_pk IN (SELECT id FROM rdb_tensor WHERE tensor_id=? AND rank=?)",
+                    (tensor_id, rank),
+                )
+                self._conn.execute("DELETE FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank))
+                tensor_pk = self._insert_tensor_row(row)
             for index, (coord, arr) in enumerate(items):
                 ref = blobs.put_blob(self._conn, arr, self.chunk_size)
                 self._conn.execute(
@@ -278,6 +276,16 @@ class Report:
                 if stats and "rdb_stats" in self._tables:
                     self._put_stats(ref.id, dtype, arr)
         return True
+
+    def _insert_tensor_row(self, row: tuple[Any, ...]) -> int:
+        pk = self._conn.execute(
+            "INSERT INTO rdb_tensor(tensor_id, rank, dtype, shape, nbytes, n_shards, ttnn_dtype, layout, tile_shape,"
+            " transpose_tile, padded_shape, storage_type, memory_config, distribution, source, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        ).lastrowid
+        assert pk is not None
+        return pk
 
     def _put_stats(self, blob_id: int, dtype: str, array: np.ndarray) -> None:
         if self._conn.execute("SELECT 1 FROM rdb_stats WHERE blob_id=? AND dtype=?", (blob_id, dtype)).fetchone():

@@ -45,13 +45,13 @@ def put_blob(conn: sqlite3.Connection, array: np.ndarray, chunk_size: int = DEFA
         blob_hash.update(digest)
         chunk_ids.append(_put_chunk(conn, piece, digest))
     blob_digest = blob_hash.digest()
-    row = conn.execute("SELECT id FROM rdb_blob WHERE digest=?", (blob_digest,)).fetchone()
-    if row is not None:
-        return BlobRef(row[0], nbytes, False)
-    blob_id = conn.execute(
-        "INSERT INTO rdb_blob(digest, nbytes, chunk_size, n_chunks) VALUES (?, ?, ?, ?)",
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO rdb_blob(digest, nbytes, chunk_size, n_chunks) VALUES (?, ?, ?, ?)",
         (blob_digest, nbytes, chunk_size, len(chunk_ids)),
-    ).lastrowid
+    )
+    if cursor.rowcount == 0:  # identical content is already stored
+        return BlobRef(conn.execute("SELECT id FROM rdb_blob WHERE digest=?", (blob_digest,)).fetchone()[0], nbytes, False)
+    blob_id = cursor.lastrowid
     assert blob_id is not None
     conn.executemany(
         "INSERT INTO rdb_blob_chunk(blob_id, idx, chunk_id) VALUES (?, ?, ?)",
@@ -61,23 +61,21 @@ def put_blob(conn: sqlite3.Connection, array: np.ndarray, chunk_size: int = DEFA
 
 
 def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, digest: bytes) -> int:
-    row = conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (digest,)).fetchone()
-    if row is not None:
-        return int(row[0])
-    crc = zlib.crc32(piece)
+    """Insert a chunk unless its content is already stored; return its row id either way."""
     n = int(piece.nbytes)
-    if n >= _BLOBOPEN_MIN and hasattr(conn, "blobopen"):
-        rowid = conn.execute(
-            "INSERT INTO rdb_chunk(digest, nbytes, crc32, data) VALUES (?, ?, ?, zeroblob(?))", (digest, n, crc, n)
-        ).lastrowid
-        assert rowid is not None
+    streamed = n >= _BLOBOPEN_MIN and hasattr(conn, "blobopen")
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO rdb_chunk(digest, nbytes, crc32, data) VALUES (?, ?, ?, "
+        + ("zeroblob(?))" if streamed else "?)"),
+        (digest, n, zlib.crc32(piece), n if streamed else memoryview(piece)),
+    )
+    if cursor.rowcount == 0:
+        return int(conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (digest,)).fetchone()[0])
+    rowid = cursor.lastrowid
+    assert rowid is not None
+    if streamed:
         with conn.blobopen("rdb_chunk", "data", rowid) as blob:
             blob.write(memoryview(piece))
-        return rowid
-    rowid = conn.execute(
-        "INSERT INTO rdb_chunk(digest, nbytes, crc32, data) VALUES (?, ?, ?, ?)", (digest, n, crc, memoryview(piece))
-    ).lastrowid
-    assert rowid is not None
     return rowid
 
 
