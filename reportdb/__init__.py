@@ -20,6 +20,8 @@ _LAZY = {
     "Report": "reportdb.report",
     "upgrade": "reportdb.report",
     "load_tensor_file": "reportdb.formats",
+    "convert_tensor_file": "reportdb.export",
+    "describe_tensor_file": "reportdb.export",
     "compare": "reportdb.compare",
     "Writer": "reportdb.writer",
     "migrate": "reportdb.migrate",

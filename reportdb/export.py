@@ -226,3 +226,17 @@ def _float_json(value: float) -> float | str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return value
+
+
+def convert_tensor_file(path: str | Path, out: str | Path) -> None:
+    """Read a legacy tensor file (.bin, .tensorbin, .pt) and write it as .npy, .npz or .safetensors."""
+    from .formats import load_tensor_file
+
+    write_array(load_tensor_file(path), Path(out))
+
+
+def describe_tensor_file(path: str | Path, *, preview: int = 6) -> dict[str, Any]:
+    """Spec, source, statistics and a value preview of a legacy tensor file."""
+    from .formats import load_tensor_file
+
+    return describe(load_tensor_file(path), preview=preview)
