@@ -1,0 +1,478 @@
+"""Tests of the torch-free ``.pt`` reader: real torch 2.13 files, report goldens, hostile and broken files."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import json
+import os
+import pickle
+import re
+import struct
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from reportdb.errors import FormatError, ReportDBError, UnsafePickleError, UnsupportedDTypeError
+from reportdb.formats.pt import read_pt
+
+from conftest import FIXTURES, assert_values_equal, manifest
+
+PT = FIXTURES / "torch-2.13-pt"
+PT_ENTRIES = manifest("torch-2.13-pt")
+REPORT_PTS = sorted(FIXTURES.glob("*/report/tensors/*.pt"))
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int64": 8, "int32": 4,
+            "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+
+
+def expected_values(entry: dict[str, Any]) -> np.ndarray:
+    """The expected array in the manifest's logical shape.
+
+    ``make_pt_corpus.py`` saved expectations through ``np.ascontiguousarray``, which turns a 0-d tensor
+    into shape (1,); torch and the manifest say the shape is (), so only those files are reshaped.
+    """
+    expected = np.load(PT / "expected" / f"{entry['name']}.npy")
+    return expected.reshape(entry["shape"]) if not entry["shape"] else expected
+
+
+# ---------------------------------------------------------------- hand-assembled pickles (no torch)
+
+
+def op_global(module: str, name: str) -> bytes:
+    """A protocol-0 GLOBAL opcode, as torch's pickles use."""
+    return b"c" + f"{module}\n{name}\n".encode()
+
+
+def val(value: Any) -> bytes:
+    """The opcodes that push ``value`` (a pickle without its PROTO header and STOP)."""
+    return pickle.dumps(value, protocol=2)[2:-1]
+
+
+def finish(body: bytes) -> bytes:
+    """A complete protocol-2 pickle of the object ``body`` pushes."""
+    return b"\x80\x02" + body + b"."
+
+
+def tensor_body(
+    *, size: tuple[int, ...], stride: tuple[int, ...], numel: int, offset: int = 0, storage: str = "FloatStorage",
+    key: str = "0", rebuild: str = "_rebuild_tensor_v2", hooks: bytes | None = None, legacy_view: Any = "zip",
+    dtype: str | None = None,
+) -> bytes:
+    """The opcodes torch.save writes for one tensor: rebuild(storage pid, offset, size, stride, False, hooks).
+
+    ``legacy_view`` adds the sixth legacy persistent-id field (None or a view tuple); ``dtype`` makes it a
+    ``_rebuild_tensor_v3`` call with that torch dtype.
+    """
+    pid = val("storage") + op_global("torch", storage) + val(key) + val("cpu") + val(numel)
+    if legacy_view != "zip":
+        pid += val(legacy_view)
+    hooks = op_global("collections", "OrderedDict") + b")R" if hooks is None else hooks
+    args = b"((" + pid + b"tQ" + val(offset) + val(tuple(size)) + val(tuple(stride)) + val(False) + hooks
+    if dtype is not None:
+        args += op_global("torch", dtype)
+    return op_global("torch._utils", rebuild) + args + b"tR"
+
+
+def write_zip(path: Path, pkl: bytes, records: dict[str, bytes], *, prefix: str = "archive",
+              byteorder: bytes | None = b"little", compression: int = zipfile.ZIP_STORED) -> Path:
+    """A zip ``.pt`` laid out as torch.save does: ``<prefix>/data.pkl``, ``byteorder``, ``data/<key>``."""
+    with zipfile.ZipFile(path, "w", compression) as zf:
+        zf.writestr(f"{prefix}/data.pkl", pkl)
+        if byteorder is not None:
+            zf.writestr(f"{prefix}/byteorder", byteorder)
+        for key, data in records.items():
+            zf.writestr(f"{prefix}/data/{key}", data)
+    return path
+
+
+def legacy_stream(obj_pickle: bytes, storages: list[tuple[str, bytes, int]], *, big_endian: bool = False) -> bytes:
+    """The old serializer's layout: magic, protocol, sys_info, object, keys, then (numel, bytes) storages.
+
+    ``big_endian`` writes counts (and the caller's data) as old torch did on big-endian hosts.
+    """
+    type_sizes = {"short": 2, "int": 4, "long": 4}
+    sys_info = {"protocol_version": 1001, "little_endian": not big_endian, "type_sizes": type_sizes}
+    head = pickle.dumps(LEGACY_MAGIC, 2) + pickle.dumps(1001, 2) + pickle.dumps(sys_info, 2)
+    count = ">q" if big_endian else "<q"
+    tail = b"".join(struct.pack(count, len(data) // size) + data for _, data, size in storages)
+    return head + obj_pickle + pickle.dumps([key for key, _, _ in storages], 2) + tail
+
+
+def f32(values: Any) -> bytes:
+    """Little-endian float32 storage bytes."""
+    return np.asarray(values, "<f4").tobytes()
+
+
+def simple_pt(tmp_path: Path, pkl_body: bytes, data: bytes, name: str = "t.pt", **kwargs: Any) -> Path:
+    """A zip ``.pt`` whose pickle is ``pkl_body`` and whose only storage, key "0", holds ``data``."""
+    return write_zip(tmp_path / name, finish(pkl_body), {"0": data}, **kwargs)
+
+
+# ---------------------------------------------------------------- real files
+
+
+@pytest.mark.parametrize("entry", PT_ENTRIES, ids=[e["name"] for e in PT_ENTRIES])
+def test_torch_fixture_values(entry: dict[str, Any]) -> None:
+    loaded = read_pt(PT / entry["file"])
+    array = loaded.array
+    assert list(array.shape) == entry["shape"]
+    assert loaded.spec.logical_shape == tuple(entry["shape"])
+    assert_values_equal(array, expected_values(entry))
+    assert array.flags.c_contiguous and array.flags.writeable
+    dtype = entry["dtype"].removeprefix("torch.")
+    assert loaded.source == {"format": "pt", "version": "legacy" if entry["kind"] == "legacy_serializer" else "zip",
+                             "torch_dtype": dtype, "path": str(PT / entry["file"])}
+    assert array.dtype == (np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype))
+    assert len(loaded.shards) == 1 and loaded.shards[0][0] == ()
+
+
+def test_fixture_corpus_covers_what_the_reader_claims() -> None:
+    kinds = {e["kind"] for e in PT_ENTRIES}
+    assert {"plain", "transposed", "slice", "detached", "legacy_serializer"} <= kinds
+    assert {e["dtype"].removeprefix("torch.") for e in PT_ENTRIES} == set(ITEMSIZE)
+
+
+@pytest.mark.parametrize("path", REPORT_PTS, ids=[f"{p.parents[2].name}/{p.name}" for p in REPORT_PTS])
+def test_report_golden_pt(path: Path) -> None:
+    expected = np.load(path.parents[2] / "report_expected" / f"{path.stem}.npy")
+    assert_values_equal(read_pt(str(path)).array, expected)
+
+
+def test_report_goldens_exist() -> None:
+    assert len(REPORT_PTS) >= 10
+
+
+def _rewrite_fixture(src: Path, dst: Path, edit: Callable[[str, bytes], bytes],
+                     compression: int = zipfile.ZIP_STORED) -> Path:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", compression) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, edit(info.filename, zin.read(info)))
+    return dst
+
+
+BIG_ENDIAN_CASES = [e for e in PT_ENTRIES if e["kind"] != "legacy_serializer" and e["shape"]]
+
+
+@pytest.mark.parametrize("entry", BIG_ENDIAN_CASES, ids=[e["name"] for e in BIG_ENDIAN_CASES])
+def test_big_endian_archive(tmp_path: Path, entry: dict[str, Any]) -> None:
+    width = ITEMSIZE[entry["dtype"].removeprefix("torch.")]
+
+    def to_big(name: str, data: bytes) -> bytes:
+        if name.endswith("/byteorder"):
+            return b"big"
+        if "/data/" in name and not name.endswith("serialization_id"):
+            return np.frombuffer(data, f"<u{width}").astype(f">u{width}").tobytes()
+        return data
+
+    path = _rewrite_fixture(PT / entry["file"], tmp_path / "big.pt", to_big)
+    assert_values_equal(read_pt(path).array, expected_values(entry))
+
+
+def test_deflated_archive_reads_equal(tmp_path: Path) -> None:
+    entry = next(e for e in PT_ENTRIES if e["name"].endswith("int64_transposed"))
+    path = _rewrite_fixture(PT / entry["file"], tmp_path / "z.pt", lambda _n, d: d, zipfile.ZIP_DEFLATED)
+    assert_values_equal(read_pt(path).array, expected_values(entry))
+
+
+# ---------------------------------------------------------------- hand-built valid files
+
+
+def test_archive_folder_name_and_missing_byteorder(tmp_path: Path) -> None:
+    body = tensor_body(size=(2, 3), stride=(1, 2), numel=6)
+    path = simple_pt(tmp_path, body, f32(range(6)), prefix="some name", byteorder=None)
+    np.testing.assert_array_equal(read_pt(path).array, np.arange(6, dtype="f4").reshape(3, 2).T)
+
+
+def test_storage_offset_and_strides(tmp_path: Path) -> None:
+    body = tensor_body(size=(2, 2), stride=(4, 2), offset=3, numel=12)
+    expected = np.arange(12, dtype="f4")[3:].reshape(-1)[[0, 2, 4, 6]].reshape(2, 2)
+    np.testing.assert_array_equal(read_pt(simple_pt(tmp_path, body, f32(range(12)))).array, expected)
+
+
+def test_broadcast_view_with_zero_stride(tmp_path: Path) -> None:
+    body = tensor_body(size=(3, 2), stride=(0, 1), numel=2)
+    np.testing.assert_array_equal(read_pt(simple_pt(tmp_path, body, f32([5, 6]))).array, [[5, 6]] * 3)
+
+
+def test_empty_tensor(tmp_path: Path) -> None:
+    body = tensor_body(size=(0, 4), stride=(4, 1), numel=0)
+    array = read_pt(simple_pt(tmp_path, body, b"")).array
+    assert array.shape == (0, 4) and array.dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda t: b"}" + val("weight") + t + b"s",  # {"weight": t}
+        lambda t: b"]" + t + b"a",  # [t]
+        lambda t: b"}(" + val("t") + t + val("name") + val("x") + b"u",  # a dict with one tensor among other values
+        lambda t: op_global("torch._utils", "_rebuild_parameter") + b"(" + t + b"\x88"
+        + op_global("collections", "OrderedDict") + b")Rt" + b"R",  # nn.Parameter
+        lambda t: op_global("torch._utils", "_rebuild_parameter_with_state") + b"(" + t + b"\x88"
+        + op_global("collections", "OrderedDict") + b")R}tR",  # nn.Parameter with attributes
+    ],
+    ids=["dict", "list", "dict-with-extra", "parameter", "parameter-with-state"],
+)
+def test_containers_with_one_tensor(tmp_path: Path, wrap: Callable[[bytes], bytes]) -> None:
+    body = wrap(tensor_body(size=(3,), stride=(1,), numel=3))
+    np.testing.assert_array_equal(read_pt(simple_pt(tmp_path, body, f32([1, 2, 3]))).array, [1, 2, 3])
+
+
+def test_rebuild_tensor_v1(tmp_path: Path) -> None:
+    pid = b"(" + val("storage") + op_global("torch", "DoubleStorage") + val("0") + val("cpu") + val(4) + b"tQ"
+    body = op_global("torch._utils", "_rebuild_tensor") + b"(" + pid + val(1) + val((3,)) + val((1,)) + b"tR"
+    array = read_pt(simple_pt(tmp_path, body, np.arange(4, dtype="<f8").tobytes())).array
+    np.testing.assert_array_equal(array, [1, 2, 3])
+    assert array.dtype == np.float64
+
+
+def test_rebuild_tensor_v3_untyped_storage(tmp_path: Path) -> None:
+    body = tensor_body(size=(2, 2), stride=(2, 1), offset=1, numel=10, storage="UntypedStorage",
+                       rebuild="_rebuild_tensor_v3", dtype="uint16")
+    data = np.arange(5, dtype="<u2").tobytes()
+    loaded = read_pt(simple_pt(tmp_path, body, data))
+    np.testing.assert_array_equal(loaded.array, [[1, 2], [3, 4]])
+    assert loaded.array.dtype == np.uint16 and loaded.source["torch_dtype"] == "uint16"
+
+
+def test_bool_storage_bytes_are_normalized(tmp_path: Path) -> None:
+    body = tensor_body(size=(3,), stride=(1,), numel=3, storage="BoolStorage")
+    array = read_pt(simple_pt(tmp_path, body, bytes([0, 2, 255]))).array
+    assert array.dtype == np.bool_ and array.tolist() == [False, True, True]
+
+
+def test_legacy_stream_views_and_byte_order(tmp_path: Path) -> None:
+    # torch < 0.4 pickled views of storages: ('storage', type, root, loc, numel, (view_key, offset, size)).
+    body = tensor_body(size=(3,), stride=(1,), offset=1, numel=10, key="root", legacy_view=("v", 2, 5))
+    data = np.arange(10, dtype=">f4").tobytes()
+    path = tmp_path / "legacy.pt"
+    path.write_bytes(legacy_stream(finish(body), [("root", data, 4)], big_endian=True))
+    loaded = read_pt(path)
+    np.testing.assert_array_equal(loaded.array, [3, 4, 5])
+    assert loaded.source["version"] == "legacy"
+
+
+def test_legacy_stream_skips_other_storages(tmp_path: Path) -> None:
+    # the object is (a bare HalfStorage "a", a tensor on LongStorage "b"): storage "a" is skipped unread
+    storage_a = b"(" + val("storage") + op_global("torch", "HalfStorage") + val("a") + val("cpu") + val(3) + val(None)
+    tensor_b = tensor_body(size=(2,), stride=(1,), numel=2, key="b", storage="LongStorage", legacy_view=None)
+    storages = [("a", np.zeros(3, "<f2").tobytes(), 2), ("b", np.array([7, -8], "<i8").tobytes(), 8)]
+    path = tmp_path / "legacy.pt"
+    path.write_bytes(legacy_stream(finish(storage_a + b"tQ" + tensor_b + b"\x86"), storages))
+    np.testing.assert_array_equal(read_pt(path).array, [7, -8])
+
+
+# ---------------------------------------------------------------- hostile pickles
+
+
+class Reduce:
+    """Pickles as ``func(*args)``: what a hostile file asks the unpickler to run."""
+
+    def __init__(self, func: Callable[..., Any], *args: Any) -> None:
+        self.func, self.args = func, args
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return self.func, self.args
+
+
+def _payloads(marker: Path) -> dict[str, tuple[bytes, str]]:
+    """Hostile pickles (each would create ``marker``) and the global each must be refused for."""
+    cmd = f"touch {marker}"
+    return {
+        "os.system-p2": (pickle.dumps(Reduce(os.system, cmd), 2), f"{os.system.__module__}.system"),
+        "os.system-p0-GLOBAL": (b"cos\nsystem\n(V" + cmd.encode() + b"\ntR.", "os.system"),
+        "posix.system-GLOBAL": (b"\x80\x02cposix\nsystem\nX" + struct.pack("<I", len(cmd)) + cmd.encode() + b"\x85R.",
+                                "posix.system"),
+        "builtins.eval-p4": (pickle.dumps(Reduce(builtins.eval, f"__import__('os').system({cmd!r})"), 4),
+                             "builtins.eval"),
+        "builtins.exec-p5": (pickle.dumps(Reduce(builtins.exec, f"import os; os.system({cmd!r})"), 5), "builtins.exec"),
+        "subprocess.Popen": (pickle.dumps(Reduce(subprocess.Popen, ["touch", str(marker)]), 4), "subprocess.Popen"),
+        "subprocess.run": (pickle.dumps(Reduce(subprocess.run, ["touch", str(marker)]), 4), "subprocess.run"),
+        "functools.partial": (pickle.dumps(Reduce(functools.partial(os.system, cmd)), 4), "functools.partial"),
+        "getattr-chain-p4": (b"\x80\x04" + val("torch._utils") + val("_rebuild_tensor_v2.__globals__") + b"\x93.",
+                             "torch._utils._rebuild_tensor_v2.__globals__"),
+        "torch.load": (b"\x80\x02ctorch\nload\n.", "torch.load"),
+        "numpy-reconstruct": (b"\x80\x02cnumpy.core.multiarray\n_reconstruct\n.", "numpy.core.multiarray._reconstruct"),
+    }
+
+
+PAYLOAD_IDS = list(_payloads(Path("x")))
+
+
+@pytest.mark.parametrize("kind", PAYLOAD_IDS)
+def test_malicious_zip_pickle_refused(tmp_path: Path, kind: str) -> None:
+    marker = tmp_path / "pwned"
+    pkl, refused = _payloads(marker)[kind]
+    path = write_zip(tmp_path / "evil.pt", pkl, {"0": f32([1])})
+    with pytest.raises(UnsafePickleError, match=re.escape(refused)) as info:
+        read_pt(path)
+    assert str(path) in str(info.value)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("kind", PAYLOAD_IDS)
+def test_malicious_legacy_pickle_refused(tmp_path: Path, kind: str) -> None:
+    marker = tmp_path / "pwned"
+    pkl, refused = _payloads(marker)[kind]
+    path = tmp_path / "evil.pt"
+    path.write_bytes(legacy_stream(pkl, [("0", f32([1]), 4)]))
+    with pytest.raises(UnsafePickleError, match=re.escape(refused)):
+        read_pt(path)
+    assert not marker.exists()
+
+
+def test_malicious_object_inside_a_tensor_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    hooks = pickle.dumps(Reduce(os.system, f"touch {marker}"), 2)[2:-1]
+    path = simple_pt(tmp_path, tensor_body(size=(1,), stride=(1,), numel=1, hooks=hooks), f32([1]))
+    with pytest.raises(UnsafePickleError, match="system"):
+        read_pt(path)
+    assert not marker.exists()
+
+
+def test_malicious_legacy_header_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.pt"
+    path.write_bytes(pickle.dumps(Reduce(os.system, f"touch {marker}"), 2) + b"rest")
+    with pytest.raises(UnsafePickleError):
+        read_pt(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "state",
+    [{"offset": -1000}, ("x", "float32", -1000, (4,), (-1,)), (None, {"stride": (-1,)})],
+    ids=["dict", "tuple", "slots"],
+)
+def test_pickle_build_cannot_rewrite_a_checked_tensor(tmp_path: Path, state: Any) -> None:
+    body = tensor_body(size=(1,), stride=(1,), numel=1) + val(state) + b"b"  # BUILD on the rebuilt tensor
+    path = simple_pt(tmp_path, body, f32([1]))
+    with pytest.raises(FormatError, match=re.escape(f"{path}: the pickle tries to set the state of a TensorRef")):
+        read_pt(path)
+
+
+def test_pickle_build_cannot_rewrite_a_storage(tmp_path: Path) -> None:
+    body = tensor_body(size=(1,), stride=(1,), numel=1).replace(b"tQ", b"tQ" + val({"numel": 1 << 40}) + b"b", 1)
+    with pytest.raises(FormatError, match="set the state of a Storage"):
+        read_pt(simple_pt(tmp_path, body, f32([1])))
+
+
+def test_unsupported_torch_dtype(tmp_path: Path) -> None:
+    body = tensor_body(size=(1,), stride=(1,), numel=1, storage="ComplexFloatStorage")
+    with pytest.raises(UnsupportedDTypeError, match="ComplexFloatStorage"):
+        read_pt(simple_pt(tmp_path, body, b"\0" * 8))
+
+
+# ---------------------------------------------------------------- broken files
+
+
+@pytest.mark.parametrize("cut", [0, 3, 30, 200, 600, -100, -22, -1])
+def test_truncated_zip(tmp_path: Path, cut: int) -> None:
+    data = (PT / "files" / "p004_float32_slice.pt").read_bytes()
+    path = tmp_path / "cut.pt"
+    path.write_bytes(data[:cut])
+    with pytest.raises(FormatError, match=re.escape(str(path))):
+        read_pt(path)
+
+
+def test_truncated_legacy_stream_at_every_byte(tmp_path: Path) -> None:
+    data = (PT / "files" / "p901_legacy_serializer.pt").read_bytes()
+    path = tmp_path / "cut.pt"
+    for cut in range(len(data)):
+        path.write_bytes(data[:cut])
+        with pytest.raises(FormatError):
+            read_pt(path)
+
+
+def test_zip_with_mutated_pickle_only_raises_reportdb_errors(tmp_path: Path) -> None:
+    src = PT / "files" / "p004_float32_slice.pt"
+    with zipfile.ZipFile(src) as zf:
+        pkl_name = next(n for n in zf.namelist() if n.endswith("data.pkl"))
+        pkl = zf.read(pkl_name)
+    for position in range(len(pkl)):
+        for byte in (0x00, 0x29, 0x4B, 0x7F, 0xFF):
+            mutated = pkl[:position] + bytes([byte]) + pkl[position + 1 :]
+            path = _rewrite_fixture(src, tmp_path / "m.pt", lambda n, d: mutated if n == pkl_name else d)
+            try:
+                read_pt(path)
+            except ReportDBError:
+                pass
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda n, d: b"not a pickle" if n.endswith("data.pkl") else d, "data.pkl|pickle|Unpickling"),
+        (lambda n, d: d[:-4] if n.endswith("/data/0") else d, "bytes"),
+        (lambda n, d: b"middle" if n.endswith("/byteorder") else d, "byteorder"),
+    ],
+    ids=["garbage-pickle", "short-storage", "bad-byteorder"],
+)
+def test_corrupt_zip_records(tmp_path: Path, edit: Callable[[str, bytes], bytes], message: str) -> None:
+    path = _rewrite_fixture(PT / "files" / "p002_float32_plain.pt", tmp_path / "bad.pt", edit)
+    with pytest.raises(FormatError, match=message):
+        read_pt(path)
+
+
+def test_missing_records(tmp_path: Path) -> None:
+    body = finish(tensor_body(size=(1,), stride=(1,), numel=1))
+    with pytest.raises(FormatError, match="missing"):
+        read_pt(write_zip(tmp_path / "a.pt", body, {}))
+    path = tmp_path / "b.pt"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("archive/data/0", f32([1]))
+    with pytest.raises(FormatError, match="data.pkl"):
+        read_pt(path)
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [dict(size=(5,), stride=(1,), numel=4), dict(size=(2, 2), stride=(2, 1), offset=1, numel=4),
+     dict(size=(2, 3), stride=(1, 2), numel=5)],
+    ids=["too-long", "offset-overrun", "stride-overrun"],
+)
+def test_view_outside_storage(tmp_path: Path, geometry: dict[str, Any]) -> None:
+    path = simple_pt(tmp_path, tensor_body(**geometry), f32(np.zeros(geometry["numel"])))
+    with pytest.raises(FormatError, match="reaches element"):
+        read_pt(path)
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [dict(size=(-1,), stride=(1,)), dict(size=(2,), stride=(-1,)), dict(size=(2,), stride=(1, 1)),
+     dict(size=(1 << 40, 1 << 40), stride=(0, 0))],
+    ids=["negative-size", "negative-stride", "rank-mismatch", "huge-broadcast"],
+)
+def test_bad_geometry(tmp_path: Path, geometry: dict[str, Any]) -> None:
+    with pytest.raises(FormatError):
+        read_pt(simple_pt(tmp_path, tensor_body(numel=2, **geometry), f32([1, 2])))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [val(7), tensor_body(size=(1,), stride=(1,), numel=1) * 2 + b"\x86", val({"a": 1})],
+    ids=["int", "two-tensors", "dict-without-tensor"],
+)
+def test_top_level_without_exactly_one_tensor(tmp_path: Path, body: bytes) -> None:
+    with pytest.raises(FormatError, match="exactly one tensor"):
+        read_pt(simple_pt(tmp_path, body, f32([1])))
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00" * 64, b"PK\x03\x04garbage", json.dumps({"a": 1}).encode()],
+                         ids=["empty", "zeros", "fake-zip", "json"])
+def test_not_a_pt_file(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "x.pt"
+    path.write_bytes(content)
+    with pytest.raises(FormatError, match=re.escape(str(path))):
+        read_pt(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match="cannot read"):
+        read_pt(tmp_path / "absent.pt")
