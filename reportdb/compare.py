@@ -1,0 +1,551 @@
+"""Compare an actual tensor with its expected (golden) one: a vector of metrics, never PCC alone.
+
+PCC is blind to scale and offset and tt-metal's ``comp_pcc`` hides NaN/Inf, so :func:`compare` reports PCC
+next to error magnitudes, ULPs, allclose counts, non-finite mismatches and a linear-fit check. ``a`` is the
+actual (device, "calculated") tensor and ``b`` the expected (golden) one: like ``numpy.isclose``, tolerances
+and relative errors are taken relative to ``b``.
+
+Definitions (all arithmetic in float64, streamed over blocks of :data:`BLOCK_ELEMENTS` elements so memory
+stays bounded; partial moments are merged with Chan, Golub & LeVeque's pairwise formula, which also lets
+large pairs be split into spans streamed on separate cores):
+
+* ``pcc``: Pearson correlation over the positions where *both* sides are finite, clipped to [-1, 1]; None
+  when fewer than two such positions exist or either side is constant there (``constant_input``).
+* ``pcc_ttmetal``: tt-metal's ``comp_pcc(golden=b, calculated=a)`` number: ``a`` is first cast to ``b``'s
+  dtype; both all-NaN (or empty) gives 1.0, exactly one all-NaN gives 0.0, exactly one all-zero gives 0.0;
+  NaN and ±Inf are then replaced by 0 on both sides; equal tensors give 1.0; otherwise the minimum of
+  ``np.ma.corrcoef``'s 2x2 matrix, which is 1.0 when a side has zero variance.
+* ``cosine``: cosine similarity over the jointly finite positions (None if either side is all zero there).
+* ``max_abs_error`` / ``mean_abs_error``: of ``|a - b|``; ``max_rel_error`` / ``mean_rel_error``: of
+  ``|a - b| / max(|b|, REL_EPS)`` with ``REL_EPS`` = float64 epsilon (Polygraphy's zero guard); both over the
+  jointly finite positions.
+* ``ulp_max`` / ``ulp_mean``: distance in units in the last place of ``ulp_dtype``, the coarser float dtype
+  of the two (fewer mantissa bits; an integer side takes the other side's float dtype). Both sides are
+  rounded to it and their bit patterns mapped to ordered integers, so the distance is an integer count of
+  representable values between them, +0 and -0 being equal. Positions where either rounded value is not
+  finite are skipped. With no float side (integers, bool) ``ulp_dtype`` is ``"integer"`` and a ULP is the
+  absolute difference.
+* ``allclose_mismatches``: positions where ``|a - b| > atol + rtol * |b|`` (numpy's convention); NaN matches
+  NaN, ±Inf matches the same infinity, anything else non-finite mismatches.
+* ``nan_mismatches``: positions where exactly one side is NaN. ``inf_mismatches``: positions where a side is
+  ±Inf and the other does not hold that same infinity (NaN against Inf counts in both).
+* ``fit_scale`` / ``fit_offset``: the symmetric (reduced-major-axis) line ``b ~ k*a + c``, ``k = sign(r) *
+  std(b) / std(a)``, which unlike the least-squares slope is not shrunk by uncorrelated noise.
+  ``scale_or_offset_error`` is set when ``pcc >= pcc`` threshold but ``|k - 1| > t`` or ``|c| > t *
+  max(rms(a), rms(b)) + atol``, with ``t = fit_tol + (1/pcc - 1)``: pure noise at correlation r can move the
+  ratio of spreads by up to 1/r, so only the excess counts.
+* ``passed``: False on a shape mismatch or any non-finite mismatch; otherwise, when ``pcc`` is undefined
+  (constant, empty, single-element or all-non-finite inputs), ``allclose_mismatches == 0``; otherwise
+  ``pcc >= pcc`` threshold and no scale/offset error.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .dtypes import DTYPES, dtype_name
+from .errors import ReportDBError
+from .stats import flat_blocks, parallel_map, scratch, split_range
+
+#: Elements per block: a few float64 scratch arrays of this size stay in cache between passes.
+BLOCK_ELEMENTS = 1 << 18
+
+#: Floor of the relative-error denominator, ``max(|b|, REL_EPS)`` (float64 machine epsilon, as Polygraphy).
+REL_EPS = float(np.finfo(np.float64).eps)
+
+#: Spread below this fraction of |mean| triggers an exact test for a constant block (summation noise
+#: would otherwise leave a tiny non-zero variance on constant data).
+_CONSTANT_REL = 1e-12
+
+_TINY = float(np.finfo(np.float64).tiny)
+
+
+class ComparisonError(ReportDBError, ValueError):
+    """compare() was called with invalid tolerances or thresholds."""
+
+
+class _Moments:
+    """Streaming count, means and centred (co)moments of a pair of float64 sequences."""
+
+    __slots__ = ("n", "mean_a", "mean_b", "m2a", "m2b", "cab")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean_a = self.mean_b = self.m2a = self.m2b = self.cab = 0.0
+
+    @classmethod
+    def of_block(cls, xa: np.ndarray, xb: np.ndarray, sum_a: float, sum_b: float, work: np.ndarray) -> _Moments:
+        """The moments of one block, given its sums; ``work`` is float64 and at least ``2 * xa.size`` long."""
+        new = cls()
+        m = xa.size
+        if m == 0:
+            return new
+        da = np.subtract(xa, sum_a / m, out=work[:m])
+        db = np.subtract(xb, sum_b / m, out=work[m : 2 * m])
+        new.n = m
+        new.mean_a, new.m2a = _centred(xa, da, sum_a / m)
+        new.mean_b, new.m2b = _centred(xb, db, sum_b / m)
+        new.cab = _dot(da, db) if new.m2a and new.m2b else 0.0
+        return new
+
+    def merge(self, other: _Moments) -> None:
+        """Fold ``other`` (a disjoint set of positions) into these moments."""
+        if other.n == 0:
+            return
+        if self.n == 0:
+            self.n, self.mean_a, self.mean_b = other.n, other.mean_a, other.mean_b
+            self.m2a, self.m2b, self.cab = other.m2a, other.m2b, other.cab
+            return
+        n = self.n + other.n
+        delta_a = other.mean_a - self.mean_a
+        delta_b = other.mean_b - self.mean_b
+        weight = self.n * other.n / n
+        self.mean_a += delta_a * other.n / n
+        self.mean_b += delta_b * other.n / n
+        self.m2a += other.m2a + delta_a * delta_a * weight
+        self.m2b += other.m2b + delta_b * delta_b * weight
+        self.cab += other.cab + delta_a * delta_b * weight
+        self.n = n
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """Sum of products without BLAS: einsum's single-threaded SIMD loop does not stall when the other
+    core is busy, as a threaded BLAS dot can on a loaded 2-core machine."""
+    return float(np.einsum("i,i->", x, y))
+
+
+def _centred(x: np.ndarray, centred: np.ndarray, mean: float) -> tuple[float, float]:
+    """Return (mean, M2) of a block from its centred values; an exactly constant block gets its exact value
+    as mean and M2 = 0."""
+    m2 = _dot(centred, centred)
+    if math.sqrt(m2 / x.size) <= _CONSTANT_REL * abs(mean) and x[0] == x.max() == x.min():
+        return float(x[0]), 0.0
+    return mean, m2
+
+
+@dataclass
+class _TtMetal:
+    """Running state of tt-metal's ``comp_pcc`` special cases (its masked values' moments are kept apart)."""
+
+    golden_has_non_nan: bool = False
+    calc_has_non_nan: bool = False
+    golden_has_nonzero: bool = False
+    calc_has_nonzero: bool = False
+    equal: bool = True
+
+    def merge(self, other: _TtMetal) -> None:
+        """Combine with the state of other positions."""
+        self.golden_has_non_nan |= other.golden_has_non_nan
+        self.calc_has_non_nan |= other.calc_has_non_nan
+        self.golden_has_nonzero |= other.golden_has_nonzero
+        self.calc_has_nonzero |= other.calc_has_nonzero
+        self.equal &= other.equal
+
+    def result(self, size: int, moments: _Moments) -> float:
+        """The PCC comp_pcc would return."""
+        if size == 0 or not (self.golden_has_non_nan or self.calc_has_non_nan):
+            return 1.0
+        if not (self.golden_has_non_nan and self.calc_has_non_nan):
+            return 0.0
+        if self.golden_has_nonzero != self.calc_has_nonzero:
+            return 0.0
+        if self.equal:
+            return 1.0
+        return _masked_corrcoef_min(moments)
+
+
+def _masked_corrcoef_min(mo: _Moments) -> float:
+    """``np.min(np.ma.corrcoef(g, c))`` from the moments: cov / outer(std, std), where numpy.ma masks the
+    entries whose divisor is zero (or whose value is not finite); all masked gives tt-metal's 1.0."""
+    if mo.n < 2:
+        return 1.0
+    ddof = mo.n - 1
+    var = (mo.m2a / ddof, mo.m2b / ddof)
+    std = (math.sqrt(var[0]), math.sqrt(var[1]))
+    entries = ((var[0], std[0] * std[0]), (mo.cab / ddof, std[0] * std[1]), (var[1], std[1] * std[1]))
+    valid = [
+        num / den
+        for num, den in entries
+        if abs(num) * _TINY < abs(den) and math.isfinite(num / den)  # numpy.ma's division domain
+    ]
+    return min(valid) if valid else 1.0
+
+
+def _float_rank(dtype: np.dtype) -> tuple[int, int] | None:
+    """(mantissa bits, exponent bits) of a float dtype, None for integers and bool."""
+    if dtype.kind in "biu":
+        return None
+    info = ml_dtypes.finfo(dtype)
+    return int(info.nmant), int(info.nexp)
+
+
+@functools.lru_cache(maxsize=None)
+def _ulp_dtype(da: np.dtype, db: np.dtype) -> np.dtype | None:
+    """The coarser float dtype of the two (fewer mantissa bits, then fewer exponent bits), None if neither
+    is a float."""
+    ranked = [(rank, DTYPES[dtype_name(d)]) for d in (da, db) if (rank := _float_rank(d)) is not None]
+    return min(ranked, key=lambda item: item[0])[1] if ranked else None
+
+
+class _UlpCounter:
+    """Streaming max and sum of the ordered-integer distance between two arrays rounded to one float dtype.
+
+    Works in per-thread scratch buffers: on this class of VM first-touching fresh memory costs more than
+    the arithmetic itself.
+    """
+
+    def __init__(self, dtype: np.dtype, block: int) -> None:
+        self.dtype = dtype
+        bits = dtype.itemsize * 8
+        self.int_dtype = np.dtype(f"<i{dtype.itemsize}")
+        self.shift = bits - 1
+        self.int_max = self.int_dtype.type((1 << (bits - 1)) - 1)
+        largest = np.array(ml_dtypes.finfo(dtype).max, dtype=dtype)
+        self.ord_max = int(largest.view(self.int_dtype))  # finite values map into [-ord_max, ord_max]
+        self.ord_a = scratch("ulp_a", block, self.int_dtype)
+        self.ord_b = scratch("ulp_b", block, self.int_dtype)
+        self.sign = scratch("ulp_sign", block, self.int_dtype)
+        self.dist = scratch("ulp_dist", block, np.int64)
+        self.count = 0
+        self.max = 0
+        self.total = 0.0
+
+    def _ordered(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Map values to integers in the same order as the floats, with -0 and +0 both mapped to 0: negative
+        patterns become ``INT_MIN - bits``, computed branch-free as ``(bits ^ (sign & INT_MAX)) - sign``."""
+        if x.dtype != self.dtype:
+            x = x.astype(self.dtype)
+        bits = x.view(self.int_dtype)
+        out = out[: bits.size]
+        sign = np.right_shift(bits, self.shift, out=self.sign[: bits.size])  # 0, or -1 for negative patterns
+        np.bitwise_and(sign, self.int_max, out=out)
+        np.bitwise_xor(out, bits, out=out)
+        np.subtract(out, sign, out=out)
+        return out
+
+    def add(self, a: np.ndarray, b: np.ndarray, keep: np.ndarray | None) -> None:
+        """Fold in one block of the original arrays; ``keep`` marks the jointly finite positions (None: all)."""
+        oa = self._ordered(a, self.ord_a)
+        ob = self._ordered(b, self.ord_b)
+        if a.dtype != self.dtype or b.dtype != self.dtype:  # rounding can overflow to Inf (NaN in e4m3fn)
+            fits = (np.abs(oa) <= self.ord_max) & (np.abs(ob) <= self.ord_max)
+            keep = fits if keep is None else keep & fits
+        if keep is not None:
+            oa, ob = oa[keep], ob[keep]
+        if oa.size == 0:
+            return
+        if self.dtype.itemsize < 8:
+            dist = np.subtract(oa, ob, out=self.dist[: oa.size], dtype=np.int64)
+            np.abs(dist, out=dist)
+            self.total += float(dist.sum())
+        else:  # 64-bit patterns: the distance can exceed int64, so take it in wrapping uint64 arithmetic
+            ua, ub = oa.view(np.uint64), ob.view(np.uint64)
+            dist = np.where(oa >= ob, ua - ub, ub - ua)
+            self.total += float(dist.sum(dtype=np.float64))
+        self.max = max(self.max, int(dist.max()))
+        self.count += oa.size
+
+    def merge(self, other: _UlpCounter) -> None:
+        """Combine with the counts of other positions."""
+        self.count += other.count
+        self.max = max(self.max, other.max)
+        self.total += other.total
+
+
+def _check_params(rtol: float, atol: float, pcc: float, fit_tol: float) -> None:
+    """Reject tolerances and thresholds that would make every comparison meaningless."""
+    for name, value in (("rtol", rtol), ("atol", atol), ("fit_tol", fit_tol)):
+        if not (isinstance(value, (int, float, np.number)) and math.isfinite(value) and value >= 0):
+            raise ComparisonError(f"{name} must be a finite number >= 0, got {value!r}")
+    if not (isinstance(pcc, (int, float, np.number)) and -1.0 <= pcc <= 1.0):
+        raise ComparisonError(f"pcc threshold must lie in [-1, 1], got {pcc!r}")
+
+
+def _finite_or_none(value: Any) -> Any:
+    """Undefined or overflowed float metrics become None, so the result survives json.dumps(allow_nan=False)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def compare(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    pcc: float = 0.99,
+    fit_tol: float = 0.02,
+) -> dict[str, Any]:
+    """Compare the actual tensor ``a`` with the expected (golden) tensor ``b``; see the module docstring for
+    every key's definition. Returns a JSON-serializable dict (no NaN: undefined metrics are None)."""
+    _check_params(rtol, atol, pcc, fit_tol)
+    arr_a = np.asarray(a)
+    arr_b = np.asarray(b)
+    result: dict[str, Any] = {
+        "shape_a": list(arr_a.shape),
+        "shape_b": list(arr_b.shape),
+        "dtype_a": dtype_name(arr_a.dtype),
+        "dtype_b": dtype_name(arr_b.dtype),
+        "rtol": float(rtol),
+        "atol": float(atol),
+        "pcc_threshold": float(pcc),
+        "fit_tol": float(fit_tol),
+    }
+    metric_keys = (
+        "count", "finite_count", "pcc", "pcc_ttmetal", "cosine", "max_abs_error", "mean_abs_error",
+        "max_rel_error", "mean_rel_error", "ulp_dtype", "ulp_max", "ulp_mean", "allclose_mismatches",
+        "nan_mismatches", "inf_mismatches", "fit_scale", "fit_offset", "constant_input",
+        "scale_or_offset_error", "nonfinite_mismatch",
+    )  # fmt: skip
+    if arr_a.shape != arr_b.shape:
+        result.update(dict.fromkeys(metric_keys))
+        result.update(shape_mismatch=True, passed=False, notes=["shapes differ: nothing else was compared"])
+        return result
+    with np.errstate(over="ignore", invalid="ignore"):  # overflowed sums surface as None, not warnings
+        result.update(_compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol)))
+    return result
+
+
+class _PairAccumulator:
+    """Every running sum, maximum and count of one comparison over a run of blocks; two accumulators over
+    disjoint runs merge into one, so halves of a large pair can be streamed on separate cores."""
+
+    def __init__(self, a_dtype: np.dtype, b_dtype: np.dtype, rtol: float, atol: float, block: int) -> None:
+        self.b_dtype = b_dtype
+        self.rtol = rtol
+        self.atol = atol
+        self.same_dtype = a_dtype == b_dtype
+        self.golden_float = b_dtype.kind not in "biu"
+        self.ulp_dtype = _ulp_dtype(a_dtype, b_dtype)
+        self.ulps = _UlpCounter(self.ulp_dtype, block) if self.ulp_dtype is not None else None
+        self.joint = _Moments()
+        self.tt_moments = _Moments()
+        self.tt = _TtMetal()
+        self.max_abs = self.max_rel = self.sum_abs = self.sum_rel = 0.0
+        self.mismatches = self.nan_mismatches = self.inf_mismatches = 0
+        self.buf_a = scratch("compare_a", block, np.float64)
+        self.buf_b = scratch("compare_b", block, np.float64)
+        self.work = scratch("compare_work", 3 * block, np.float64)
+        self.flags = scratch("compare_flags", block, np.bool_)
+
+    def add(self, blk_a: np.ndarray, blk_b: np.ndarray) -> None:
+        """Fold in one block of the original arrays (1-D, same length, at most ``block`` elements)."""
+        m = blk_a.size
+        xa = self.buf_a[:m]
+        xb = self.buf_b[:m]
+        work = self.work
+        np.copyto(xa, blk_a, casting="unsafe")
+        np.copyto(xb, blk_b, casting="unsafe")
+        sum_a = float(xa.sum())
+        sum_b = float(xb.sum())
+        all_finite = math.isfinite(sum_a) and math.isfinite(sum_b)  # a finite sum proves every term finite
+        keep: np.ndarray | None = None
+        fa, fb = xa, xb
+        if not all_finite:
+            nan_a, nan_b = np.isnan(xa), np.isnan(xb)
+            keep = np.isfinite(xa) & np.isfinite(xb)
+            self.nan_mismatches += int(np.count_nonzero(nan_a != nan_b))
+            inf_pos = np.isinf(xa) | np.isinf(xb)
+            self.inf_mismatches += int(np.count_nonzero(inf_pos & (xa != xb)))
+            same_special = (nan_a & nan_b) | (inf_pos & (xa == xb))
+            self.mismatches += m - int(np.count_nonzero(keep)) - int(np.count_nonzero(same_special))
+            fa, fb = xa[keep], xb[keep]
+            sum_a, sum_b = float(fa.sum()), float(fb.sum())
+        k = fa.size
+        moments = _Moments.of_block(fa, fb, sum_a, sum_b, work)
+        self.joint.merge(moments)
+
+        block_max_abs = 0.0
+        if k:
+            diff = np.subtract(fa, fb, out=work[:k])
+            np.abs(diff, out=diff)
+            block_max_abs = float(diff.max())
+            self.max_abs = max(self.max_abs, block_max_abs)
+            self.sum_abs += float(diff.sum())
+            mag_b = np.abs(fb, out=work[k : 2 * k])
+            tol = np.multiply(mag_b, self.rtol, out=work[2 * k : 3 * k])
+            tol += self.atol
+            self.mismatches += int(np.count_nonzero(np.greater(diff, tol, out=self.flags[:k])))
+            np.maximum(mag_b, REL_EPS, out=mag_b)
+            rel = np.divide(diff, mag_b, out=mag_b)
+            self.max_rel = max(self.max_rel, float(rel.max()))
+            self.sum_rel += float(rel.sum())
+        if self.ulps is not None:
+            self.ulps.add(blk_a, blk_b, keep)
+
+        # tt-metal comp_pcc(golden=b, calculated=a): a cast to b's dtype, NaN/Inf zeroed on both sides.
+        tt = self.tt
+        if self.same_dtype and all_finite:
+            tt.golden_has_non_nan = tt.calc_has_non_nan = True
+            tt.golden_has_nonzero |= moments.m2b > 0 or moments.mean_b != 0
+            tt.calc_has_nonzero |= moments.m2a > 0 or moments.mean_a != 0
+            tt.equal &= block_max_abs == 0.0
+            self.tt_moments.merge(moments)
+            return
+        calc = xa if self.same_dtype else blk_a.astype(self.b_dtype).astype(np.float64)
+        golden = xb
+        tt.golden_has_non_nan |= not bool(np.isnan(golden).all())
+        tt.calc_has_non_nan |= not bool(np.isnan(calc).all())
+        tt.golden_has_nonzero |= bool(np.count_nonzero(golden))
+        tt.calc_has_nonzero |= bool(np.count_nonzero(calc))
+        if self.golden_float:
+            golden = np.where(np.isfinite(golden), golden, 0.0)
+            calc = np.where(np.isfinite(calc), calc, 0.0)
+        tt.equal &= bool(np.array_equal(golden, calc))
+        self.tt_moments.merge(_Moments.of_block(calc, golden, float(calc.sum()), float(golden.sum()), work))
+
+    def merge(self, other: _PairAccumulator) -> None:
+        """Fold in an accumulator of the positions that follow this one's."""
+        self.joint.merge(other.joint)
+        self.tt_moments.merge(other.tt_moments)
+        self.tt.merge(other.tt)
+        if self.ulps is not None and other.ulps is not None:
+            self.ulps.merge(other.ulps)
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.max_rel = max(self.max_rel, other.max_rel)
+        self.sum_abs += other.sum_abs
+        self.sum_rel += other.sum_rel
+        self.mismatches += other.mismatches
+        self.nan_mismatches += other.nan_mismatches
+        self.inf_mismatches += other.inf_mismatches
+
+
+def _compare_same_shape(
+    a: np.ndarray, b: np.ndarray, rtol: float, atol: float, pcc_threshold: float, fit_tol: float
+) -> dict[str, Any]:
+    """The metric vector of two arrays of one shape, streamed block by block (large pairs on all cores)."""
+    size = a.size
+    block = max(1, min(size, BLOCK_ELEMENTS))
+
+    def run(span: tuple[int, int]) -> _PairAccumulator:
+        acc = _PairAccumulator(a.dtype, b.dtype, rtol, atol, block)
+        start, stop = span
+        with np.errstate(over="ignore", invalid="ignore"):  # per thread: overflows surface as None later
+            for blk_a, blk_b in zip(flat_blocks(a, block, start, stop), flat_blocks(b, block, start, stop)):
+                acc.add(blk_a, blk_b)
+        return acc
+
+    accumulators = parallel_map(run, split_range(size, block))
+    total = accumulators[0]
+    for acc in accumulators[1:]:
+        total.merge(acc)
+    return _summarize(
+        size, total.joint, total.tt.result(size, total.tt_moments), total.ulps, total.ulp_dtype,
+        (total.max_abs, total.sum_abs, total.max_rel, total.sum_rel),
+        (total.mismatches, total.nan_mismatches, total.inf_mismatches),
+        rtol, atol, pcc_threshold, fit_tol, a.dtype != b.dtype,
+    )  # fmt: skip
+
+
+def _clip_unit(value: float) -> float:
+    """Clamp a correlation-like ratio to [-1, 1] (rounding can overshoot by an ulp); NaN stays NaN."""
+    return value if math.isnan(value) else min(1.0, max(-1.0, value))
+
+
+def _summarize(
+    size: int,
+    joint: _Moments,
+    pcc_ttmetal: float,
+    ulps: _UlpCounter | None,
+    ulp_dtype: np.dtype | None,
+    errors: tuple[float, float, float, float],
+    counts: tuple[int, int, int],
+    rtol: float,
+    atol: float,
+    pcc_threshold: float,
+    fit_tol: float,
+    dtypes_differ: bool,
+) -> dict[str, Any]:
+    """Turn the streamed sums into the metric dict, its flags and its notes."""
+    max_abs, sum_abs, max_rel, sum_rel = errors
+    mismatches, nan_mismatches, inf_mismatches = counts
+    n = joint.n
+    notes: list[str] = []
+    if n < size:
+        notes.append(
+            f"{size - n} of {size} positions hold NaN or ±Inf on a side: pcc, cosine, errors and ULPs cover "
+            f"the other {n}; pcc_ttmetal counts them as 0, as tt-metal does"
+        )
+
+    pcc: float | None = None
+    constant = n >= 1 and (joint.m2a == 0 or joint.m2b == 0)
+    if constant:
+        sides = [name for name, m2 in (("a", joint.m2a), ("b", joint.m2b)) if m2 == 0]
+        notes.append(f"pcc undefined: {' and '.join(sides)} constant; passed requires allclose")
+    elif n < 2:
+        notes.append("pcc undefined: fewer than two jointly finite positions; passed requires allclose")
+    else:
+        pcc = _clip_unit(joint.cab / (math.sqrt(joint.m2a) * math.sqrt(joint.m2b)))
+
+    sum_aa = joint.m2a + n * joint.mean_a * joint.mean_a
+    sum_bb = joint.m2b + n * joint.mean_b * joint.mean_b
+    sum_ab = joint.cab + n * joint.mean_a * joint.mean_b
+    cosine = _clip_unit(sum_ab / (math.sqrt(sum_aa) * math.sqrt(sum_bb))) if sum_aa > 0 and sum_bb > 0 else None
+
+    if ulps is None:
+        ulp_name = "integer"
+        ulp_max: int | None = int(max_abs) if n else None
+        ulp_mean = sum_abs / n if n else None
+    else:
+        ulp_name = dtype_name(ulp_dtype) if ulp_dtype is not None else "integer"
+        ulp_max = ulps.max if ulps.count else None
+        ulp_mean = ulps.total / ulps.count if ulps.count else None
+        if dtypes_differ:
+            notes.append(f"ULPs are counted in {ulp_name} after rounding both sides to it")
+        if ulps.count < n:
+            notes.append(f"{n - ulps.count} finite positions overflow {ulp_name} and are left out of the ULPs")
+    if dtypes_differ:
+        notes.append("pcc_ttmetal casts a to b's dtype first, as tt-metal casts calculated to golden's")
+
+    fit_scale = fit_offset = None
+    scale_or_offset = False
+    if pcc is not None:
+        fit_scale = math.copysign(math.sqrt(joint.m2b) / math.sqrt(joint.m2a), joint.cab)
+        fit_offset = joint.mean_b - fit_scale * joint.mean_a
+        if pcc >= pcc_threshold and pcc > 0:
+            allowed = fit_tol + (1.0 / pcc - 1.0)
+            spread = max(math.sqrt(sum_aa / n), math.sqrt(sum_bb / n))
+            scale_or_offset = abs(fit_scale - 1.0) > allowed or abs(fit_offset) > allowed * spread + atol
+            if scale_or_offset:
+                notes.append(
+                    f"pcc {pcc:.6g} passes but b ~ {fit_scale:.6g}*a + {fit_offset:.6g}: a scale or offset error"
+                )
+
+    nonfinite_mismatch = nan_mismatches + inf_mismatches > 0
+    if nonfinite_mismatch:
+        passed = False
+    elif pcc is None:
+        passed = mismatches == 0
+    else:
+        passed = pcc >= pcc_threshold and not scale_or_offset
+    metrics = {
+        "count": size,
+        "finite_count": n,
+        "pcc": pcc,
+        "pcc_ttmetal": pcc_ttmetal,
+        "cosine": cosine,
+        "max_abs_error": max_abs if n else None,
+        "mean_abs_error": sum_abs / n if n else None,
+        "max_rel_error": max_rel if n else None,
+        "mean_rel_error": sum_rel / n if n else None,
+        "ulp_dtype": ulp_name,
+        "ulp_max": ulp_max,
+        "ulp_mean": ulp_mean,
+        "allclose_mismatches": mismatches,
+        "nan_mismatches": nan_mismatches,
+        "inf_mismatches": inf_mismatches,
+        "fit_scale": fit_scale,
+        "fit_offset": fit_offset,
+        "constant_input": constant,
+        "scale_or_offset_error": scale_or_offset,
+        "nonfinite_mismatch": nonfinite_mismatch,
+        "shape_mismatch": False,
+        "passed": passed,
+        "notes": notes,
+    }
+    return {key: _finite_or_none(value) for key, value in metrics.items()}

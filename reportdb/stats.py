@@ -1,0 +1,261 @@
+"""Per-tensor summary statistics (range, moments, special-value counts, histogram), stored with every tensor.
+
+Everything is computed in float64 over fixed-size blocks, so memory stays bounded whatever the tensor size,
+and the figures do not depend on the storage dtype's precision (a bfloat16 sum of 10,000 values stalls at 256).
+``min``, ``max``, ``mean``, ``std`` (population, ddof=0), ``absmax`` and the histogram cover the finite values
+only; NaN and ±Inf are counted separately, so the result always survives ``json.dumps(allow_nan=False)``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .dtypes import dtype_name
+from .errors import ReportDBError
+
+#: Elements per block: 2 MiB of float64, small enough to stay in cache between the passes over a block.
+BLOCK_ELEMENTS = 1 << 18
+
+_T = TypeVar("_T")
+_J = TypeVar("_J")
+
+_local = threading.local()
+
+
+def scratch(name: str, size: int, dtype: np.dtype | type) -> np.ndarray:
+    """A per-thread reusable 1-D buffer of ``size`` elements: first-touching freshly allocated memory costs
+    more than the arithmetic on this class of VM, and statistics run on every stored tensor. Buffers only
+    grow to the largest block seen (a few MiB per thread); callers must not hold them across calls."""
+    cache: dict[tuple[str, np.dtype], np.ndarray] = _local.__dict__.setdefault("buffers", {})
+    key = (name, np.dtype(dtype))
+    buf = cache.get(key)
+    if buf is None or buf.size < size:
+        buf = cache[key] = np.empty(size, dtype=key[1])
+    return buf[:size]
+
+
+class StatsError(ReportDBError, ValueError):
+    """compute_stats was called with an invalid argument (bins < 1...)."""
+
+
+def flat_blocks(array: np.ndarray, block: int, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+    """Yield consecutive 1-D C-order slices of ``array[start:stop]`` (flat positions) of at most ``block``
+    elements, copying only non-contiguous input (one block at a time)."""
+    stop = array.size if stop is None else stop
+    flat = array.reshape(-1) if array.flags.c_contiguous else array.flat
+    for first in range(start, stop, block):
+        yield flat[first : min(first + block, stop)]
+
+
+def split_range(size: int, block: int) -> list[tuple[int, int]]:
+    """Split positions 0..size into one block-aligned span per worker thread; a single span unless the
+    array is at least four blocks long per worker, where threading pays for itself."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    blocks = -(-size // block)
+    workers = max(1, min(cpus, 4, blocks // 4))
+    if workers == 1:
+        return [(0, size)]
+    per_worker = -(-blocks // workers) * block
+    return [(start, min(start + per_worker, size)) for start in range(0, size, per_worker)]
+
+
+def parallel_map(fn: Callable[[_J], _T], jobs: list[_J]) -> list[_T]:
+    """``[fn(job) for job in jobs]``, in threads when there are several jobs (numpy releases the GIL in
+    its loops, so block-streaming spans of an array run on separate cores)."""
+    if len(jobs) == 1:
+        return [fn(jobs[0])]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return list(pool.map(fn, jobs))
+
+
+def _to_float64(block: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Convert ``block`` into the front of the reusable float64 buffer ``out`` and return that view."""
+    view = out[: block.size]
+    np.copyto(view, block, casting="unsafe")
+    return view
+
+
+def _edge_tables(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper edge of each bin index 0..bins, with +Inf sentinels: index ``bins`` (a value on the
+    right edge) always moves down one, and nothing moves up out of the last bin, which holds its right edge."""
+    lower = np.append(edges[:-1], np.inf)
+    upper = np.concatenate([edges[1:-1], [np.inf, np.inf]])
+    return lower, upper
+
+
+class _HistogramWork:
+    """The block buffers of :func:`_histogram_add`, taken from the per-thread scratch cache."""
+
+    def __init__(self, block: int) -> None:
+        self.guess = scratch("hist_guess", block, np.float64)
+        self.edge = scratch("hist_edge", block, np.float64)
+        self.idx = scratch("hist_idx", block, np.intp)
+        self.flags = scratch("hist_flags", block, np.bool_)
+
+
+def _histogram_add(values: np.ndarray, first: float, scale: float, tables: tuple[np.ndarray, np.ndarray],
+                   counts: np.ndarray, work: _HistogramWork) -> None:
+    """Add the bin counts of in-range ``values`` to ``counts`` with ``np.histogram``'s exact edge rule:
+    bin i holds edges[i] <= v < edges[i+1], the last bin also holds its right edge."""
+    m = values.size
+    lower, upper = tables
+    guess = np.subtract(values, first, out=work.guess[:m])
+    guess *= scale
+    idx = work.idx[:m]
+    np.copyto(idx, guess, casting="unsafe")  # truncation toward zero, as astype(intp)
+    edge = work.edge[:m]
+    flags = work.flags[:m]
+    # The scaled guess can be one bin off near an edge; fix it against the edges themselves, as numpy does.
+    idx -= np.less(values, lower.take(idx, out=edge, mode="clip"), out=flags)
+    idx += np.greater_equal(values, upper.take(idx, out=edge, mode="clip"), out=flags)
+    counts += np.bincount(idx, minlength=counts.size)
+
+
+class _StatsAccumulator:
+    """Running counts, range and (count, mean, M2) of one span of blocks; spans merge in order."""
+
+    def __init__(self, block: int) -> None:
+        self.n = 0
+        self.mean = self.m2 = 0.0
+        self.lo = math.inf
+        self.hi = -math.inf
+        self.nan_count = self.inf_count = self.zero_count = 0
+        self.all_finite: list[bool] = []  # per block, so the histogram pass skips the isfinite filter
+        self.last_values: np.ndarray | None = None  # a one-block array keeps its values for the histogram
+        self.buf = scratch("stats_values", block, np.float64)
+        self.centred = scratch("stats_centred", block, np.float64)
+
+    def add(self, block: np.ndarray) -> None:
+        """Fold in one block of the original array."""
+        x = _to_float64(block, self.buf)
+        total = x.sum()
+        finite = bool(np.isfinite(total))  # a finite sum proves every element finite
+        self.all_finite.append(finite)
+        if not finite:
+            nans = int(np.count_nonzero(np.isnan(x)))
+            size = x.size
+            x = x[np.isfinite(x)]
+            self.nan_count += nans
+            self.inf_count += size - x.size - nans
+            total = x.sum()
+        self.last_values = x
+        m = x.size
+        if m == 0:
+            return
+        self.zero_count += m - int(np.count_nonzero(x))
+        bmin = float(x.min())
+        bmax = float(x.max())
+        if bmin == bmax:  # exactly constant: an exact mean and zero spread, not summation noise
+            bmean, bm2 = bmin, 0.0
+        else:
+            bmean = float(total) / m
+            centred = np.subtract(x, bmean, out=self.centred[:m])
+            bm2 = float(np.einsum("i,i->", centred, centred))  # no threaded BLAS: it stalls on a busy core
+        self.lo = min(self.lo, bmin)
+        self.hi = max(self.hi, bmax)
+        self._merge_moments(m, bmean, bm2)
+
+    def _merge_moments(self, m: int, mean: float, m2: float) -> None:
+        """Chan, Golub & LeVeque's pairwise combination of two partial (count, mean, M2)."""
+        if m == 0:
+            return
+        if self.n == 0:
+            self.n, self.mean, self.m2 = m, mean, m2
+            return
+        total = self.n + m
+        delta = mean - self.mean
+        self.mean += delta * m / total
+        self.m2 += m2 + delta * delta * self.n * m / total
+        self.n = total
+
+    def merge(self, other: _StatsAccumulator) -> None:
+        """Fold in the accumulator of the span that follows this one."""
+        self._merge_moments(other.n, other.mean, other.m2)
+        self.lo = min(self.lo, other.lo)
+        self.hi = max(self.hi, other.hi)
+        self.nan_count += other.nan_count
+        self.inf_count += other.inf_count
+        self.zero_count += other.zero_count
+
+
+def compute_stats(array: np.ndarray, bins: int = 64) -> dict[str, Any]:
+    """Return JSON-serializable statistics of ``array`` (any storage dtype, any shape, bool and integers too).
+
+    Keys: ``count``, ``nan_count``, ``inf_count``, ``zero_count`` (ints); ``min``, ``max``, ``mean``, ``std``,
+    ``absmax`` (floats over the finite values, None when there are none); ``hist_counts`` (``bins`` ints) and
+    ``hist_edges`` (``bins + 1`` floats) equal to ``np.histogram(finite_values_as_float64, bins,
+    range=(min, max))`` (None when there are no finite values).
+    """
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise StatsError(f"bins must be a positive integer, got {bins!r}")
+    arr = np.asarray(array)
+    dtype_name(arr.dtype)  # rejects complex, object, strings... with UnsupportedDTypeError
+    bins = int(bins)
+    block = max(1, min(arr.size, BLOCK_ELEMENTS))
+    spans = split_range(arr.size, block)
+
+    def first_pass(span: tuple[int, int]) -> _StatsAccumulator:
+        acc = _StatsAccumulator(block)
+        with np.errstate(invalid="ignore", over="ignore"):  # per thread: inf - inf in a sum is expected
+            for blk in flat_blocks(arr, block, *span):
+                acc.add(blk)
+        return acc
+
+    accumulators = parallel_map(first_pass, spans)
+    stats = accumulators[0]
+    for acc in accumulators[1:]:
+        stats.merge(acc)
+
+    result: dict[str, Any] = {
+        "count": int(arr.size),
+        "nan_count": stats.nan_count,
+        "inf_count": stats.inf_count,
+        "zero_count": stats.zero_count,
+        "min": None,
+        "max": None,
+        "mean": None,
+        "std": None,
+        "absmax": None,
+        "hist_counts": None,
+        "hist_edges": None,
+    }
+    if stats.n == 0:
+        return result
+
+    lo, hi = stats.lo, stats.hi
+    first, last = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
+    edges = np.linspace(first, last, bins + 1, endpoint=True, dtype=np.float64)
+    scale = bins / (last - first)
+    tables = _edge_tables(edges)
+
+    def histogram(job: tuple[tuple[int, int], _StatsAccumulator]) -> np.ndarray:
+        span, acc = job
+        counts = np.zeros(bins, dtype=np.int64)
+        work = _HistogramWork(block)
+        if len(acc.all_finite) == 1 and acc.last_values is not None:
+            _histogram_add(acc.last_values, first, scale, tables, counts, work)
+            return counts
+        values = scratch("hist_values", block, np.float64)  # this thread's: spans may change threads
+        for blk, finite in zip(flat_blocks(arr, block, *span), acc.all_finite):
+            x = _to_float64(blk, values)
+            _histogram_add(x if finite else x[np.isfinite(x)], first, scale, tables, counts, work)
+        return counts
+
+    hist = sum(parallel_map(histogram, list(zip(spans, accumulators))), np.zeros(bins, dtype=np.int64))
+    result.update(
+        min=lo,
+        max=hi,
+        mean=stats.mean,
+        std=math.sqrt(max(stats.m2, 0.0) / stats.n),
+        absmax=max(abs(lo), abs(hi)),
+        hist_counts=hist.tolist(),
+        hist_edges=edges.tolist(),
+    )
+    return result

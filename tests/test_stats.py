@@ -1,0 +1,128 @@
+"""compute_stats(): equal to numpy's whole-array float64 answers, NaN/Inf counted apart, bounded blocks."""
+
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import reportdb.stats as stats_mod
+from reportdb.errors import ReportDBError, UnsupportedDTypeError
+from reportdb.stats import StatsError, compute_stats
+
+
+def assert_stats_match(result: dict, array: np.ndarray, bins: int = 64) -> None:
+    """Every key against numpy on the finite float64 values."""
+    x = np.asarray(array).astype(np.float64).ravel()
+    finite = x[np.isfinite(x)]
+    assert result["count"] == x.size
+    assert result["nan_count"] == int(np.isnan(x).sum())
+    assert result["inf_count"] == int(np.isinf(x).sum())
+    assert result["zero_count"] == int((x == 0).sum())
+    assert result["min"] == float(np.nanmin(finite))
+    assert result["max"] == float(np.nanmax(finite))
+    assert result["absmax"] == float(np.abs(finite).max())
+    assert result["mean"] == pytest.approx(float(finite.mean()), rel=1e-12, abs=1e-12)
+    assert result["std"] == pytest.approx(float(finite.std()), rel=1e-9, abs=1e-12)
+    counts, edges = np.histogram(finite, bins=bins, range=(finite.min(), finite.max()))
+    assert result["hist_counts"] == counts.tolist()
+    assert result["hist_edges"] == edges.tolist()
+    json.dumps(result, allow_nan=False)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Shrink the block so modest arrays exercise the streaming combine and the second histogram pass."""
+    monkeypatch.setattr(stats_mod, "BLOCK_ELEMENTS", 1000)
+    return 1000
+
+
+def with_specials(x: np.ndarray) -> np.ndarray:
+    """A copy with NaN, ±Inf and zeros sprinkled in."""
+    x = x.copy()
+    x[::97] = np.nan
+    x[5::131] = np.inf
+    x[7::173] = -np.inf
+    x[11::53] = 0
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+def test_random_floats_with_specials(dtype: type) -> None:
+    x = with_specials(np.random.default_rng(0).standard_normal(20000) * 10).astype(dtype)
+    assert_stats_match(compute_stats(x), x)
+
+
+def test_block_boundaries(small_blocks: int) -> None:
+    rng = np.random.default_rng(1)
+    x = with_specials(rng.standard_normal(7 * small_blocks + 13) * 5 + 1000)
+    x[2000:3000] = np.nan  # one block with no finite value at all
+    assert_stats_match(compute_stats(x.astype(np.float32)), x.astype(np.float32))
+    assert_stats_match(compute_stats(x, bins=10), x, bins=10)
+
+
+def test_histogram_edges_are_numpys_exactly() -> None:
+    x = np.linspace(-3, 3, 6401)  # many values sit exactly on bin edges
+    assert_stats_match(compute_stats(x), x)
+    assert_stats_match(compute_stats(x, bins=7), x, bins=7)
+
+
+def test_integers_and_bool() -> None:
+    rng = np.random.default_rng(2)
+    for x in (rng.integers(-50, 50, size=(30, 40), dtype=np.int16), rng.integers(0, 2**32 - 1, 5000, dtype=np.uint32),
+              rng.random(999) > 0.3):
+        assert_stats_match(compute_stats(x), x)
+
+
+def test_constant_and_single_value() -> None:
+    r = compute_stats(np.full(3000, 0.1))
+    assert r["std"] == 0.0 and r["mean"] == 0.1 and r["hist_counts"][32] == 3000
+    assert_stats_match(r, np.full(3000, 0.1))
+    s = compute_stats(np.float32(-2.0))
+    assert s["count"] == 1 and s["min"] == s["max"] == -2.0 and s["absmax"] == 2.0 and s["std"] == 0.0
+
+
+def test_empty_and_all_nonfinite() -> None:
+    e = compute_stats(np.zeros((0, 4), np.float32))
+    assert e["count"] == 0 and e["nan_count"] == 0 and e["min"] is None and e["hist_counts"] is None
+    json.dumps(e, allow_nan=False)
+    n = compute_stats(np.array([np.nan, np.inf, -np.inf]))
+    assert n["count"] == 3 and n["nan_count"] == 1 and n["inf_count"] == 2
+    assert n["mean"] is None and n["hist_edges"] is None
+    json.dumps(n, allow_nan=False)
+
+
+def test_non_contiguous(small_blocks: int) -> None:
+    x = np.random.default_rng(3).standard_normal((80, 90)).T
+    assert compute_stats(x) == compute_stats(np.ascontiguousarray(x))
+
+
+def test_bad_input() -> None:
+    with pytest.raises(UnsupportedDTypeError):
+        compute_stats(np.zeros(3, np.complex128))
+    for bins in (0, -1, 2.5, True):
+        with pytest.raises(StatsError):
+            compute_stats(np.zeros(3), bins=bins)
+    assert issubclass(StatsError, ReportDBError)
+
+
+def test_spans_merge_like_one_pass(small_blocks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = with_specials(np.random.default_rng(4).standard_normal(9 * small_blocks + 1))
+    monkeypatch.setattr(stats_mod, "split_range", lambda size, block: [(0, 3000), (3000, 7000), (7000, size)])
+    threaded = compute_stats(x)
+    monkeypatch.setattr(stats_mod, "split_range", lambda size, block: [(0, size)])
+    single = compute_stats(x)
+    assert threaded["hist_counts"] == single["hist_counts"] and threaded["min"] == single["min"]
+    assert threaded["std"] == pytest.approx(single["std"], rel=1e-12)
+    small = compute_stats(np.arange(3.0))  # the per-thread scratch buffers carry nothing over
+    assert small["hist_counts"] == np.histogram(np.arange(3.0), bins=64)[0].tolist()
+
+
+@pytest.mark.parametrize("size", [0, 1, 999, 8000, 123_457])
+def test_split_range_covers_every_position_once(size: int) -> None:
+    spans = stats_mod.split_range(size, 1000)
+    assert spans[0][0] == 0 and spans[-1][1] == size
+    assert all(stop == nxt for (_, stop), (nxt, _) in zip(spans, spans[1:]))
+    assert all(start % 1000 == 0 for start, _ in spans)
