@@ -24,8 +24,8 @@ _LAZY = {
     "describe_tensor_file": "reportdb.export",
     "compare": "reportdb.compare",
     "Writer": "reportdb.writer",
-    "migrate": "reportdb.migrate",
-    "verify": "reportdb.migrate",
+    "migrate": "reportdb.migration",
+    "verify": "reportdb.migration",
 }
 
 __all__ = ["ReportDBError", "TensorSpec", "Distribution", "Placement", "LoadedTensor", "__version__", *_LAZY]

@@ -151,6 +151,95 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+# --- migrate / verify (legacy report folders) ---------------------------------------------------
+
+
+class _MigrationProgress:
+    """A progress bar over bytes (labelled with files done) on a terminal; silent elsewhere."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+        self.bytes_done = 0
+
+    def __call__(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
+        if not self.enabled or bytes_total == 0:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=bytes_total, label="tensors", file=sys.stderr, show_pos=False)
+            self.bar.__enter__()
+        self.bar.label = f"tensors {files_done}/{files_total}"
+        self.bar.update(bytes_done - self.bytes_done)
+        self.bytes_done = bytes_done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+@cli.command(name="migrate")
+@click.argument("src", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "dst", type=click.Path(path_type=Path), help="New report folder; SRC stays untouched.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Decoding processes.")
+@click.option("--strict", is_flag=True, help="Stop at the first unreadable tensor file.")
+@click.option("--remove-legacy-files", is_flag=True, help="In place: delete imported tensor files after their values compare equal.")
+@click.option("--no-stats", is_flag=True, help="Skip per-tensor statistics (faster; no preflight stats stored).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_friendly
+def migrate_(
+    src: Path, dst: Path | None, jobs: int, strict: bool, remove_legacy_files: bool, no_stats: bool, as_json: bool
+) -> None:
+    """Turn a legacy report folder (db.sqlite + tensors/) into one self-contained report.
+
+    \b
+    Examples:
+        reportdb migrate generated/ttnn/reports/1234 -o migrated/1234 --jobs 2
+        reportdb migrate generated/ttnn/reports/1234 --remove-legacy-files
+    An interrupted run leaves a .db.sqlite.reportdb-partial file; run the same command again to finish.
+    """
+    bar = _MigrationProgress(sys.stderr.isatty() and not as_json)
+    try:
+        summary = reportdb.migrate(
+            src, dst, jobs=jobs, strict=strict, remove_legacy_files=remove_legacy_files, progress=bar, stats=not no_stats
+        )
+    finally:
+        bar.close()
+    if as_json:
+        _emit(summary)
+        return
+    tensors, problems = summary["tensors"], summary["problems"]
+    click.echo(f"{summary['source']} -> {summary['destination']}" + (" (already migrated)" if summary.get("already_migrated") else ""))
+    click.echo(f"tables:   {summary['tables_copied']} ({summary['rows_copied']:,} rows) copied")
+    formats = ", ".join(f"{k} {v}" for k, v in tensors["by_format"].items()) or "none"
+    click.echo(f"tensors:  {tensors['stored']} stored ({formats}); {tensors['already_stored']} were stored by an earlier run")
+    for key in ("orphan_files", "missing_files", "unreadable_files", "golden_without_file"):
+        if problems.get(key):
+            click.echo(f"  {key.replace('_', ' ')}: {len(problems[key])}")
+    click.echo(f"verified: {summary['verified']['tensors']} tensors, {_size(summary['verified']['bytes_checked'])} re-hashed")
+    click.echo(f"size:     {_size(summary['bytes']['before'])} before, {_size(summary['bytes']['after'])} after")
+    if summary.get("legacy_files_removed"):
+        click.echo(f"removed:  {summary['legacy_files_removed']} legacy tensor files")
+
+
+@cli.command(name="verify")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--against", type=click.Path(path_type=Path), help="Legacy report folder whose tensor files to compare values with.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def verify_(path: Path, against: Path | None, as_json: bool) -> None:
+    """Re-read every stored tensor and check its digests; with --against, compare values with the legacy files."""
+    result = reportdb.verify(path, against=against)
+    if as_json:
+        _emit(result)
+    else:
+        compared = f", {result['compared']} compared with {against}" if against is not None else ""
+        click.echo(f"{result['tensors']} tensors, {_size(result['bytes_checked'])} re-hashed{compared}")
+        for problem in result["problems"]:
+            click.echo(f"  tensor {problem['tensor_id']} (rank {problem['rank']}): {problem['error']}", err=True)
+    if not result["ok"]:
+        raise click.exceptions.Exit(1)
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="reportdb")

@@ -2,13 +2,16 @@
 
 Report tables keep their legacy names and columns (the union of every report age, from the 2024
 ``ttnn/database.py`` schema to ``graph_report`` 3.5), so ttnn-visualizer's own queries keep working.
-They have no primary key of their own, so the models map SQLite's implicit ``rowid``.
+They have no primary key of their own, so the models map SQLite's implicit ``rowid``. reportdb never
+adds columns to a legacy table, so a column that only newer reports have (``rank``, ``size``,
+``buffer_layout``...) is *deferred*: it is loaded only when used, and using it on an older report
+raises, while everything else still works there.
 Alembic migrations never import this module: they carry their own frozen DDL.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from sqlalchemy import Float, ForeignKey, Integer, LargeBinary, MetaData, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -34,9 +37,14 @@ class _RowidTable(Base):
     rowid: Mapped[int] = mapped_column("rowid", Integer, primary_key=True)
 
 
+def _newer(type_: type[Integer] | type[Text] | type[Float]) -> Any:
+    """A column that older reports lack: loaded on access, and left to the table's default on insert."""
+    return mapped_column(type_, deferred=True)
+
+
 class _Ranked(_RowidTable):
     __abstract__ = True
-    rank: Mapped[int] = mapped_column(Integer, default=0)
+    rank: Mapped[int] = mapped_column(Integer, deferred=True, server_default="0")
 
 
 # --- report tables (legacy names and columns) -------------------------------------------------
@@ -89,20 +97,20 @@ class StackTrace(_Ranked):
     __tablename__ = "stack_traces"
     operation_id: Mapped[Optional[int]] = mapped_column(Integer)
     stack_trace: Mapped[Optional[str]] = mapped_column(Text)
-    source_file_id: Mapped[Optional[int]] = mapped_column(Integer)
-    node_counter: Mapped[Optional[int]] = mapped_column(Integer)  # early graph_report draft
-    operation_name: Mapped[Optional[str]] = mapped_column(Text)  # early graph_report draft
+    source_file_id: Mapped[Optional[int]] = _newer(Integer)
+    node_counter: Mapped[Optional[int]] = _newer(Integer)  # early graph_report draft
+    operation_name: Mapped[Optional[str]] = _newer(Text)  # early graph_report draft
 
 
 class Error(_Ranked):
     __tablename__ = "errors"
     operation_id: Mapped[Optional[int]] = mapped_column(Integer)
-    operation_name: Mapped[Optional[str]] = mapped_column(Text)
+    operation_name: Mapped[Optional[str]] = _newer(Text)
     error_type: Mapped[Optional[str]] = mapped_column(Text)
     error_message: Mapped[Optional[str]] = mapped_column(Text)
-    stack_trace: Mapped[Optional[str]] = mapped_column(Text)
-    timestamp: Mapped[Optional[str]] = mapped_column(Text)
-    error_operation: Mapped[Optional[str]] = mapped_column(Text)  # early graph_report draft
+    stack_trace: Mapped[Optional[str]] = _newer(Text)
+    timestamp: Mapped[Optional[str]] = _newer(Text)
+    error_operation: Mapped[Optional[str]] = _newer(Text)  # early graph_report draft
 
 
 class Tensor(_Ranked):
@@ -115,8 +123,8 @@ class Tensor(_Ranked):
     device_id: Mapped[Optional[int]] = mapped_column(Integer)
     address: Mapped[Optional[int]] = mapped_column(Integer)
     buffer_type: Mapped[Optional[int]] = mapped_column(Integer)
-    storage_type: Mapped[Optional[str]] = mapped_column(Text)
-    size: Mapped[Optional[int]] = mapped_column(Integer)
+    storage_type: Mapped[Optional[str]] = _newer(Text)
+    size: Mapped[Optional[int]] = _newer(Integer)
 
 
 class DeviceTensor(_Ranked):
@@ -147,7 +155,7 @@ class Buffer(_Ranked):
     address: Mapped[Optional[int]] = mapped_column(Integer)
     max_size_per_bank: Mapped[Optional[int]] = mapped_column(Integer)
     buffer_type: Mapped[Optional[int]] = mapped_column(Integer)
-    buffer_layout: Mapped[Optional[int]] = mapped_column(Integer)
+    buffer_layout: Mapped[Optional[int]] = _newer(Integer)
 
 
 class BufferPage(_Ranked):

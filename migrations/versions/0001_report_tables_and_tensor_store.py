@@ -1,7 +1,8 @@
-"""Report tables as the union of every report age, and the chunked tensor store.
+"""The chunked tensor store, and the newest report tables for a brand-new report.
 
-Existing report tables keep every row: missing tables are created with the newest DDL, and
-missing columns are added with ALTER TABLE ADD COLUMN (no table rebuild, so no row is copied).
+A database that already holds report tables (a TTNN report of any age) keeps them exactly as they
+are: ttnn-visualizer probes for tables and columns, so an added one would change its answers.
+A new, empty database gets the newest TTNN report schema so a writer can fill it.
 The DDL is frozen here on purpose; migrations never import the live models.
 
 Revision ID: 0001
@@ -20,7 +21,7 @@ depends_on = None
 
 _R = "rank int NOT NULL DEFAULT 0"
 
-# table -> [(column, declared type)], newest report schema (graph_report 3.5) plus older-only columns.
+# table -> [(column, declared type)], the newest report schema (graph_report 3.5, plus tensors.size).
 REPORT_TABLES: dict[str, list[tuple[str, str]]] = {
     "devices": [(c, "int") for c in (
         "device_id", "num_y_cores", "num_x_cores", "num_y_compute_cores", "num_x_compute_cores",
@@ -32,11 +33,9 @@ REPORT_TABLES: dict[str, list[tuple[str, str]]] = {
     "operation_arguments": [("operation_id", "int"), ("name", "text"), ("value", "text"), ("rank", _R)],
     "source_files": [("id", "INTEGER PRIMARY KEY"), ("path", "text UNIQUE NOT NULL"), ("contents", "text")],
     "stack_traces": [("operation_id", "int"), ("stack_trace", "text"),
-                     ("source_file_id", "int REFERENCES source_files(id)"), ("rank", _R),
-                     ("node_counter", "int"), ("operation_name", "text")],
+                     ("source_file_id", "int REFERENCES source_files(id)"), ("rank", _R)],
     "errors": [("operation_id", "int"), ("operation_name", "text"), ("error_type", "text"),
-               ("error_message", "text"), ("stack_trace", "text"), ("timestamp", "text"), ("rank", _R),
-               ("error_operation", "text")],
+               ("error_message", "text"), ("stack_trace", "text"), ("timestamp", "text"), ("rank", _R)],
     "tensors": [("tensor_id", "int"), ("shape", "text"), ("dtype", "text"), ("layout", "text"),
                 ("memory_config", "text"), ("device_id", "int"), ("address", "int"), ("buffer_type", "int"),
                 ("rank", _R), ("storage_type", "text"), ("size", "int")],
@@ -45,9 +44,6 @@ REPORT_TABLES: dict[str, list[tuple[str, str]]] = {
     "output_tensors": [("operation_id", "int"), ("output_index", "int"), ("tensor_id", "int"), ("rank", _R)],
     "buffers": [("operation_id", "int"), ("device_id", "int"), ("address", "int"), ("max_size_per_bank", "int"),
                 ("buffer_type", "int"), ("buffer_layout", "int"), ("rank", _R)],
-    "buffer_pages": [("operation_id", "int"), ("device_id", "int"), ("address", "int"), ("core_y", "int"),
-                     ("core_x", "int"), ("bank_id", "int"), ("page_index", "int"), ("page_address", "int"),
-                     ("page_size", "int"), ("buffer_type", "int"), ("rank", _R)],
     "buffer_chunks": [("operation_id", "int"), ("device_id", "int"), ("address", "int"), ("bank_id", "int"),
                       ("core_x", "int"), ("core_y", "int"), ("chunk_address", "int"), ("chunk_size", "int"),
                       ("page_size", "int"), ("num_pages", "int"), ("buffer_type", "int"), ("rank", _R)],
@@ -149,24 +145,16 @@ STORE_DDL = [
 ]
 
 
-def _columns(conn, table: str) -> list[str] | None:
-    rows = conn.exec_driver_sql(f'PRAGMA table_info("{table}")').fetchall()
-    return [r[1] for r in rows] if rows else None
-
-
 def upgrade() -> None:
     conn = op.get_bind()
-    for table, columns in REPORT_TABLES.items():
-        present = _columns(conn, table)
-        if present is None:
+    existing = {row[0] for row in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not existing & REPORT_TABLES.keys():
+        for table, columns in REPORT_TABLES.items():
             body = [f"{name} {decl}" for name, decl in columns]
             if table in TABLE_KEYS:
                 body.append(TABLE_KEYS[table])
             conn.exec_driver_sql(f"CREATE TABLE {table} (\n    " + ",\n    ".join(body) + "\n)")
-            continue
-        for name, decl in columns:
-            if name not in present:
-                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+        conn.exec_driver_sql("CREATE INDEX idx_stack_traces_source_file_id ON stack_traces (source_file_id)")
     for ddl in STORE_DDL:
         conn.exec_driver_sql(ddl)
 
