@@ -94,12 +94,13 @@ def read_blob_into(
         raise CorruptionError(f"{what}: asked for bytes {offset}..{offset + length} of a {total}-byte blob")
     first, last = offset // chunk_size, (offset + length - 1) // chunk_size
     rows = conn.execute(
-        "SELECT bc.idx, c.nbytes, c.crc32, c.data FROM rdb_blob_chunk bc JOIN rdb_chunk c ON c.id = bc.chunk_id "
+        "SELECT bc.idx, c.id, c.nbytes, c.crc32 FROM rdb_blob_chunk bc JOIN rdb_chunk c ON c.id = bc.chunk_id "
         "WHERE bc.blob_id=? AND bc.idx BETWEEN ? AND ? ORDER BY bc.idx",
         (blob_id, first, last),
-    )
+    ).fetchall()
     expected_idx = first
-    for idx, nbytes, crc, data in rows:
+    for idx, chunk_id, nbytes, crc in rows:
+        data = _chunk_bytes(conn, chunk_id)
         if idx != expected_idx or len(data) != nbytes or zlib.crc32(data) != crc:
             raise CorruptionError(
                 f"{what}: chunk {idx} failed its integrity check (stored bytes were changed or lost); "
@@ -108,11 +109,18 @@ def read_blob_into(
         chunk_start = idx * chunk_size
         lo = max(offset, chunk_start)
         hi = min(offset + length, chunk_start + nbytes)
-        src = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo - chunk_start)
-        out[lo - offset : hi - offset] = src
+        out[lo - offset : hi - offset] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo - chunk_start)
         expected_idx += 1
     if expected_idx != last + 1:
         raise CorruptionError(f"{what}: chunks {expected_idx}..{last} are missing; the database file is damaged")
+
+
+def _chunk_bytes(conn: sqlite3.Connection, chunk_id: int) -> bytes:
+    """A chunk's bytes; incremental blob I/O reads them several times faster than a SELECT of the value."""
+    if hasattr(conn, "blobopen"):
+        with conn.blobopen("rdb_chunk", "data", chunk_id, readonly=True) as blob:
+            return blob.read()
+    return conn.execute("SELECT data FROM rdb_chunk WHERE id=?", (chunk_id,)).fetchone()[0]
 
 
 def verify_blob(conn: sqlite3.Connection, blob_id: int, *, what: str = "blob") -> int:

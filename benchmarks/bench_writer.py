@@ -1,0 +1,200 @@
+"""Per-tensor cost of storing through ``reportdb.Writer`` against one file per tensor, as reports did.
+
+Baselines: ``torch.save`` of one ``.pt`` per tensor (how reports kept torch tensors; needs torch) and
+``ttnn.dump_tensor`` of one ``.tensorbin`` per tensor (needs a ttnn wheel; run in its own venv and
+given here with ``--ttnn-python``, or found in the venvs ``tests/ttnn_env.py`` caches). In the ttnn
+venv the writer stores the same ``ttnn.Tensor`` objects (conversion included), so that ratio compares
+like with like. Float32 random values (incompressible), 4 KiB to 64 MiB; each cell is the best of
+``--repeat`` runs of a whole sequence (writer: puts, flush and close, so every commit is counted).
+
+Columns: the default writer (statistics on, ``durable``), and the writer with ``stats=False,
+durable=False`` (no statistics, ``synchronous=OFF``: still safe against a crashed process).
+Run: ``python benchmarks/bench_writer.py [--sizes 4K,64K,1M,16M,64M] [--budget 256M] [--repeat 2]``.
+Ratios are baseline time / writer time: above 1 means the writer is faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
+
+
+def label(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def count_for(nbytes: int, budget: int) -> int:
+    """How many tensors of this size one run stores: the byte budget, at least 3 and at most 2000."""
+    return max(3, min(2000, budget // nbytes))
+
+
+def best(run: Callable[[Path], Callable[[], None]], repeat: int) -> float:
+    """Fastest of ``repeat`` runs, each into a fresh folder (the OS keeps files cached: warm, like a run).
+
+    ``run(folder)`` prepares (for the writer: opens the report, a once-per-run cost) and returns the
+    timed part.
+    """
+    times = []
+    for _ in range(repeat):
+        folder = Path(tempfile.mkdtemp(prefix="bench-writer-"))
+        try:
+            timed = run(folder)
+            start = time.perf_counter()
+            timed()
+            times.append(time.perf_counter() - start)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return min(times)
+
+
+def writer_run(tensors: list[Any], **options: Any) -> Callable[[Path], Callable[[], None]]:
+    """Open a Writer untimed; time every put, the final flush and close (all commits included)."""
+    import reportdb
+
+    def prepare(folder: Path) -> Callable[[], None]:
+        w = reportdb.Writer(folder, **options)
+
+        def timed() -> None:
+            for tid, t in enumerate(tensors):
+                w.put_tensor(tid, t)
+            w.close()
+
+        return timed
+
+    return prepare
+
+
+def files_run(save: Callable[[Any, Path], None], tensors: list[Any], ext: str) -> Callable[[Path], Callable[[], None]]:
+    def prepare(folder: Path) -> Callable[[], None]:
+        def timed() -> None:
+            for tid, t in enumerate(tensors):
+                save(t, folder / f"{tid}.{ext}")
+
+        return timed
+
+    return prepare
+
+
+def arrays(nbytes: int, n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(nbytes)
+    return [rng.standard_normal(nbytes // 4, dtype=np.float32) for _ in range(n)]
+
+
+def measure_numpy(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[str, float]]:
+    """Writer (stats on and off) and torch.save, seconds per tensor, in this interpreter."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    out: dict[int, dict[str, float]] = {}
+    for nbytes in sizes:
+        n = count_for(nbytes, budget)
+        data = arrays(nbytes, n)
+        row = {
+            "writer": best(writer_run(data), repeat) / n,
+            "writer_fast": best(writer_run(data, stats=False, durable=False), repeat) / n,
+        }
+        if torch is not None:
+            row["torch_save"] = best(files_run(torch.save, [torch.from_numpy(a) for a in data], "pt"), repeat) / n
+        out[nbytes] = row
+        print(f"  numpy {label(nbytes)} x{n}: {json.dumps({k: round(v * 1e6, 1) for k, v in row.items()})} us", flush=True)
+    return out
+
+
+def measure_ttnn(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[str, float]]:
+    """Inside a ttnn venv: ttnn.dump_tensor per file against the writer storing the same ttnn tensors."""
+    import ttnn
+
+    out: dict[int, dict[str, float]] = {}
+    for nbytes in sizes:
+        n = count_for(nbytes, budget)
+        tensors = [ttnn.Tensor(a, data_type=ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT) for a in arrays(nbytes, n)]
+
+        row = {
+            "dump_tensor": best(files_run(lambda t, p: ttnn.dump_tensor(str(p), t), tensors, "tensorbin"), repeat) / n,
+            "writer_ttnn": best(writer_run(tensors), repeat) / n,
+            "writer_ttnn_fast": best(writer_run(tensors, stats=False, durable=False), repeat) / n,
+        }
+        out[nbytes] = row
+        print(f"  ttnn {label(nbytes)} x{n}: {json.dumps({k: round(v * 1e6, 1) for k, v in row.items()})} us",
+              file=sys.stderr, flush=True)
+    return out
+
+
+def ttnn_python(explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    cache = os.environ.get("REPORTDB_TTNN_ENVS", str(Path.home() / ".cache" / "reportdb-ttnn-envs"))
+    found = sorted(glob.glob(f"{cache}/ttnn-0.8*-py3.12-*/bin/python"))
+    return found[-1] if found and Path(found[-1]).parent.parent.joinpath(".ready").exists() else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="4K,64K,1M,16M,64M")
+    parser.add_argument("--budget", default="256M", help="bytes stored per size and method (at least 3 tensors)")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--ttnn-python", help="python of a venv with ttnn (default: the cached 0.81 test venv)")
+    parser.add_argument("--ttnn-child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    budget = parse_size(args.budget)
+    if args.ttnn_child:
+        print(json.dumps(measure_ttnn(sizes, budget, args.repeat)))
+        return
+    for name in list(os.environ):
+        if name.startswith("REPORTDB_"):
+            del os.environ[name]  # defaults only: the figures describe the default configuration
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; seconds per tensor")
+    results = {int(k): v for k, v in measure_numpy(sizes, budget, args.repeat).items()}
+    python = ttnn_python(args.ttnn_python)
+    if python:
+        proc = subprocess.run(
+            [python, __file__, "--ttnn-child", "--sizes", args.sizes, "--budget", args.budget, "--repeat", str(args.repeat)],
+            capture_output=True, text=True,
+            env={**os.environ, "TT_METAL_MOCK_CLUSTER_DESC_PATH": str(ROOT.parent / "shared/tools/mock-cluster/wormhole_N150.yaml")},
+        )
+        if proc.returncode == 0:
+            for size, row in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+                results[int(size)].update(row)
+        else:
+            print(f"ttnn run failed:\n{proc.stderr[-2000:]}")
+    else:
+        print("no ttnn venv: dump_tensor column left out (pass --ttnn-python)")
+    header = ["size", "writer", "torch.save", "ratio", "writer(ttnn)", "dump_tensor", "ratio",
+              "ratios with stats=False, durable=False"]
+    print(" | ".join(header))
+    for nbytes in sizes:
+        r = results[nbytes]
+
+        def us(key: str) -> str:
+            return f"{r[key] * 1e6:10.1f} us" if key in r else "         -   "
+
+        def ratio(base: str, ours: str) -> str:
+            return f"{r[base] / r[ours]:5.2f}x" if base in r and ours in r else "   - "
+
+        nostats = f"torch {ratio('torch_save', 'writer_fast')}, ttnn {ratio('dump_tensor', 'writer_ttnn_fast')}"
+        print(f"{label(nbytes):>7} | {us('writer')} | {us('torch_save')} | {ratio('torch_save', 'writer')} | "
+              f"{us('writer_ttnn')} | {us('dump_tensor')} | {ratio('dump_tensor', 'writer_ttnn')} | {nostats}")
+
+
+if __name__ == "__main__":
+    main()

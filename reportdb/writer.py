@@ -1,0 +1,734 @@
+"""The writer for profiling runs: operations, their links and tensor values, written while a model runs.
+
+A run calls ``put_tensor`` and ``add_operation`` from its hot path, so the writer keeps the cost there
+small: small tensors are copied into memory and written in batches (one ``BEGIN IMMEDIATE`` transaction
+per batch, by count, bytes or age), large tensors are written at once by the calling thread without a
+copy, and ids already stored are skipped before any conversion. ``flush()`` returns only after COMMIT:
+that is the point from which a crash (even SIGKILL) cannot lose the data, since SQLite's WAL is
+consistent across application crashes.
+
+Several processes (ranks) may write one report at once: each opens its own connection (never one
+carried across ``fork``), schema creation is serialized by an advisory lock on the report's folder,
+and a "database is locked" from SQLite is retried with backoff instead of reaching the caller.
+
+Configuration comes from arguments, else from environment variables, else defaults:
+
+=======================  ============================  =============================================
+argument                 environment variable          meaning
+=======================  ============================  =============================================
+``store``                ``REPORTDB_STORE``            ``all`` | ``outputs`` | ``none``: which tensor
+                                                       values to keep (metadata rows are always kept)
+``chunk_size``           ``REPORTDB_CHUNK_SIZE``       bytes per stored chunk (``4M``, ``65536``...)
+``compression``          ``REPORTDB_COMPRESSION``      ``none`` only; ``zstd`` is not supported yet
+``stats``                ``REPORTDB_STATS``            compute statistics as tensors are stored (1/0)
+``batch_items``          ``REPORTDB_BATCH_ITEMS``      commit after this many queued items
+``batch_bytes``          ``REPORTDB_BATCH_BYTES``      commit after this many queued tensor bytes
+``batch_seconds``        ``REPORTDB_BATCH_SECONDS``    commit queued items at least this often (a
+                                                       background thread; 0: only by count, bytes, flush)
+``sync_bytes``           ``REPORTDB_SYNC_BYTES``       tensors this large are written at once, uncopied
+``lock_timeout``         ``REPORTDB_LOCK_TIMEOUT``     seconds to keep retrying a locked database
+``durable``              ``REPORTDB_DURABLE``          1: ``synchronous=NORMAL`` (commits survive a
+                                                       process crash; an OS crash may drop the last
+                                                       ones). 0: ``synchronous=OFF`` on this writer's
+                                                       connection: still safe against a process crash
+                                                       or SIGKILL, not against power loss; ~1.8x faster
+                                                       for large tensors (no fsync at checkpoints)
+=======================  ============================  =============================================
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import os
+import random
+import sqlite3
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar
+
+import numpy as np
+
+from .dtypes import canonical, dtype_name
+from .errors import ReportDBError
+from .spec import TensorSpec
+from .store import blobs
+
+StorePolicy = Literal["all", "outputs", "none"]
+Role = Literal["input", "output"]
+T = TypeVar("T")
+
+_SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(TensorSpec))
+#: Metadata that only goes into the legacy ``tensors`` row (the visualizer's columns), not the spec.
+_ROW_FIELDS = frozenset({"device_id", "address", "buffer_type", "size"})
+
+
+# --- configuration --------------------------------------------------------------------------------
+
+
+def _parse_size(text: str, name: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    raw = text.strip().lower().removesuffix("ib").removesuffix("b")
+    try:
+        if raw and raw[-1] in units:
+            return int(float(raw[:-1]) * units[raw[-1]])
+        return int(raw)
+    except ValueError:
+        raise ReportDBError(f"{name}={text!r} is not a size in bytes (examples: 65536, 4M, 64MiB)") from None
+
+
+def _parse_bool(text: str, name: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ReportDBError(f"{name}={text!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def _parse_float(text: str, name: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ReportDBError(f"{name}={text!r} is not a number") from None
+
+
+_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "store": ("REPORTDB_STORE", lambda v, n: v.strip().lower()),
+    "chunk_size": ("REPORTDB_CHUNK_SIZE", _parse_size),
+    "compression": ("REPORTDB_COMPRESSION", lambda v, n: v.strip().lower()),
+    "stats": ("REPORTDB_STATS", _parse_bool),
+    "batch_items": ("REPORTDB_BATCH_ITEMS", lambda v, n: _parse_size(v, n)),
+    "batch_bytes": ("REPORTDB_BATCH_BYTES", _parse_size),
+    "batch_seconds": ("REPORTDB_BATCH_SECONDS", _parse_float),
+    "sync_bytes": ("REPORTDB_SYNC_BYTES", _parse_size),
+    "lock_timeout": ("REPORTDB_LOCK_TIMEOUT", _parse_float),
+    "durable": ("REPORTDB_DURABLE", _parse_bool),
+}
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """What the writer stores and how it batches; see the module docstring for the environment variables."""
+
+    store: StorePolicy = "all"
+    chunk_size: int = blobs.DEFAULT_CHUNK_SIZE
+    compression: Literal["none"] = "none"
+    stats: bool = True
+    batch_items: int = 512
+    batch_bytes: int = 64 << 20
+    batch_seconds: float = 2.0
+    sync_bytes: int = 1 << 20
+    lock_timeout: float = 600.0
+    durable: bool = True
+
+    def __post_init__(self) -> None:
+        if self.store not in ("all", "outputs", "none"):
+            raise ReportDBError(f"store must be 'all', 'outputs' or 'none', not {self.store!r}")
+        if self.compression != "none":
+            if self.compression == "zstd":
+                raise ReportDBError(
+                    "compression='zstd' is not supported yet: reportdb stores chunks uncompressed; "
+                    "unset REPORTDB_COMPRESSION or pass compression='none'"
+                )
+            raise ReportDBError(f"compression must be 'none' (zstd is planned), not {self.compression!r}")
+        for name in ("chunk_size", "batch_items", "batch_bytes"):
+            if getattr(self, name) < 1:
+                raise ReportDBError(f"{name} must be at least 1, not {getattr(self, name)}")
+        for name in ("batch_seconds", "sync_bytes", "lock_timeout"):
+            if getattr(self, name) < 0:
+                raise ReportDBError(f"{name} must not be negative, not {getattr(self, name)}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "WriterConfig":
+        """Defaults, replaced by the ``REPORTDB_*`` environment variables, replaced by non-None ``overrides``."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, (var, parse) in _ENV.items():
+            if env.get(var, "").strip():
+                values[name] = parse(env[var], var)
+        unknown = set(overrides) - set(_ENV)
+        if unknown:
+            raise ReportDBError(f"unknown writer options {sorted(unknown)}; known: {sorted(_ENV)}")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+# --- queued work ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _TensorItem:
+    tensor_id: int
+    rank: int
+    shards: list[tuple[tuple[int, ...], np.ndarray]] | None  # None: metadata row only
+    metadata: dict[str, Any]
+    row: dict[str, Any]
+    nbytes: int
+    owned: bool  # the shards are private copies (a caller cannot change them before they are written)
+
+
+@dataclass
+class _Pending:
+    """Everything queued since the last commit, in the order it must be written."""
+
+    operations: list[tuple[int, int, str | None, float | None]] = field(default_factory=list)
+    rows: list[tuple[str, tuple[str, ...], tuple[Any, ...]]] = field(default_factory=list)
+    tensors: list[_TensorItem] = field(default_factory=list)
+    nbytes: int = 0
+    since: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.operations) + len(self.rows) + len(self.tensors)
+
+
+def _report_columns() -> dict[str, frozenset[str]]:
+    """Writable columns of every report table (from the ORM models, which mirror the newest schema)."""
+    from .models import REPORT_MODELS
+
+    return {
+        m.__tablename__: frozenset(c.name for c in m.__table__.columns if c.name not in ("rowid", "id"))
+        for m in REPORT_MODELS
+    }
+
+
+_LIVE: "weakref.WeakSet[Writer]" = weakref.WeakSet()
+
+
+def _close_all_at_exit() -> None:
+    for writer in list(_LIVE):
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+def _reset_all_in_child() -> None:
+    for writer in list(_LIVE):
+        writer._forget_parent()
+
+
+atexit.register(_close_all_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_all_in_child)
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+# --- the writer -----------------------------------------------------------------------------------
+
+
+class Writer:
+    """Write a report while a model runs; safe across threads and processes, crash-safe after ``flush()``.
+
+    Example::
+
+        with reportdb.Writer("generated/ttnn/reports/run1", rank=0) as w:
+            w.put_tensor(1, x)
+            w.put_tensor(2, y, ttnn_dtype="BFLOAT16", layout="TILE")
+            w.add_operation(1, "ttnn.add", duration=1.5e-5, arguments={"memory_config": "L1"},
+                            stack_trace=trace, inputs=[1], outputs=[2])
+            w.flush()  # everything above is committed when this returns
+
+    ``path`` is a report folder (``db.sqlite`` inside; created if missing) or a database file.
+    Options left as None come from the environment (``WriterConfig.from_env``); ``config`` replaces both.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        rank: int = 0,
+        config: WriterConfig | None = None,
+        store: StorePolicy | None = None,
+        chunk_size: int | None = None,
+        compression: str | None = None,
+        stats: bool | None = None,
+        batch_items: int | None = None,
+        batch_bytes: int | None = None,
+        batch_seconds: float | None = None,
+        sync_bytes: int | None = None,
+        lock_timeout: float | None = None,
+        durable: bool | None = None,
+    ) -> None:
+        self.config = config or WriterConfig.from_env(
+            store=store, chunk_size=chunk_size, compression=compression, stats=stats, batch_items=batch_items,
+            batch_bytes=batch_bytes, batch_seconds=batch_seconds, sync_bytes=sync_bytes, lock_timeout=lock_timeout,
+            durable=durable,
+        )
+        p = Path(path)
+        if p.suffix not in (".sqlite", ".db", ".sqlite3") and not p.is_file():
+            p.mkdir(parents=True, exist_ok=True)
+        from .report import resolve_path
+
+        self.path = resolve_path(p)
+        self.rank = int(rank)
+        self._columns = _report_columns()
+        self._closed = False
+        self._init_process_state()
+        self._open()  # fail early (bad path, newer schema...) rather than on the first background flush
+        _LIVE.add(self)
+
+    def _init_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # guards the queue and the bookkeeping sets
+        self._io = threading.RLock()  # guards the connection; taken before _lock, never after
+        self._pending = _Pending()
+        self._report: Any = None
+        self._known: dict[tuple[int, int], bool] = {}  # id -> whether its values are recorded
+        self._outputs: set[tuple[int, int]] = set()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def _forget_parent(self) -> None:
+        """In a forked child: drop the parent's connection (never use or close it), queue and thread."""
+        if self._pid != os.getpid():
+            self._init_process_state()
+
+    # --- opening ------------------------------------------------------------------------------
+
+    def _open(self) -> Any:
+        """This process's Report (mode "a"); opened once, under a folder lock so creators do not race."""
+        if self._pid != os.getpid():
+            self._forget_parent()
+        if self._report is not None:
+            return self._report
+        from .report import Report
+
+        def attempt() -> Any:
+            with _folder_lock(self.path.parent):
+                report = Report(self.path, "a", chunk_size=self.config.chunk_size)
+            if not self.config.durable:
+                report._conn.execute("PRAGMA synchronous=OFF")
+            return report
+
+        self._report = self._retry(attempt, "open the report")
+        return self._report
+
+    def _retry(self, action: Callable[[], T], what: str) -> T:
+        """Run ``action``, retrying SQLite lock errors with jittered backoff for up to ``lock_timeout``."""
+        deadline = time.monotonic() + self.config.lock_timeout
+        delay = 0.005
+        while True:
+            try:
+                return action()
+            except Exception as exc:
+                cause = exc if _is_lock_error(exc) else exc.__cause__
+                if cause is None or not _is_lock_error(cause):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise ReportDBError(
+                        f"{self.path}: could not {what}: the database stayed locked for {self.config.lock_timeout:.0f} s "
+                        f"({cause}); another process holds a write transaction"
+                    ) from exc
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+
+    # --- public API ---------------------------------------------------------------------------
+
+    def put_tensor(
+        self,
+        tensor_id: int,
+        data: Any,
+        *,
+        rank: int | None = None,
+        role: Role | None = None,
+        store_values: bool = True,
+        **metadata: Any,
+    ) -> bool:
+        """Record a tensor: a numpy array, a torch tensor, a ``ttnn.Tensor`` or a ``LoadedTensor``.
+
+        ``metadata`` takes the TensorSpec fields (``ttnn_dtype``, ``layout``, ``tile_shape``,
+        ``memory_config`` as structured data or as the report's text...), ``source``, and the report
+        row's ``device_id``, ``address``, ``buffer_type``, ``size``. ``role="output"`` marks an
+        operation output (for ``store="outputs"``). Values are kept as the store policy says, and
+        never with ``store_values=False``; the ``tensors`` row is always written. Returns False when
+        the id was already recorded (then nothing is converted) and True otherwise; the data is
+        committed by the next ``flush()``, or before this returns for tensors of ``sync_bytes`` or more.
+        """
+        self._check_usable()
+        key = (int(tensor_id), self.rank if rank is None else int(rank))
+        with self._lock:
+            if role == "output":
+                self._outputs.add(key)
+            keep = store_values and (
+                self.config.store == "all" or (self.config.store == "outputs" and key in self._outputs)
+            )
+            if self._known.get(key, False) or (key in self._known and not keep):
+                return False
+        if self._stored_in_db(key):
+            with self._lock:
+                self._known[key] = True
+            return False
+        item = self._convert(key, data, metadata, keep)
+        with self._lock:
+            if self._known.get(key, False) or (key in self._known and not keep):  # another thread was faster
+                return False
+            self._known[key] = keep
+        if item.nbytes >= self.config.sync_bytes and item.shards is not None:
+            self._write_now(item)  # large: no copy, written by this thread
+            return True
+        if item.shards is not None and not item.owned:
+            item.shards = [(c, a.copy()) for c, a in item.shards]
+        self._enqueue(tensors=[item], nbytes=item.nbytes)
+        return True
+
+    def add_operation(
+        self,
+        operation_id: int,
+        name: str,
+        *,
+        duration: float | None = None,
+        arguments: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+        stack_trace: str | Sequence[str] | None = None,
+        inputs: Sequence[int] = (),
+        outputs: Sequence[int] = (),
+        rank: int | None = None,
+    ) -> None:
+        """Record an operation, its arguments (text stored verbatim), stack trace and tensor links.
+
+        Calling it again for the same id updates the name and (when given) the duration, as the legacy
+        report wrote an operation once when it started and again with its duration when it ended.
+        Non-string argument values are stored as ``str(value)``; a stack trace given as lines is joined
+        with newlines.
+        """
+        self._check_usable()
+        r = self.rank if rank is None else int(rank)
+        op = int(operation_id)
+        rows: list[tuple[str, tuple[str, ...], tuple[Any, ...]]] = []
+        if arguments is not None:
+            pairs = arguments.items() if isinstance(arguments, Mapping) else arguments
+            for arg_name, value in pairs:
+                rows.append(
+                    ("operation_arguments", ("operation_id", "name", "value", "rank"),
+                     (op, str(arg_name), value if isinstance(value, str) else str(value), r))
+                )
+        if stack_trace is not None:
+            text = stack_trace if isinstance(stack_trace, str) else "\n".join(stack_trace)
+            rows.append(("stack_traces", ("operation_id", "stack_trace", "rank"), (op, text, r)))
+        for index, tid in enumerate(inputs):
+            rows.append(("input_tensors", ("operation_id", "input_index", "tensor_id", "rank"), (op, index, int(tid), r)))
+        for index, tid in enumerate(outputs):
+            rows.append(("output_tensors", ("operation_id", "output_index", "tensor_id", "rank"), (op, index, int(tid), r)))
+        with self._lock:
+            self._outputs.update((int(t), r) for t in outputs)
+        self._enqueue(operations=[(op, r, name, None if duration is None else float(duration))], rows=rows)
+
+    def add_device(self, device_id: int, *, rank: int | None = None, **fields: Any) -> None:
+        """Record a device row (``num_x_cores``, ``l1_bank_size``... as in the ``devices`` table)."""
+        self.add_rows("devices", [{"device_id": int(device_id), "rank": self.rank if rank is None else rank, **fields}])
+
+    def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append rows to any report table by column name (``buffers``, ``captured_graph``, ``errors``...).
+
+        Rows without a ``rank`` get the writer's rank when the table has that column.
+        """
+        self._check_usable()
+        known = self._columns.get(table)
+        if known is None:
+            raise ReportDBError(f"unknown report table {table!r}; known: {sorted(self._columns)}")
+        out: list[tuple[str, tuple[str, ...], tuple[Any, ...]]] = []
+        for row in rows:
+            values = dict(row)
+            if "rank" in known and "rank" not in values:
+                values["rank"] = self.rank
+            bad = set(values) - known
+            if bad:
+                raise ReportDBError(f"table {table!r} has no columns {sorted(bad)}; it has {sorted(known)}")
+            out.append((table, tuple(values), tuple(values.values())))
+        self._enqueue(rows=out)
+
+    def query(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Commit what is queued, then run a read-only SELECT on this writer's connection."""
+        self.flush()
+        with self._io:
+            report = self._open()
+            with report._lock:
+                return report._conn.execute(sql, tuple(parameters)).fetchall()
+
+    def flush(self) -> None:
+        """Write and COMMIT everything queued; when this returns, a crash cannot lose it."""
+        self._raise_background_error()
+        self._write_pending()
+
+    def close(self) -> None:
+        """Flush, stop the background thread and close this process's connection."""
+        if self._closed:
+            return
+        if self._pid != os.getpid():  # a forked child's copy: nothing of ours to close
+            self._forget_parent()
+        self._closed = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        try:
+            self._write_pending()
+            self._raise_background_error()
+        finally:
+            with self._io:
+                if self._report is not None:
+                    self._report.close()
+                    self._report = None
+            _LIVE.discard(self)
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._pid != os.getpid():
+            self._forget_parent()
+        if self._closed:
+            raise ReportDBError(f"{self.path}: this Writer is closed")
+        self._raise_background_error()
+
+    def _raise_background_error(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise ReportDBError(f"{self.path}: a background write failed: {error}") from error
+
+    def _stored_in_db(self, key: tuple[int, int]) -> bool:
+        with self._io:
+            report = self._open()
+            with report._lock:
+                row = report._conn.execute(
+                    "SELECT 1 FROM rdb_tensor WHERE tensor_id=? AND rank=?", key
+                ).fetchone()
+        return row is not None
+
+    def _convert(self, key: tuple[int, int], data: Any, metadata: dict[str, Any], keep: bool) -> _TensorItem:
+        """Turn any supported tensor into canonical shards, spec metadata and its ``tensors`` row."""
+        from .spec import LoadedTensor
+
+        meta = dict(metadata)
+        row_extra = {k: meta.pop(k) for k in list(meta) if k in _ROW_FIELDS}
+        unknown = set(meta) - _SPEC_FIELDS - {"source"}
+        if unknown:
+            raise ReportDBError(
+                f"unknown tensor metadata {sorted(unknown)}; known: {sorted(_SPEC_FIELDS | _ROW_FIELDS | {'source'})}"
+            )
+        row: dict[str, Any] = {}
+        owned = False
+        module = type(data).__module__ or ""
+        if module.startswith("ttnn"):
+            from . import ttnn as adapter
+
+            converted = adapter.convert(data, values=keep)
+            shards, spec_meta, row = converted.shards, converted.metadata, converted.row
+            meta = {**spec_meta, **meta}
+            owned = True  # the adapter's arrays are fresh copies of the device or host buffers
+        elif isinstance(data, LoadedTensor):
+            shards = data.shards if keep else None
+            meta = {**data.spec.as_metadata(), "source": data.source, **meta}
+        elif module.startswith("torch"):
+            array = _torch_to_numpy(data)
+            shards = [((), array)] if keep else None
+            row = {"shape": f"torch.Size({list(array.shape)})", "dtype": str(data.dtype)}
+        else:
+            array = np.asarray(data)
+            shards = [((), array)] if keep else None
+            row = {"shape": f"Shape({list(array.shape)})", "dtype": dtype_name(array.dtype)}
+        if isinstance(meta.get("memory_config"), str):
+            from .memconfig import parse_memory_config
+
+            row.setdefault("memory_config", meta["memory_config"])
+            meta["memory_config"] = parse_memory_config(meta["memory_config"])
+        meta = {k: v for k, v in meta.items() if v is not None and (k != "transpose_tile" or v)}
+        if shards is not None:
+            originals = [a for _, a in shards]
+            shards = [(tuple(int(c) for c in coord), canonical(a)) for coord, a in shards]
+            owned = owned or all(c is not o for (_, c), o in zip(shards, originals))  # canonical() copied
+        if meta.get("ttnn_dtype"):
+            row["dtype"] = f"DataType.{meta['ttnn_dtype']}"
+        if meta.get("layout"):
+            row["layout"] = f"Layout.{meta['layout']}"
+        if meta.get("storage_type"):
+            row.setdefault("storage_type", f"StorageType.{meta['storage_type']}")
+        row.update(row_extra)
+        if "shape" not in row and shards:
+            row["shape"] = f"Shape({list(shards[0][1].shape)})"
+        nbytes = sum(int(a.nbytes) for _, a in shards) if shards else 0
+        return _TensorItem(key[0], key[1], shards, meta, row, nbytes, owned)
+
+    def _enqueue(
+        self,
+        *,
+        operations: Sequence[tuple[int, int, str | None, float | None]] = (),
+        rows: Sequence[tuple[str, tuple[str, ...], tuple[Any, ...]]] = (),
+        tensors: Sequence[_TensorItem] = (),
+        nbytes: int = 0,
+    ) -> None:
+        cfg = self.config
+        with self._lock:
+            pending = self._pending
+            if not len(pending):
+                pending.since = time.monotonic()
+            pending.operations.extend(operations)
+            pending.rows.extend(rows)
+            pending.tensors.extend(tensors)
+            pending.nbytes += nbytes
+            full = len(pending) >= cfg.batch_items or pending.nbytes >= cfg.batch_bytes
+            due = cfg.batch_seconds > 0 and time.monotonic() - pending.since >= cfg.batch_seconds
+            if self._thread is None and cfg.batch_seconds > 0:
+                self._start_thread()
+        if full or due:
+            self._write_pending()
+
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._background, name="reportdb-writer", daemon=True)
+        self._thread.start()
+
+    def _background(self) -> None:
+        """Commit queued items that have waited ``batch_seconds``, so a quiet run still persists them."""
+        period = self.config.batch_seconds
+        while not self._wake.wait(period / 2):
+            with self._lock:
+                due = len(self._pending) and time.monotonic() - self._pending.since >= period
+            if due:
+                try:
+                    self._write_pending()
+                except BaseException as exc:  # surfaced to the caller on its next call
+                    self._error = exc
+
+    def _take(self) -> _Pending:
+        with self._lock:
+            taken, self._pending = self._pending, _Pending()
+        return taken
+
+    def _write_pending(self) -> None:
+        with self._io:
+            taken = self._take()
+            if len(taken):
+                self._write(taken)
+
+    def _write_now(self, item: _TensorItem) -> None:
+        with self._io:
+            taken = self._take()
+            taken.tensors.append(item)
+            self._write(taken)
+
+    def _write(self, batch: _Pending) -> None:
+        """One transaction for the whole batch, retried as a whole while the database is locked."""
+        report = self._open()
+
+        def transaction() -> None:
+            try:
+                with report.batch():
+                    self._write_rows(report._conn, batch)
+                    for item in batch.tensors:
+                        self._write_tensor(report, item)
+            except BaseException:
+                if report._conn.in_transaction:  # a failed COMMIT leaves the transaction open
+                    report._conn.execute("ROLLBACK")
+                raise
+
+        try:
+            self._retry(transaction, "write to the report")
+        except BaseException:
+            with self._lock:  # the batch did not land: let the ids be recorded again
+                for t in batch.tensors:
+                    self._known.pop((t.tensor_id, t.rank), None)
+            raise
+
+    def _write_rows(self, conn: sqlite3.Connection, batch: _Pending) -> None:
+        for op, rank, name, duration in batch.operations:
+            updated = conn.execute(
+                "UPDATE operations SET name=?, duration=COALESCE(?, duration) WHERE operation_id=? AND rank=?",
+                (name, duration, op, rank),
+            ).rowcount
+            if not updated:
+                conn.execute(
+                    "INSERT INTO operations(operation_id, name, duration, rank) VALUES (?, ?, ?, ?)",
+                    (op, name, duration, rank),
+                )
+        for (table, columns), group in _grouped(batch.rows):
+            conn.executemany(
+                f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", group
+            )
+
+    def _write_tensor(self, report: Any, item: _TensorItem) -> None:
+        row = item.row
+        report._conn.execute(
+            "INSERT INTO tensors(tensor_id, shape, dtype, layout, memory_config, device_id, address, buffer_type,"
+            " storage_type, size, rank) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+            " WHERE NOT EXISTS (SELECT 1 FROM tensors WHERE tensor_id=? AND rank=?)",
+            (
+                item.tensor_id, row.get("shape"), row.get("dtype"), row.get("layout"), row.get("memory_config"),
+                row.get("device_id"), row.get("address"), row.get("buffer_type"), row.get("storage_type"),
+                row.get("size"), item.rank, item.tensor_id, item.rank,
+            ),
+        )
+        if item.shards is None:
+            return
+        if len(item.shards) == 1 and not item.shards[0][0] and "distribution" not in item.metadata:
+            report.put_tensor(
+                item.tensor_id, item.shards[0][1], rank=item.rank, if_exists="skip", stats=self.config.stats,
+                **item.metadata,
+            )
+        else:
+            report.put_tensor(
+                item.tensor_id, rank=item.rank, shards=item.shards, if_exists="skip", stats=self.config.stats,
+                **item.metadata,
+            )
+
+
+def _grouped(
+    rows: list[tuple[str, tuple[str, ...], tuple[Any, ...]]],
+) -> Iterator[tuple[tuple[str, tuple[str, ...]], list[tuple[Any, ...]]]]:
+    """Consecutive rows for the same table and columns, so each run becomes one ``executemany``."""
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or rows[i][:2] != rows[start][:2]:
+            yield rows[start][:2], [r[2] for r in rows[start:i]]
+            start = i
+
+
+def _torch_to_numpy(tensor: Any) -> np.ndarray:
+    """A torch tensor's values as numpy, through same-width integer views for dtypes numpy lacks."""
+    import ml_dtypes
+    import torch
+
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    views = {
+        torch.bfloat16: (torch.int16, ml_dtypes.bfloat16),
+        getattr(torch, "float8_e4m3fn", None): (torch.uint8, ml_dtypes.float8_e4m3fn),
+        getattr(torch, "float8_e5m2", None): (torch.uint8, ml_dtypes.float8_e5m2),
+    }
+    if t.dtype in views:
+        as_int, target = views[t.dtype]
+        return t.contiguous().view(as_int).numpy().view(target)
+    return t.numpy()
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive advisory lock on the report folder while a process opens (maybe creates) the database.
+
+    Two processes creating a brand-new report at once would both run the schema creation; this makes
+    the second wait and then find the schema current. Locking the folder leaves no extra file behind.
+    Where ``fcntl`` does not exist (Windows) it is a no-op, and SQLite's own locking must do.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

@@ -1,0 +1,304 @@
+"""The profiling-run writer in one process: what it records, batching, threads, fork, configuration."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import reportdb
+from reportdb.errors import ReportDBError
+from reportdb.spec import Distribution, LoadedTensor, Placement
+from reportdb.writer import Writer, WriterConfig
+
+NASTY = [
+    "it's",
+    'say "hi"',
+    "'); DROP TABLE operations; --",
+    "line one\nline two\r\nline three\ttab",
+    "ünïcødé ✓ 漢字 🚀",
+    "back\\slash and NUL\x00inside",
+    "",
+    "MemoryConfig(memory_layout=TensorMemoryLayout::INTERLEAVED,buffer_type=BufferType::DRAM)",
+]
+
+
+def _rows(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """Read through an independent connection: what any other process would see (committed data only)."""
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def _wait_for(predicate, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.01)
+
+
+def test_tensors_round_trip_with_stats_and_report_rows(tmp_path: Path) -> None:
+    arrays = {
+        1: np.arange(12, dtype=np.float32).reshape(3, 4),
+        2: np.arange(6, dtype=">i4").reshape(2, 3),  # big-endian in, little-endian stored
+        3: np.linspace(-2, 2, 64).astype(ml_dtypes.bfloat16).reshape(8, 8),
+        4: np.array(7, dtype=np.uint8),
+        5: np.arange(20, dtype=np.float64)[::2],  # not contiguous
+    }
+    with Writer(tmp_path) as w:
+        for tid, a in arrays.items():
+            assert w.put_tensor(tid, a) is True
+        w.put_tensor(6, np.ones((32, 64), np.float32), ttnn_dtype="BFLOAT8_B", layout="TILE",
+                     memory_config="MemoryConfig(memory_layout=TensorMemoryLayout::INTERLEAVED,"
+                     "buffer_type=BufferType::DRAM,shard_spec=std::nullopt)", device_id=0, address=1024, buffer_type=0)
+    with reportdb.open(tmp_path) as r:
+        for tid, a in arrays.items():
+            back = r.tensor(tid)
+            assert back.dtype == a.dtype.newbyteorder("<") or back.dtype == a.dtype
+            np.testing.assert_array_equal(back, a)
+        assert r.tensor_stats(1)["mean"] == pytest.approx(5.5)
+        info = r.tensor_info(6)
+        assert info.spec.ttnn_dtype == "BFLOAT8_B" and info.spec.layout == "TILE"
+        assert info.spec.memory_config["memory_layout"] == "INTERLEAVED"
+    row = _rows(tmp_path / "db.sqlite", "SELECT shape, dtype, layout, memory_config, device_id, address, buffer_type"
+                " FROM tensors WHERE tensor_id=6")[0]
+    assert row[:3] == ("Shape([32, 64])", "DataType.BFLOAT8_B", "Layout.TILE")
+    assert row[3].startswith("MemoryConfig(") and row[4:] == (0, 1024, 0)
+    assert _rows(tmp_path / "db.sqlite", "SELECT shape, dtype FROM tensors WHERE tensor_id=1") == [("Shape([3, 4])", "float32")]
+
+
+def test_operation_text_is_stored_verbatim(tmp_path: Path) -> None:
+    trace = 'File "model.py", line 3, in forward\n    x = ttnn.add(a, b, name="it\'s")\nünï ✓'
+    with Writer(tmp_path) as w:
+        w.add_operation(1, "ttnn.add", arguments={f"arg{i}": v for i, v in enumerate(NASTY)}, stack_trace=trace)
+        w.add_operation(2, "we'ird \"name\"\n✓", arguments=[("0", 3), ("1", None), ("shape", (1, 2))],
+                        stack_trace=["a 'x'", 'b "y"'])
+    db = tmp_path / "db.sqlite"
+    values = _rows(db, "SELECT value FROM operation_arguments WHERE operation_id=1 ORDER BY rowid")
+    assert [v for (v,) in values] == NASTY
+    assert _rows(db, "SELECT value FROM operation_arguments WHERE operation_id=2 ORDER BY rowid") == [
+        ("3",), ("None",), ("(1, 2)",)
+    ]
+    assert _rows(db, "SELECT stack_trace FROM stack_traces ORDER BY operation_id") == [(trace,), ("a 'x'\nb \"y\"",)]
+    assert _rows(db, "SELECT name FROM operations WHERE operation_id=2") == [("we'ird \"name\"\n✓",)]
+
+
+def test_operation_links_and_second_call_sets_duration(tmp_path: Path) -> None:
+    with Writer(tmp_path, rank=3) as w:
+        w.add_operation(7, "ttnn.matmul", inputs=[10, 11])
+        w.put_tensor(10, np.zeros(4, np.float32))
+        w.put_tensor(11, np.ones(4, np.float32))
+        w.put_tensor(12, np.full(4, 2, np.float32), role="output")
+        w.add_operation(7, "ttnn.matmul", duration=0.25, outputs=[12])
+        w.add_device(0, num_x_cores=8, num_y_cores=8, l1_bank_size=1 << 20)
+    db = tmp_path / "db.sqlite"
+    assert _rows(db, "SELECT operation_id, name, duration, rank FROM operations") == [(7, "ttnn.matmul", 0.25, 3)]
+    assert _rows(db, "SELECT input_index, tensor_id, rank FROM input_tensors ORDER BY input_index") == [(0, 10, 3), (1, 11, 3)]
+    assert _rows(db, "SELECT output_index, tensor_id, rank FROM output_tensors") == [(0, 12, 3)]
+    assert _rows(db, "SELECT device_id, num_x_cores, l1_bank_size, rank FROM devices") == [(0, 8, 1 << 20, 3)]
+    with reportdb.open(tmp_path) as r:
+        assert r.tensor_keys() == [(10, 3), (11, 3), (12, 3)]
+
+
+def test_add_rows_checks_tables_and_columns(tmp_path: Path) -> None:
+    with Writer(tmp_path) as w:
+        w.add_rows("buffers", [{"operation_id": 1, "device_id": 0, "address": 64, "max_size_per_bank": 2048, "buffer_type": 1}])
+        w.add_rows("captured_graph", [{"operation_id": 1, "captured_graph": '[{"node_type": "capture_start"}]'}])
+        with pytest.raises(ReportDBError, match="unknown report table"):
+            w.add_rows("nope", [{"a": 1}])
+        with pytest.raises(ReportDBError, match="has no columns"):
+            w.add_rows("buffers", [{"operation_id": 1, "bogus": 2}])
+    db = tmp_path / "db.sqlite"
+    assert _rows(db, "SELECT address, max_size_per_bank, rank FROM buffers") == [(64, 2048, 0)]
+    assert _rows(db, "SELECT captured_graph FROM captured_graph") == [('[{"node_type": "capture_start"}]',)]
+
+
+def test_stored_ids_are_skipped_without_converting(tmp_path: Path) -> None:
+    with Writer(tmp_path) as w:
+        assert w.put_tensor(1, np.arange(3, dtype=np.int32))
+        assert w.put_tensor(1, np.zeros(3, np.int32)) is False  # queued in this writer
+    with Writer(tmp_path) as w:
+        # already in the database: an object nothing could convert proves no conversion is attempted
+        assert w.put_tensor(1, object()) is False
+        assert w.put_tensor(1, np.zeros(3, np.int32), rank=1) is True  # another rank is another tensor
+    with reportdb.open(tmp_path) as r:
+        np.testing.assert_array_equal(r.tensor(1), [0, 1, 2])
+        assert r.tensor_keys() == [(1, 0), (1, 1)]
+
+
+def test_queued_tensor_is_a_copy(tmp_path: Path) -> None:
+    a = np.arange(8, dtype=np.float32)
+    with Writer(tmp_path, batch_seconds=0) as w:
+        w.put_tensor(1, a)
+        a[:] = -1  # the caller reuses its buffer before the commit
+    with reportdb.open(tmp_path) as r:
+        np.testing.assert_array_equal(r.tensor(1), np.arange(8, dtype=np.float32))
+
+
+def test_large_tensor_is_committed_when_put_returns(tmp_path: Path) -> None:
+    with Writer(tmp_path, sync_bytes=1024, batch_seconds=0) as w:
+        w.put_tensor(1, np.zeros(4, np.float32))  # small: queued
+        w.put_tensor(2, np.ones(1024, np.float32))  # large: written with the queue, at once
+        assert _rows(tmp_path / "db.sqlite", "SELECT tensor_id FROM rdb_tensor ORDER BY tensor_id") == [(1,), (2,)]
+
+
+def test_batches_commit_by_count_and_by_time(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    with Writer(tmp_path, batch_items=3, batch_seconds=0) as w:
+        w.put_tensor(1, np.zeros(1))
+        w.put_tensor(2, np.zeros(1))
+        assert _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(0,)]
+        w.put_tensor(3, np.zeros(1))
+        assert _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(3,)]
+    with Writer(tmp_path, batch_bytes=16, batch_seconds=0) as w:
+        w.put_tensor(4, np.zeros(2, np.float64))
+        assert _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(4,)]
+    with Writer(tmp_path, batch_seconds=0.05) as w:
+        w.put_tensor(5, np.zeros(1))
+        w.add_operation(1, "ttnn.relu")
+        _wait_for(lambda: _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(5,)], "background commit of tensor 5")
+        _wait_for(lambda: _rows(db, "SELECT COUNT(*) FROM operations") == [(1,)], "background commit of operation 1")
+
+
+def test_store_policies(tmp_path: Path) -> None:
+    with Writer(tmp_path / "none", store="none") as w:
+        w.put_tensor(1, np.zeros(3))
+        w.add_operation(1, "op", outputs=[1])
+    assert _rows(tmp_path / "none" / "db.sqlite", "SELECT COUNT(*) FROM rdb_tensor") == [(0,)]
+    assert _rows(tmp_path / "none" / "db.sqlite", "SELECT tensor_id, shape FROM tensors") == [(1, "Shape([3])")]
+    with Writer(tmp_path / "out", store="outputs") as w:
+        w.put_tensor(1, np.zeros(3), role="input")
+        w.put_tensor(2, np.zeros(3), role="output")
+        w.add_operation(1, "op", inputs=[1], outputs=[2, 3])
+        w.put_tensor(3, np.zeros(3))  # named as an output above
+        w.put_tensor(4, np.zeros(3))
+    with reportdb.open(tmp_path / "out") as r:
+        assert r.tensor_ids() == [2, 3]
+    assert len(_rows(tmp_path / "out" / "db.sqlite", "SELECT tensor_id FROM tensors")) == 4
+
+
+def test_configuration_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("REPORTDB_STORE", "outputs")
+    monkeypatch.setenv("REPORTDB_CHUNK_SIZE", "1MiB")
+    monkeypatch.setenv("REPORTDB_STATS", "0")
+    monkeypatch.setenv("REPORTDB_BATCH_ITEMS", "10")
+    monkeypatch.setenv("REPORTDB_BATCH_BYTES", "8M")
+    monkeypatch.setenv("REPORTDB_BATCH_SECONDS", "0.5")
+    monkeypatch.setenv("REPORTDB_SYNC_BYTES", "2k")
+    config = WriterConfig.from_env()
+    assert config == WriterConfig(store="outputs", chunk_size=1 << 20, stats=False, batch_items=10,
+                                  batch_bytes=8 << 20, batch_seconds=0.5, sync_bytes=2048)
+    assert WriterConfig.from_env(store="all", stats=None).store == "all"  # arguments win, None means unset
+    with Writer(tmp_path, store="all") as w:
+        w.put_tensor(1, np.arange(4.0))
+        assert w.config.chunk_size == 1 << 20 and w.config.stats is False
+    with reportdb.open(tmp_path) as r:
+        with pytest.raises(ReportDBError, match="without statistics"):
+            r.tensor_stats(1)
+    monkeypatch.setenv("REPORTDB_COMPRESSION", "zstd")
+    with pytest.raises(ReportDBError, match="zstd.*not supported yet"):
+        WriterConfig.from_env()
+    monkeypatch.setenv("REPORTDB_COMPRESSION", "none")
+    monkeypatch.setenv("REPORTDB_STORE", "some")
+    with pytest.raises(ReportDBError, match="store must be"):
+        Writer(tmp_path)
+    monkeypatch.setenv("REPORTDB_STORE", "all")
+    monkeypatch.setenv("REPORTDB_STATS", "maybe")
+    with pytest.raises(ReportDBError, match="REPORTDB_STATS"):
+        WriterConfig.from_env()
+
+
+def test_unknown_metadata_and_closed_writer(tmp_path: Path) -> None:
+    w = Writer(tmp_path)
+    with pytest.raises(ReportDBError, match="unknown tensor metadata"):
+        w.put_tensor(1, np.zeros(2), colour="red")
+    w.put_tensor(1, np.zeros(2))  # a rejected call leaves the id free
+    w.close()
+    w.close()
+    with pytest.raises(ReportDBError, match="closed"):
+        w.put_tensor(2, np.zeros(2))
+
+
+def test_multi_device_shards(tmp_path: Path) -> None:
+    shards = [((0, i), np.full((2, 3), i, np.float32)) for i in range(4)]
+    dist = Distribution(mesh_shape=(1, 4), placements=(Placement("replicate"), Placement("shard", 1)))
+    loaded = LoadedTensor(shards=shards, spec=reportdb.TensorSpec(ttnn_dtype="FLOAT32", distribution=dist),
+                          source={"kind": "test"})
+    with Writer(tmp_path) as w:
+        w.put_tensor(1, loaded)
+    with reportdb.open(tmp_path) as r:
+        np.testing.assert_array_equal(r.tensor(1), np.concatenate([a for _, a in shards], axis=1))
+        assert [c for c, _ in r.shards(1)] == [c for c, _ in shards]
+
+
+def test_many_threads_one_writer(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+
+    def work(w: Writer, t: int) -> None:
+        try:
+            for i in range(40):
+                tid = t * 1000 + i
+                w.put_tensor(tid, np.full((4, 4), tid, np.int32))
+                w.add_operation(tid, f"op{t}", arguments={"i": str(i)}, outputs=[tid])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    with Writer(tmp_path, batch_items=16, batch_seconds=0.01, sync_bytes=48) as w:
+        threads = [threading.Thread(target=work, args=(w, t)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert not errors
+    with reportdb.open(tmp_path) as r:
+        ids = r.tensor_ids()
+        assert len(ids) == 320
+        for tid in ids[::37]:
+            assert r.tensor(tid)[0, 0] == tid
+    assert _rows(tmp_path / "db.sqlite", "SELECT COUNT(*) FROM operation_arguments") == [(320,)]
+
+
+def _child_writes(writer: Writer, tid: int) -> None:
+    writer.put_tensor(tid, np.full(3, tid, np.int64))
+    writer.add_operation(tid, "from-child")
+    writer.flush()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_fork_child_uses_its_own_connection(tmp_path: Path) -> None:
+    with Writer(tmp_path, batch_seconds=0.05) as w:
+        w.put_tensor(1, np.zeros(3, np.int64))  # queued in the parent: the child must not write it
+        ctx = multiprocessing.get_context("fork")
+        child = ctx.Process(target=_child_writes, args=(w, 2))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+        w.put_tensor(3, np.zeros(3, np.int64))
+    with reportdb.open(tmp_path) as r:
+        assert r.tensor_ids() == [1, 2, 3]
+    assert _rows(tmp_path / "db.sqlite", "SELECT operation_id FROM operations") == [(2,)]
+
+
+def test_torch_tensors(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3).to(torch.bfloat16)
+    with Writer(tmp_path) as w:
+        w.put_tensor(1, t)
+        w.put_tensor(2, torch.arange(4, dtype=torch.int64))
+    with reportdb.open(tmp_path) as r:
+        back = r.tensor(1)
+        assert back.dtype == ml_dtypes.bfloat16
+        np.testing.assert_array_equal(back.astype(np.float32), t.float().numpy())
+        np.testing.assert_array_equal(r.tensor(2), [0, 1, 2, 3])
+    assert _rows(tmp_path / "db.sqlite", "SELECT shape, dtype FROM tensors WHERE tensor_id=1") == [
+        ("torch.Size([2, 3])", "torch.bfloat16")
+    ]
