@@ -88,6 +88,7 @@ def upgrade(path: str | Path) -> str:
     if not db.is_file():
         raise ReportNotFoundError(f"{db}: no such report database")
     with Report(db, "a") as report:
+        report.fill_missing_stats()
         return str(report.schema_revision)
 
 
@@ -109,10 +110,13 @@ class Report:
         self.chunk_size = chunk_size
         self._lock = threading.RLock()
         self._depth = 0
+        self._upgraded_tensors = False
         self._conn, self.schema_revision = self._connect()
         self._engine = engine_mod.engine_for(self._conn, readonly=mode == "r")
         self._sessions = sessionmaker(bind=self._engine)
         self._tables = self._table_names()
+        if self._upgraded_tensors:
+            self.fill_missing_stats()  # tensors stored before the statistics table existed
 
     # --- opening ----------------------------------------------------------------------------
 
@@ -153,6 +157,7 @@ class Report:
             # Upgrade in the file's own journal mode first, so a failure leaves it byte-for-byte as it was.
             schema.upgrade(engine_mod.engine_for(conn, readonly=False))
         engine_mod.set_write_mode(conn, new_file=False)
+        self._upgraded_tensors = state.kind is schema.SchemaKind.OLDER
 
     def _table_names(self) -> set[str]:
         return {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -277,6 +282,20 @@ class Report:
                     self._put_stats(ref.id, dtype, arr)
         return True
 
+    def fill_missing_stats(self) -> int:
+        """Compute the statistics of every stored shard that has none (older schema, or ``stats=False``)."""
+        self._check_writable()
+        with self._lock:
+            missing = self._conn.execute(
+                "SELECT DISTINCT s.blob_id, s.dtype, s.shape FROM rdb_shard s LEFT JOIN rdb_stats st"
+                " ON st.blob_id = s.blob_id AND st.dtype = s.dtype WHERE st.blob_id IS NULL"
+            ).fetchall()
+            for blob_id, dtype, shape in missing:
+                array = self._read(blob_id, numpy_dtype(dtype), tuple(json.loads(shape)), f"blob {blob_id}")
+                with self.batch():
+                    self._put_stats(blob_id, dtype, array)
+        return len(missing)
+
     def _insert_tensor_row(self, row: tuple[Any, ...]) -> int:
         pk = self._conn.execute(
             "INSERT INTO rdb_tensor(tensor_id, rank, dtype, shape, nbytes, n_shards, ttnn_dtype, layout, tile_shape,"
@@ -363,7 +382,7 @@ class Report:
         """Every device shard of a tensor as ``[(mesh_coordinate, array), ...]``."""
         info, blob_ids = self._info(tensor_id, rank)
         return [
-            (s.mesh_coordinate, self._read(blob_id, numpy_dtype(s.dtype), s.shape, tensor_id, rank))
+            (s.mesh_coordinate, self._read(blob_id, numpy_dtype(s.dtype), s.shape, f"tensor {tensor_id} (rank {rank})"))
             for s, blob_id in zip(info.shards, blob_ids)
         ]
 
@@ -382,19 +401,16 @@ class Report:
             dtype = numpy_dtype(shard.dtype)
             row_bytes = int(np.prod(shard.shape[1:], dtype=np.int64)) * dtype.itemsize
             return self._read(
-                blob_ids[0], dtype, (max(0, stop - start),) + shard.shape[1:], tensor_id, rank, offset=start * row_bytes
+                blob_ids[0], dtype, (max(0, stop - start),) + shard.shape[1:], f"tensor {tensor_id} (rank {rank})",
+                offset=start * row_bytes,
             )
         array = assemble(self.shards(tensor_id, rank), info.spec.distribution)
         return array if rows is None else array[rows]
 
-    def _read(
-        self, blob_id: int, dtype: np.dtype, shape: tuple[int, ...], tensor_id: int, rank: int, offset: int = 0
-    ) -> np.ndarray:
+    def _read(self, blob_id: int, dtype: np.dtype, shape: tuple[int, ...], what: str, offset: int = 0) -> np.ndarray:
         out = np.empty(shape, dtype=dtype)
         with self._lock:
-            blobs.read_blob_into(
-                self._conn, blob_id, out.reshape(-1).view(np.uint8), offset=offset, what=f"tensor {tensor_id} (rank {rank})"
-            )
+            blobs.read_blob_into(self._conn, blob_id, out.reshape(-1).view(np.uint8), offset=offset, what=what)
         return out
 
     def tensor_stats(self, tensor_id: int, rank: int = 0) -> dict[str, Any]:

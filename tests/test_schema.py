@@ -206,3 +206,16 @@ def test_bad_paths_and_files(tmp_path: Path) -> None:
     with pytest.raises(ReportDBError, match="mode"):
         reportdb.open(tmp_path / "x.sqlite", "w")  # type: ignore[arg-type]
     assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_upgrade_fills_statistics_of_tensors_stored_without_them(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    arr = np.array([[1.0, 2.0], [np.nan, 4.0]], np.float32)
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, arr, stats=False)
+        with pytest.raises(ReportDBError, match="without statistics"):
+            report.tensor_stats(1)
+    assert reportdb.upgrade(path) == schema.head_revision()
+    with reportdb.open(path) as report:
+        s = report.tensor_stats(1)
+    assert (s["count"], s["nan_count"], s["min"], s["max"]) == (4, 1, 1.0, 4.0)
