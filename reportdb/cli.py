@@ -15,6 +15,7 @@ from typing import Any, Callable, TypeVar
 import click
 
 import reportdb
+from reportdb.comparisons import FLAGS
 from reportdb.errors import ReportDBError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -140,6 +141,101 @@ def convert(file: Path, out: Path) -> None:
     """Convert a legacy tensor file to .npy, .npz (one array per device shard) or .safetensors."""
     reportdb.convert_tensor_file(file, out)
     click.echo(f"{file} -> {out}")
+
+
+@cli.command(name="compare")
+@click.argument("report_a", metavar="A", type=click.Path(path_type=Path))
+@click.argument("report_b", metavar="[B]", required=False, type=click.Path(path_type=Path))
+@click.option("--golden", is_flag=True, help="Recompute A's local and global golden comparison records.")
+@click.option("--rank", type=int, default=0, show_default=True)
+@click.option("--rtol", type=float, default=1e-5, show_default=True)
+@click.option("--atol", type=float, default=1e-8, show_default=True)
+@click.option("--pcc", type=float, default=None, help="PCC threshold (default: each record's desired PCC, or 0.99).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def compare_(
+    report_a: Path, report_b: Path | None, golden: bool, rank: int, rtol: float, atol: float, pcc: float | None, as_json: bool
+) -> None:
+    """Compare tensors with the full metric vector: A's golden records (--golden), or run B against run A.
+
+    \b
+    Examples:
+        reportdb compare migrated/1234 --golden
+        reportdb compare runs/before runs/after --json
+    """
+    if golden == (report_b is not None):
+        raise ReportDBError("give one report with --golden, or two reports A B to compare run against run")
+    if golden:
+        with reportdb.open(report_a, "a") as report:
+            results = reportdb.compare_golden(report, rtol=rtol, atol=atol, pcc=pcc)
+        if as_json:
+            _emit(results)
+            return
+        click.echo(f"{'kind':<7}{'tensor':>9}{'golden':>10}  {'recorded pcc':>13}{'pcc':>13}{'pcc (tt-metal)':>16}"
+                   f"{'max abs err':>13}{'ulp max':>9}  result")
+        for r in results:
+            m = r["metrics"]
+            if m is None:
+                click.echo(f"{r['kind']:<7}{r['tensor_id']:>9}{r['golden_tensor_id'] or '-':>10}  {_num(r['recorded_pcc']):>13}  {r['status']}")
+                continue
+            click.echo(
+                f"{r['kind']:<7}{r['tensor_id']:>9}{r['golden_tensor_id']:>10}  {_num(r['recorded_pcc']):>13}{_num(m['pcc']):>13}"
+                f"{_num(m['pcc_ttmetal']):>16}{_num(m['max_abs_error']):>13}{_num(m['ulp_max']):>9}  "
+                + ("pass" if m["passed"] else "FAIL " + (",".join(f for f in FLAGS if m.get(f)) or "pcc below threshold"))
+            )
+        return
+    with reportdb.open(report_a) as a, reportdb.open(report_b) as b:  # type: ignore[arg-type]
+        result = reportdb.compare_runs(a, b, rank=rank, rtol=rtol, atol=atol, pcc=0.99 if pcc is None else pcc)
+    if as_json:
+        _emit(result)
+        return
+    click.echo(f"operations matched by {result['matched_by']}")
+    click.echo(f"  {'op A':>6}{'op B':>6}  {'name':<28}{'out':>4}  {'shape':<18}{'pcc':>12}{'max abs err':>13}{'ulp max':>9}  flags")
+    for r in result["rows"]:
+        mark = ">>" if r["first_divergence"] else "  "
+        shape = "x".join(map(str, r["shape"])) if r["shape"] is not None else "-"
+        tail = ",".join(r["flags"]) or ("" if r["passed"] else r["status"] if r["passed"] is None else "below threshold")
+        click.echo(
+            f"{mark}{r['operation_id_a']:>6}{r['operation_id_b']:>6}  {r['name'][:27]:<28}{r['output_index']:>4}  {shape:<18}"
+            f"{_num(r['pcc']):>12}{_num(r['max_abs_error']):>13}{_num(r['ulp_max']):>9}  {tail}"
+        )
+    first = result["first_divergence"]
+    click.echo("first divergence: " + ("none" if first is None else f"operation {first['operation_id_a']} {first['name']} output {first['output_index']}"))
+    for side in ("a", "b"):
+        for op in result[f"unmatched_{side}"]:
+            click.echo(f"unmatched in {side.upper()}: operation {op['operation_id']} {op['name']}")
+
+
+@cli.command(name="plot")
+@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path))
+@click.argument("tensor_id", type=int)
+@click.option("--against", help="Another tensor: ID in the same report, or PATH:ID in another report.")
+@click.option("--rank", type=int, default=0, show_default=True)
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True, help="The picture (.png, .svg, .pdf).")
+@_friendly
+def plot_(report_path: Path, tensor_id: int, against: str | None, rank: int, out: Path) -> None:
+    """Draw a tensor's heatmap and histogram, or the absolute error against another tensor."""
+    with reportdb.open(report_path) as report:
+        if against is None:
+            reportdb.plot_tensor(report, tensor_id, out, rank=rank)
+        else:
+            path, _, other_id = against.rpartition(":")
+            if not other_id.isdigit():
+                raise ReportDBError(f"--against takes ID or PATH:ID, not {against!r}")
+            if not path:
+                reportdb.plot_tensor(report, tensor_id, out, rank=rank, against=(report, int(other_id)))
+            else:
+                with reportdb.open(path) as other:
+                    reportdb.plot_tensor(report, tensor_id, out, rank=rank, against=(other, int(other_id)))
+    click.echo(f"wrote {out}")
+
+
+def _num(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
 
 
 def _size(n: int) -> str:

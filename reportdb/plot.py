@@ -1,0 +1,99 @@
+"""Pictures of a stored tensor: a heatmap of its 2-D view (or of the absolute error against another
+tensor) beside a histogram of its values, for people who would rather look than read.
+
+matplotlib is an optional extra (``pip install 'reportdb[plot]'``); it is imported only here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import ReportDBError
+
+if TYPE_CHECKING:
+    from .report import Report
+
+MAX_PIXELS = 512  # per side of the heatmap; larger views are max-pooled so no error disappears
+
+
+class PlotUnavailableError(ReportDBError):
+    """matplotlib is not installed."""
+
+
+def plot_tensor(
+    report: "Report",
+    tensor_id: int,
+    out: str | Path,
+    *,
+    rank: int = 0,
+    against: tuple["Report", int] | None = None,
+) -> Path:
+    """Draw tensor ``tensor_id`` (or its absolute error against ``against = (report, tensor_id)``) to ``out``."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotUnavailableError("plotting needs matplotlib: pip install 'reportdb[plot]'") from None
+    values = _as_float(report.tensor(tensor_id, rank))
+    other = None if against is None else _as_float(against[0].tensor(against[1], rank))
+    if other is not None and other.shape != values.shape:
+        raise ReportDBError(f"cannot plot the error of shapes {list(values.shape)} and {list(other.shape)}")
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    heat_ax, hist_ax = fig.subplots(1, 2, width_ratios=[3, 2])
+    h, w = _view2d(values).shape
+    extent = (-0.5, w - 0.5, h - 0.5, -0.5)  # axes in the tensor's own indices, even when pooled
+    if other is None:
+        view, title = _pool(_view2d(values), np.nanmean), f"tensor {tensor_id} {list(values.shape)}"
+        image = heat_ax.imshow(view, aspect="auto", interpolation="nearest", cmap="viridis", extent=extent)
+        fig.colorbar(image, ax=heat_ax, label="value")
+        _histogram(hist_ax, values, f"tensor {tensor_id}")
+    else:
+        error = np.abs(values - other)
+        view, title = _pool(_view2d(error), np.nanmax), f"|tensor {tensor_id} - tensor {against[1]}|"  # type: ignore[index]
+        image = heat_ax.imshow(view, aspect="auto", interpolation="nearest", cmap="magma", extent=extent)
+        fig.colorbar(image, ax=heat_ax, label="absolute error (max per pixel)")
+        _histogram(hist_ax, values, f"tensor {tensor_id}")
+        _histogram(hist_ax, other, f"tensor {against[1]}")  # type: ignore[index]
+    heat_ax.set_title(title)
+    heat_ax.set_xlabel("last dim")
+    heat_ax.set_ylabel("other dims, flattened")
+    out = Path(out)
+    fig.savefig(out, dpi=100)
+    return out
+
+
+def _as_float(array: np.ndarray) -> np.ndarray:
+    return np.asarray(array, dtype=np.float64)
+
+
+def _view2d(array: np.ndarray) -> np.ndarray:
+    """Rows are every dim but the last, flattened; a 0-d or 1-d tensor is one row."""
+    if array.ndim == 0:
+        return array.reshape(1, 1)
+    return array.reshape(-1, array.shape[-1]) if array.ndim > 1 else array.reshape(1, -1)
+
+
+def _pool(view: np.ndarray, reduce) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Shrink a large 2-D view to at most MAX_PIXELS per side with ``reduce`` over each block."""
+    h, w = view.shape
+    fy, fx = max(1, -(-h // MAX_PIXELS)), max(1, -(-w // MAX_PIXELS))
+    if fy == fx == 1 or view.size == 0:
+        return view
+    padded = np.full((-(-h // fy) * fy, -(-w // fx) * fx), np.nan)
+    padded[:h, :w] = view
+    blocks = padded.reshape(padded.shape[0] // fy, fy, padded.shape[1] // fx, fx)
+    with np.errstate(all="ignore"):
+        return reduce(reduce(blocks, axis=3), axis=1)
+
+
+def _histogram(ax, values: np.ndarray, label: str) -> None:  # type: ignore[no-untyped-def]
+    finite = values[np.isfinite(values)]
+    if finite.size:
+        ax.hist(finite.ravel(), bins=64, alpha=0.6, label=label)
+    ax.set_title("values")
+    ax.set_yscale("log")
+    ax.legend()
