@@ -8,7 +8,9 @@ like with like. Float32 random values (incompressible), 4 KiB to 64 MiB; each ce
 ``--repeat`` runs of a whole sequence (writer: puts, flush and close, so every commit is counted).
 
 Columns: the default writer (statistics on, ``durable``), and the writer with ``stats=False,
-durable=False`` (no statistics, ``synchronous=OFF``: still safe against a crashed process).
+durable=False`` (no statistics, ``synchronous=OFF``: still safe against a crashed process). The last
+column compares the time spent inside ``put_tensor`` alone (the model thread's cost; the background
+thread's writing, which the totals count through close(), is left out) with the baselines.
 Run: ``python benchmarks/bench_writer.py [--sizes 4K,64K,1M,16M,64M] [--budget 256M] [--repeat 2]``.
 Ratios are baseline time / writer time: above 1 means the writer is faster.
 """
@@ -65,16 +67,25 @@ def best(run: Callable[[Path], Callable[[], None]], repeat: int) -> float:
     return min(times)
 
 
-def writer_run(tensors: list[Any], **options: Any) -> Callable[[Path], Callable[[], None]]:
-    """Open a Writer untimed; time every put, the final flush and close (all commits included)."""
+def writer_run(
+    tensors: list[Any], put_seconds: list[float] | None = None, **options: Any
+) -> Callable[[Path], Callable[[], None]]:
+    """Open a Writer untimed; time every put, the final flush and close (all commits included).
+
+    ``put_seconds`` collects, per run, the time spent inside ``put_tensor`` alone: the cost on the model's
+    thread, while the background thread writes (which close() then waits for, and the total counts).
+    """
     import reportdb
 
     def prepare(folder: Path) -> Callable[[], None]:
         w = reportdb.Writer(folder, **options)
 
         def timed() -> None:
+            start = time.perf_counter()
             for tid, t in enumerate(tensors):
                 w.put_tensor(tid, t)
+            if put_seconds is not None:
+                put_seconds.append(time.perf_counter() - start)
             w.close()
 
         return timed
@@ -108,10 +119,12 @@ def measure_numpy(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[
     for nbytes in sizes:
         n = count_for(nbytes, budget)
         data = arrays(nbytes, n)
+        puts: list[float] = []
         row = {
-            "writer": best(writer_run(data), repeat) / n,
+            "writer": best(writer_run(data, puts), repeat) / n,
             "writer_fast": best(writer_run(data, stats=False, durable=False), repeat) / n,
         }
+        row["writer_put"] = min(puts) / n
         if torch is not None:
             row["torch_save"] = best(files_run(torch.save, [torch.from_numpy(a) for a in data], "pt"), repeat) / n
         out[nbytes] = row
@@ -128,11 +141,13 @@ def measure_ttnn(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[s
         n = count_for(nbytes, budget)
         tensors = [ttnn.Tensor(a, data_type=ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT) for a in arrays(nbytes, n)]
 
+        puts: list[float] = []
         row = {
             "dump_tensor": best(files_run(lambda t, p: ttnn.dump_tensor(str(p), t), tensors, "tensorbin"), repeat) / n,
-            "writer_ttnn": best(writer_run(tensors), repeat) / n,
+            "writer_ttnn": best(writer_run(tensors, puts), repeat) / n,
             "writer_ttnn_fast": best(writer_run(tensors, stats=False, durable=False), repeat) / n,
         }
+        row["writer_ttnn_put"] = min(puts) / n
         out[nbytes] = row
         print(f"  ttnn {label(nbytes)} x{n}: {json.dumps({k: round(v * 1e6, 1) for k, v in row.items()})} us",
               file=sys.stderr, flush=True)
@@ -180,7 +195,7 @@ def main() -> None:
     else:
         print("no ttnn venv: dump_tensor column left out (pass --ttnn-python)")
     header = ["size", "writer", "torch.save", "ratio", "writer(ttnn)", "dump_tensor", "ratio",
-              "ratios with stats=False, durable=False"]
+              "ratios with stats=False, durable=False", "put() alone: torch, ttnn"]
     print(" | ".join(header))
     for nbytes in sizes:
         r = results[nbytes]
@@ -192,8 +207,10 @@ def main() -> None:
             return f"{r[base] / r[ours]:5.2f}x" if base in r and ours in r else "   - "
 
         nostats = f"torch {ratio('torch_save', 'writer_fast')}, ttnn {ratio('dump_tensor', 'writer_ttnn_fast')}"
+        put_only = f"{ratio('torch_save', 'writer_put')}, {ratio('dump_tensor', 'writer_ttnn_put')}"
         print(f"{label(nbytes):>7} | {us('writer')} | {us('torch_save')} | {ratio('torch_save', 'writer')} | "
-              f"{us('writer_ttnn')} | {us('dump_tensor')} | {ratio('dump_tensor', 'writer_ttnn')} | {nostats}")
+              f"{us('writer_ttnn')} | {us('dump_tensor')} | {ratio('dump_tensor', 'writer_ttnn')} | {nostats} | "
+              f"{put_only}")
 
 
 if __name__ == "__main__":

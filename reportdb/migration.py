@@ -8,6 +8,11 @@ then is the partial file renamed over the destination ``db.sqlite``. The source 
 and never written. A killed run leaves the partial file behind on purpose: running the same command
 again reopens it and skips tensors already stored, so nothing is decoded twice.
 
+Throughput: with ``jobs > 1`` the worker processes also compute each shard's chunk digests and statistics
+(``reportdb.prepare``) and hand the bytes over through spool files beside the partial file, so this process
+only writes; the partial file uses a rollback journal with ``synchronous=OFF``, so each tensor byte is
+written once (see ``_write_once`` for why that is safe for a file renamed into place only after verification).
+
 ``verify`` re-reads every stored tensor, checks its digests and, with ``against``, compares its
 values with the legacy files.
 
@@ -38,8 +43,9 @@ import numpy as np
 from . import report as report_mod
 from .dtypes import canonical, dtype_name
 from .errors import NotAReportError, ReportDBError, ReportNotFoundError
+from .prepare import DecodedFile, decode_file, exit_with_parent
 from .memconfig import parse_dtype, parse_layout, parse_memory_config, parse_shape
-from .spec import LoadedTensor, TensorSpec
+from .spec import TensorSpec
 from .store import blobs
 from .store.engine import BUSY_TIMEOUT_MS
 from .store.schema import VERSION_TABLE
@@ -129,6 +135,7 @@ def migrate(
     files, unnamed = _scan_tensor_files(src_dir / TENSORS_DIR)
     resumed = _prepare_partial(src_dir / DB_NAME, partial, run_id)
     with report_mod.Report(partial, "a") as report:
+        _write_once(report)
         log = _Log(report, run_id)
         tables = _table_counts(report._conn)
         problems = _record_inventory(report, log, src_dir, files, unnamed)
@@ -171,7 +178,7 @@ def verify(path: str | os.PathLike[str], *, against: str | os.PathLike[str] | No
     seen_blobs: set[int] = set()
     checked = compared = 0
     legacy = _legacy_files_by_key(_report_folder(against)) if against is not None else {}
-    with report_mod.open(path, "r") as report:
+    with report_mod.open(path, "r") as report, concurrent.futures.ThreadPoolExecutor(2) as hashers:
         keys = report.tensor_keys()
         for tensor_id, rank in keys:
             what = f"tensor {tensor_id} (rank {rank})"
@@ -179,7 +186,7 @@ def verify(path: str | os.PathLike[str], *, against: str | os.PathLike[str] | No
                 _, blob_ids = report._info(tensor_id, rank)
                 for blob_id in blob_ids:
                     if blob_id not in seen_blobs:
-                        checked += blobs.verify_blob(report._conn, blob_id, what=what)
+                        checked += blobs.verify_blob(report._conn, blob_id, what=what, pool=hashers)
                         seen_blobs.add(blob_id)
                 if (tensor_id, rank) in legacy:
                     _compare_with_file(report, tensor_id, rank, legacy[tensor_id, rank])
@@ -304,9 +311,18 @@ def _prepare_partial(src_db: Path, partial: Path, run_id: str) -> bool:
     """Reuse a partial file built from this very source (True), or build a new one with every table copied."""
     fingerprint = _fingerprint(src_db)
     if partial.exists():
+        # A read-write connection, so that a hot journal left by a killed run is rolled back first. The partial
+        # file is written with synchronous=OFF (see _write_once): after an OS crash it may be damaged, so its
+        # structure is checked before reuse (the tensor bytes are re-hashed by the final verification anyway).
         try:
-            with _readonly(partial) as conn:
+            conn = sqlite3.connect(str(partial), isolation_level=None)
+            try:
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
                 row = conn.execute("SELECT value FROM rdb_meta WHERE key='migration_source'").fetchone()
+                if row is not None and row[0] == fingerprint:
+                    row = row if conn.execute("PRAGMA quick_check").fetchall() == [("ok",)] else None
+            finally:
+                conn.close()
         except sqlite3.Error:
             row = None
         if row is not None and row[0] == fingerprint:
@@ -315,6 +331,20 @@ def _prepare_partial(src_db: Path, partial: Path, run_id: str) -> bool:
     report_mod.Report(partial, "a").close()  # an empty file with 64 KiB pages and reportdb's tables
     _copy_tables(src_db, partial, fingerprint, run_id)
     return False
+
+
+def _write_once(report: report_mod.Report) -> None:
+    """Write the partial file's tensor bytes once: a rollback journal instead of WAL (whose checkpoint writes every
+    byte a second time; pages appended to the file are not journaled at all), and no fsync per commit.
+
+    Safe for this file only: a killed process leaves a consistent file (the journal reaches the OS before the
+    pages it protects, and the next run rolls it back); an OS crash may damage it, which the next run's
+    ``quick_check`` and the final re-hash of every tensor detect; and it becomes the report only after
+    verification, through ``_replace``, which fsyncs it before the rename.
+    """
+    conn = report._conn
+    _leave_wal(conn, report.path)
+    conn.execute("PRAGMA synchronous=OFF")
 
 
 def _remove_db_file(db: Path) -> None:
@@ -521,38 +551,43 @@ def _golden_links(conn: sqlite3.Connection) -> dict[tuple[int, int], list[dict[s
     return links
 
 
-def _decode(path: str) -> tuple[LoadedTensor | None, str | None]:
-    """Read one tensor file (in a worker process or here); an unreadable file gives its error text."""
-    from .formats import load_tensor_file
-
-    try:
-        loaded = load_tensor_file(path)
-        loaded.shards = [(coord, np.asarray(a)) for coord, a in loaded.shards]  # plain arrays, not memmap views
-        return loaded, None
-    except Exception as exc:  # noqa: BLE001 - any failure to read a file is a finding, not a crash
-        return None, f"{type(exc).__name__}: {exc}"
-
-
-def _decoded(files: list[TensorFile], jobs: int) -> Iterator[tuple[TensorFile, LoadedTensor | None, str | None]]:
-    """Decode files in order; with ``jobs > 1`` in worker processes, at most ``2 * jobs`` files or ~256 MiB in flight."""
+def _decoded(
+    files: list[TensorFile], jobs: int, stats: bool, chunk_size: int, spool_dir: Path
+) -> Iterator[tuple[TensorFile, DecodedFile]]:
+    """Decode and prepare files in order; with ``jobs > 1`` in worker processes, at most ``2 * jobs`` files or
+    ~256 MiB in flight, their bytes passed through spool files in ``spool_dir`` (removed on the way out; a
+    killed run's leftovers are removed by the next one)."""
+    shutil.rmtree(spool_dir, ignore_errors=True)  # what a killed run left
     if jobs == 1:
         for f in files:
-            yield (f, *_decode(str(f.path)))
+            yield f, decode_file(str(f.path), stats, chunk_size)
         return
+    spool_dir.mkdir()
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        pending: collections.deque[tuple[TensorFile, concurrent.futures.Future[Any]]] = collections.deque()
-        queued = iter(files)
-        inflight = 0
-        nxt = next(queued, None)
-        while nxt is not None or pending:
-            while nxt is not None and (not pending or (len(pending) < 2 * jobs and inflight + nxt.nbytes <= _INFLIGHT_BYTES)):
-                pending.append((nxt, pool.submit(_decode, str(nxt.path))))
-                inflight += nxt.nbytes
-                nxt = next(queued, None)
-            f, future = pending.popleft()
-            inflight -= f.nbytes
-            yield (f, *future.result())
+    try:
+        with concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
+        ) as pool:
+            pending: collections.deque[tuple[TensorFile, concurrent.futures.Future[Any]]] = collections.deque()
+            queued = iter(enumerate(files))
+            inflight = 0
+            nxt = next(queued, None)
+            while nxt is not None or pending:
+                while nxt is not None and (
+                    not pending or (len(pending) < 2 * jobs and inflight + nxt[1].nbytes <= _INFLIGHT_BYTES)
+                ):
+                    index, f = nxt
+                    spool = str(spool_dir / f"{index}.bin")
+                    pending.append((f, pool.submit(decode_file, str(f.path), stats, chunk_size, spool)))
+                    inflight += f.nbytes
+                    nxt = next(queued, None)
+                f, future = pending.popleft()
+                inflight -= f.nbytes
+                decoded = future.result()
+                decoded.unspool()
+                yield f, decoded
+    finally:
+        shutil.rmtree(spool_dir, ignore_errors=True)
 
 
 def _import_tensors(
@@ -575,9 +610,10 @@ def _import_tensors(
     goldens = _golden_links(report._conn)
     if progress is not None:
         progress(done_files, len(files), done_bytes, total_bytes)
-    for f, loaded, error in _decoded(todo, jobs):
+    for f, decoded in _decoded(todo, jobs, stats, report.chunk_size, Path(f"{report.path}-spool")):
         rel = _rel(src_dir, f.path)
-        if loaded is None:
+        if decoded.loaded is None:
+            error = decoded.error
             if strict:
                 raise UnreadableTensorFileError(f"{f.path}: {error} (without --strict it would be logged and skipped)")
             problems["unreadable_files"].append({"path": rel, "tensor_id": f.tensor_id, "rank": f.rank, "error": error})
@@ -585,7 +621,7 @@ def _import_tensors(
             counts["unreadable"] += 1
         else:
             links = goldens.get((f.tensor_id, f.rank), [])
-            _store(report, log, f, rel, loaded, _tensor_row(report._conn, f), links, stats)
+            _store(report, log, f, rel, decoded, _tensor_row(report._conn, f), links, stats)
             counts["imported"] += 1
             counts["golden_linked"] += bool(links)
         done_files += 1
@@ -613,12 +649,15 @@ def _store(
     log: "_Log",
     f: TensorFile,
     rel: str,
-    loaded: LoadedTensor,
+    decoded: DecodedFile,
     row: dict[str, Any] | None,
     golden_of: list[dict[str, Any]],
     stats: bool,
 ) -> None:
-    """Store one decoded file with its merged metadata, and log it, in one transaction."""
+    """Store one decoded file (digests and statistics already computed) with its merged metadata, and log it,
+    in one transaction."""
+    loaded = decoded.loaded
+    assert loaded is not None
     metadata = _merge_metadata(loaded.spec, row)
     source = dict(loaded.source, path=rel, legacy_row=row)
     if golden_of:
@@ -626,7 +665,7 @@ def _store(
     with report.batch():
         report.put_tensor(
             f.tensor_id, rank=f.rank, shards=loaded.shards, if_exists="skip", stats=stats, source=source,
-            **metadata.as_metadata(),
+            _prepared=decoded.prepared, **metadata.as_metadata(),
         )
         detail = {"format": loaded.source.get("format"), "nbytes": f.nbytes, "golden_of": golden_of or None}
         log.add("tensor", tensor_id=f.tensor_id, rank=f.rank, path=rel, message="imported", detail=detail)

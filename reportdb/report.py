@@ -22,12 +22,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from .dtypes import canonical, dtype_name, numpy_dtype
 from .errors import NotAReportError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
+from .prepare import PreparedShard
 from .spec import Distribution, MeshCoordinate, Shards, TensorSpec, assemble, assembled_shape
 from .store import blobs, engine as engine_mod, schema
 
 Mode = Literal["r", "a"]
 DB_NAME = "db.sqlite"
 _SPEC_FIELDS = {f.name for f in dataclasses.fields(TensorSpec)}
+_NO_SPEC = TensorSpec()  # the spec of a tensor stored without metadata (TensorSpec is frozen)
 
 
 class TensorExistsError(ReportDBError):
@@ -220,6 +222,7 @@ class Report:
         shards: Sequence[tuple[Sequence[int], np.ndarray]] | None = None,
         if_exists: Literal["error", "skip", "replace"] = "error",
         stats: bool = True,
+        _prepared: Sequence[PreparedShard] | None = None,
         **metadata: Any,
     ) -> bool:
         """Store a tensor: one ``array``, or ``shards=[(mesh_coordinate, array), ...]`` with a ``distribution``.
@@ -227,15 +230,17 @@ class Report:
         ``metadata`` takes the TensorSpec fields (``ttnn_dtype``, ``layout``, ``tile_shape``,
         ``padded_shape``, ``storage_type``, ``memory_config``, ``distribution``...) and ``source``.
         Returns False when ``if_exists="skip"`` found the tensor already stored.
+        ``_prepared`` (private, one per shard, ``reportdb.prepare.prepare_shard`` of the canonical shard) carries
+        digests and statistics computed elsewhere, such as in the worker process that decoded the tensor.
         """
         self._check_writable()
         if (array is None) == (shards is None):
             raise ReportDBError("put_tensor takes either an array or shards=[(mesh_coordinate, array), ...]")
         source = metadata.pop("source", None)
-        unknown = set(metadata) - _SPEC_FIELDS
+        unknown = metadata.keys() - _SPEC_FIELDS
         if unknown:
             raise ReportDBError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(_SPEC_FIELDS | {'source'})}")
-        spec = _spec_from_metadata(metadata)
+        spec = _spec_from_metadata(metadata) if metadata else _NO_SPEC
         items: Shards = (
             [((), canonical(array))]  # type: ignore[arg-type]
             if array is not None
@@ -243,14 +248,16 @@ class Report:
         )
         if not items:
             raise ReportDBError(f"tensor {tensor_id}: shards is empty")
-        if len({a.dtype for _, a in items}) != 1:
+        first_dtype = items[0][1].dtype
+        if any(a.dtype != first_dtype for _, a in items):
             raise ReportDBError(f"tensor {tensor_id}: shards have different dtypes {sorted({str(a.dtype) for _, a in items})}")
-        dtype = dtype_name(items[0][1].dtype)
+        if _prepared is not None and len(_prepared) != len(items):
+            raise ReportDBError(f"tensor {tensor_id}: {len(_prepared)} prepared shards for {len(items)} shards")
+        dtype = dtype_name(first_dtype)
         shape = _global_shape(items, spec)
-        itemsize = items[0][1].dtype.itemsize
-        nbytes = math.prod(shape) * itemsize if shape is not None else sum(int(a.nbytes) for _, a in items)
+        nbytes = math.prod(shape) * first_dtype.itemsize if shape is not None else sum(int(a.nbytes) for _, a in items)
         row = (
-            tensor_id, rank, dtype, _json(shape), nbytes, len(items), spec.ttnn_dtype, spec.layout,
+            tensor_id, rank, dtype, _json_ints(shape), nbytes, len(items), spec.ttnn_dtype, spec.layout,
             _json(spec.tile_shape), int(spec.transpose_tile), _json(spec.padded_shape), spec.storage_type,
             _json(spec.memory_config), _json(spec.distribution.to_json() if spec.distribution else None),
             _json(source), time.time(),
@@ -271,15 +278,18 @@ class Report:
                 )
                 self._conn.execute("DELETE FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank))
                 tensor_pk = self._insert_tensor_row(row)
+            with_stats = stats and "rdb_stats" in self._tables
             for index, (coord, arr) in enumerate(items):
-                ref = blobs.put_blob(self._conn, arr, self.chunk_size)
+                prepared = _prepared[index] if _prepared is not None else None
+                ref = blobs.put_blob(self._conn, arr, self.chunk_size, prepared.digests if prepared else None)
                 self._conn.execute(
                     "INSERT INTO rdb_shard(tensor_pk, shard_index, mesh_coordinate, dtype, shape, blob_id)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (tensor_pk, index, json.dumps(list(coord)), dtype, json.dumps(list(arr.shape)), ref.id),
+                    (tensor_pk, index, _json_ints(coord), dtype, _json_ints(arr.shape), ref.id),
                 )
-                if stats and "rdb_stats" in self._tables:
-                    self._put_stats(ref.id, dtype, arr)
+                if with_stats:
+                    self._put_stats(ref.id, dtype, arr, known_missing=ref.created,
+                                    precomputed=prepared.stats if prepared else None)
         return True
 
     def fill_missing_stats(self) -> int:
@@ -306,12 +316,21 @@ class Report:
         assert pk is not None
         return pk
 
-    def _put_stats(self, blob_id: int, dtype: str, array: np.ndarray) -> None:
-        if self._conn.execute("SELECT 1 FROM rdb_stats WHERE blob_id=? AND dtype=?", (blob_id, dtype)).fetchone():
+    def _put_stats(self, blob_id: int, dtype: str, array: np.ndarray, *, known_missing: bool = False,
+                   precomputed: dict[str, Any] | None = None) -> None:
+        """Store the statistics of a blob read as ``dtype`` unless they are stored already.
+
+        ``known_missing``: the blob was created in this transaction, so no statistics can exist for it (blobs are
+        never deleted, so their ids are never reused) and the lookup is skipped. ``precomputed``:
+        ``compute_stats(array)`` computed elsewhere.
+        """
+        if not known_missing and self._conn.execute(
+            "SELECT 1 FROM rdb_stats WHERE blob_id=? AND dtype=?", (blob_id, dtype)
+        ).fetchone():
             return
         from .stats import compute_stats
 
-        s = compute_stats(array)
+        s = precomputed if precomputed is not None else compute_stats(array)
         self._conn.execute(
             "INSERT INTO rdb_stats(blob_id, dtype, count, min, max, mean, std, absmax, nan_count, inf_count,"
             " zero_count, histogram) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -479,6 +498,13 @@ def _global_shape(items: Shards, spec: TensorSpec) -> tuple[int, ...] | None:
         return tuple(int(v) for v in assembled_shape([(c, tuple(a.shape)) for c, a in items], spec.distribution))
     except ReportDBError:
         return None
+
+
+def _json_ints(values: Sequence[int] | None) -> str | None:
+    """``json.dumps(list(values))`` of a shape or mesh coordinate (Python ints), several times faster."""
+    if values is None:
+        return None
+    return "[" + ", ".join(map(str, values)) + "]"
 
 
 def _json(value: Any) -> str | None:

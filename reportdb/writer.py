@@ -1,9 +1,11 @@
 """The writer for profiling runs: operations, their links and tensor values, written while a model runs.
 
 A run calls ``put_tensor`` and ``add_operation`` from its hot path, so the writer keeps the cost there
-small: small tensors are copied into memory and written in batches (one ``BEGIN IMMEDIATE`` transaction
-per batch, by count, bytes or age), large tensors are written at once by the calling thread without a
-copy, and ids already stored are skipped before any conversion. ``flush()`` returns only after COMMIT:
+small: tensors are copied into memory and written in batches (one ``BEGIN IMMEDIATE`` transaction per
+batch, by count, bytes or age) by a background thread, so statistics, hashing and SQLite writes run beside
+the model rather than in its thread (the caller pays a copy; it writes itself only when two batches are
+waiting, which bounds the memory held). Tensors of ``sync_bytes`` or more are written at once by the calling
+thread without a copy, and ids already stored are skipped before any conversion. ``flush()`` returns only after COMMIT:
 that is the point from which a crash (even SIGKILL) cannot lose the data, since SQLite's WAL is
 consistent across application crashes.
 
@@ -25,7 +27,9 @@ argument                 environment variable          meaning
 ``batch_bytes``          ``REPORTDB_BATCH_BYTES``      commit after this many queued tensor bytes
 ``batch_seconds``        ``REPORTDB_BATCH_SECONDS``    commit queued items at least this often (a
                                                        background thread; 0: only by count, bytes, flush)
-``sync_bytes``           ``REPORTDB_SYNC_BYTES``       tensors this large are written at once, uncopied
+``sync_bytes``           ``REPORTDB_SYNC_BYTES``       tensors this large are written at once, uncopied,
+                                                       by the calling thread (default 256 MiB; smaller
+                                                       ones are copied and queued)
 ``lock_timeout``         ``REPORTDB_LOCK_TIMEOUT``     seconds to keep retrying a locked database
 ``durable``              ``REPORTDB_DURABLE``          1: ``synchronous=NORMAL`` (commits survive a
                                                        process crash; an OS crash may drop the last
@@ -122,7 +126,7 @@ class WriterConfig:
     batch_items: int = 512
     batch_bytes: int = 64 << 20
     batch_seconds: float = 2.0
-    sync_bytes: int = 1 << 20
+    sync_bytes: int = 256 << 20
     lock_timeout: float = 600.0
     durable: bool = True
 
@@ -284,7 +288,8 @@ class Writer:
         self._outputs: set[tuple[int, int]] = set()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self._wake = threading.Event()
+        self._wake = threading.Event()  # set by close(): the background thread stops
+        self._drain = threading.Event()  # set when a full batch is waiting for the background thread
 
     def _forget_parent(self) -> None:
         """In a forked child: drop the parent's connection (never use or close it), queue and thread."""
@@ -465,6 +470,7 @@ class Writer:
             self._forget_parent()
         self._closed = True
         self._wake.set()
+        self._drain.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
@@ -580,9 +586,16 @@ class Writer:
             pending.nbytes += nbytes
             full = len(pending) >= cfg.batch_items or pending.nbytes >= cfg.batch_bytes
             due = cfg.batch_seconds > 0 and time.monotonic() - pending.since >= cfg.batch_seconds
+            # Twice the batch limits queued: the background thread is behind, so the caller writes (and waits).
+            # That bounds the memory held by copies to about four batches (queued, and one being written).
+            behind = len(pending) >= 2 * cfg.batch_items or pending.nbytes >= 2 * cfg.batch_bytes
             if self._thread is None and cfg.batch_seconds > 0:
                 self._start_thread()
-        if full or due:
+            background = self._thread is not None
+        if background and not behind:
+            if full or due:
+                self._drain.set()  # the background thread writes the batch; the caller's hot path goes on
+        elif full or due:
             self._write_pending()
 
     def _start_thread(self) -> None:
@@ -590,11 +603,17 @@ class Writer:
         self._thread.start()
 
     def _background(self) -> None:
-        """Commit queued items that have waited ``batch_seconds``, so a quiet run still persists them."""
+        """Commit full batches as soon as the caller hands them over (statistics, hashing and SQLite writes then
+        run here, beside the model, not in its thread), and queued items that have waited ``batch_seconds``, so
+        a quiet run still persists them."""
         period = self.config.batch_seconds
-        while not self._wake.wait(period / 2):
+        while not self._wake.is_set():
+            handed = self._drain.wait(period / 2)
+            self._drain.clear()
+            if self._wake.is_set():
+                return  # close() writes what is left
             with self._lock:
-                due = len(self._pending) and time.monotonic() - self._pending.since >= period
+                due = len(self._pending) and (handed or time.monotonic() - self._pending.since >= period)
             if due:
                 try:
                     self._write_pending()

@@ -400,3 +400,44 @@ def test_cli_verify_fails_on_a_damaged_chunk(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["verify", str(db)])
     assert result.exit_code == 1
     assert verify(db)["problems"][0]["error"].startswith("CorruptionError")
+
+
+def test_killed_parallel_migration_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """Decode workers end with the migrate process, even when it is killed with SIGKILL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reportdb", "migrate", str(FIXTURES / "ttnn-0.62.2-bin" / "report"), "-o", str(tmp_path / "out"), "--jobs", "2"],
+        env={**os.environ, "REPORTDB_MIGRATE_PAUSE": "5"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while time.monotonic() < deadline and not workers:
+        time.sleep(0.2)
+        workers = _children(proc.pid)
+    assert workers, "the migration never started its workers"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in workers)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+    return state != "Z"

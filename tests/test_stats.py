@@ -126,3 +126,45 @@ def test_split_range_covers_every_position_once(size: int) -> None:
     assert spans[0][0] == 0 and spans[-1][1] == size
     assert all(stop == nxt for (_, stop), (nxt, _) in zip(spans, spans[1:]))
     assert all(start % 1000 == 0 for start, _ in spans)
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2])
+def test_narrow_floats_counted_by_bit_pattern(small_blocks: int, dtype: type) -> None:
+    """Arrays of 1- and 2-byte dtypes longer than a block are summarized from the count of each bit pattern."""
+    x = with_specials(np.random.default_rng(5).standard_normal(9 * small_blocks + 9) * 3 + 0.5)
+    if dtype == ml_dtypes.float8_e4m3fn:  # no infinities in this format: they would become NaN
+        x[np.isinf(x)] = 0
+    assert_stats_match(compute_stats(x.astype(dtype)), x.astype(dtype))
+    assert_stats_match(compute_stats(x.astype(dtype), bins=7), x.astype(dtype), bins=7)
+    strided = x.astype(dtype).reshape(-1, 7)[:, ::2]
+    assert compute_stats(strided) == compute_stats(np.ascontiguousarray(strided))
+
+
+def test_narrow_integers_bool_and_constants_by_bit_pattern(small_blocks: int) -> None:
+    rng = np.random.default_rng(6)
+    for x in (rng.integers(-30000, 30000, 5000, dtype=np.int16), rng.integers(0, 255, 5000, dtype=np.uint8),
+              rng.integers(-128, 127, 5000, dtype=np.int8), rng.random(5000) > 0.3):
+        assert_stats_match(compute_stats(x), x)
+    const = np.full(5000, 0.25, ml_dtypes.bfloat16)
+    r = compute_stats(const)
+    assert r["std"] == 0.0 and r["mean"] == 0.25 and r["hist_counts"][32] == 5000
+    nonfinite = np.full(3000, np.nan, np.float16)
+    nonfinite[::2] = np.inf
+    n = compute_stats(nonfinite)
+    assert n["nan_count"] == 1500 and n["inf_count"] == 1500 and n["min"] is None and n["hist_counts"] is None
+
+
+def test_big_endian_narrow_dtype(small_blocks: int) -> None:
+    x = np.random.default_rng(8).standard_normal(4000).astype(">f2")
+    assert_stats_match(compute_stats(x), x)
+
+
+def test_edges_equal_linspace_over_many_ranges() -> None:
+    rng = np.random.default_rng(9)
+    for lo, width, bins in zip(rng.standard_normal(300) * 10.0 ** rng.integers(-30, 30, 300),
+                               rng.random(300) * 10.0 ** rng.integers(-300, 300, 300), rng.integers(1, 300, 300)):
+        hi = lo + width
+        _, _, edges = stats_mod._hist_range(float(lo), float(hi), int(bins))
+        first, last = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
+        assert edges.tolist() == np.linspace(first, last, bins + 1).tolist()
+    assert stats_mod._hist_range(0.0, 5e-324, 64)[2].tolist() == np.linspace(0.0, 5e-324, 65).tolist()

@@ -214,3 +214,30 @@ def test_tensor_over_one_gigabyte(tmp_path: Path) -> None:
         assert np.array_equal(back[::65_537], (np.arange(0, n, 65_537) % 256).astype(np.uint8))
         tail = report.tensor(1, rows=slice(n - 10, None))
         assert np.array_equal(tail, (np.arange(n - 10, n) % 256).astype(np.uint8))
+
+
+def test_prepared_digests_and_stats_store_the_same_rows(tmp_path: Path) -> None:
+    """put_tensor(_prepared=...) (digests and statistics computed elsewhere, as migrate's workers do) stores
+    exactly what computing them in place stores."""
+    from reportdb.prepare import prepare_shard
+
+    arrays = [RNG.standard_normal((300, 700)).astype(np.float32), RNG.standard_normal(5).astype(ml_dtypes.bfloat16)]
+    dumps = []
+    for name, prepared in (("plain", False), ("prepared", True)):
+        with reportdb.open(tmp_path / f"{name}.sqlite", "a") as r:
+            r.chunk_size = 1 << 18  # several chunks for the first array
+            for tid, arr in enumerate(arrays):
+                extra = {"_prepared": [prepare_shard(arr, chunk_size=r.chunk_size)]} if prepared else {}
+                r.put_tensor(tid, arr, **extra)
+            for tid, arr in enumerate(arrays):
+                assert r.tensor(tid).tobytes() == arr.tobytes()
+            dumps.append([
+                r._conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
+                for t in ("rdb_chunk", "rdb_blob", "rdb_blob_chunk", "rdb_stats")
+            ])
+    assert dumps[0] == dumps[1]
+    with reportdb.open(tmp_path / "plain.sqlite", "a") as r:
+        wrong = prepare_shard(arrays[0][:10], chunk_size=r.chunk_size)
+        with pytest.raises(ReportDBError):
+            r.put_tensor(9, arrays[0], _prepared=[wrong])
+        assert not r.has_tensor(9)

@@ -8,14 +8,16 @@ a Python ``bytes`` object on the write path.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import sqlite3
 import zlib
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CorruptionError
+from ..errors import CorruptionError, ReportDBError
 
 DEFAULT_CHUNK_SIZE = 4 << 20
 _BLOBOPEN_MIN = 256 << 10  # below this a bound parameter is as fast and simpler
@@ -33,44 +35,71 @@ def _as_bytes(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).view(np.uint8)
 
 
-def put_blob(conn: sqlite3.Connection, array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE) -> BlobRef:
-    """Store the bytes of a canonical (little-endian, C-contiguous) array; the caller holds the transaction."""
+@dataclass(frozen=True)
+class Digests:
+    """The content addresses and checksums of an array's chunks, computed once wherever convenient (a decoding
+    worker process, say) and handed to :func:`put_blob`, so the writing process does not hash the bytes again."""
+
+    chunk_size: int
+    nbytes: int
+    chunks: tuple[tuple[bytes, int], ...]  # (sha256, crc32) per chunk, in order
+    blob: bytes  # the blob's address: sha256 over the size, the chunk size and the chunk addresses
+
+
+def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE) -> Digests:
+    """The :class:`Digests` of a canonical (little-endian, C-contiguous) array cut into ``chunk_size`` chunks."""
     data = _as_bytes(array)
     nbytes = int(data.nbytes)
-    chunk_ids: list[int] = []
     blob_hash = hashlib.sha256(f"{nbytes}:{chunk_size}:".encode())
+    chunks = []
     for start in range(0, nbytes, chunk_size):
         piece = data[start : start + chunk_size]
-        digest = hashlib.sha256(piece).digest()
-        blob_hash.update(digest)
-        chunk_ids.append(_put_chunk(conn, piece, digest))
-    blob_digest = blob_hash.digest()
+        sha = hashlib.sha256(piece).digest()
+        blob_hash.update(sha)
+        chunks.append((sha, zlib.crc32(piece)))
+    return Digests(chunk_size, nbytes, tuple(chunks), blob_hash.digest())
+
+
+def put_blob(
+    conn: sqlite3.Connection, array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE, digests: Digests | None = None
+) -> BlobRef:
+    """Store the bytes of a canonical (little-endian, C-contiguous) array; the caller holds the transaction.
+
+    ``digests``, when given, must be :func:`digest` of this very array and chunk size (it is trusted: a
+    mismatch would store bytes under the wrong address, which ``verify_blob`` reports).
+    """
+    data = _as_bytes(array)
+    if digests is None:
+        digests = digest(array, chunk_size)
+    elif digests.chunk_size != chunk_size or digests.nbytes != data.nbytes:
+        raise ReportDBError(f"digests of {digests.nbytes} bytes in {digests.chunk_size}-byte chunks given for "
+                            f"{data.nbytes} bytes in {chunk_size}-byte chunks")
+    nbytes = digests.nbytes
     cursor = conn.execute(
         "INSERT OR IGNORE INTO rdb_blob(digest, nbytes, chunk_size, n_chunks) VALUES (?, ?, ?, ?)",
-        (blob_digest, nbytes, chunk_size, len(chunk_ids)),
+        (digests.blob, nbytes, chunk_size, len(digests.chunks)),
     )
-    if cursor.rowcount == 0:  # identical content is already stored
-        return BlobRef(conn.execute("SELECT id FROM rdb_blob WHERE digest=?", (blob_digest,)).fetchone()[0], nbytes, False)
+    if cursor.rowcount == 0:  # identical content is already stored: its chunks are too
+        return BlobRef(conn.execute("SELECT id FROM rdb_blob WHERE digest=?", (digests.blob,)).fetchone()[0], nbytes, False)
     blob_id = cursor.lastrowid
     assert blob_id is not None
-    conn.executemany(
-        "INSERT INTO rdb_blob_chunk(blob_id, idx, chunk_id) VALUES (?, ?, ?)",
-        [(blob_id, idx, chunk_id) for idx, chunk_id in enumerate(chunk_ids)],
-    )
+    for idx, (sha, crc) in enumerate(digests.chunks):
+        chunk_id = _put_chunk(conn, data[idx * chunk_size : (idx + 1) * chunk_size], sha, crc)
+        conn.execute("INSERT INTO rdb_blob_chunk(blob_id, idx, chunk_id) VALUES (?, ?, ?)", (blob_id, idx, chunk_id))
     return BlobRef(blob_id, nbytes, True)
 
 
-def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, digest: bytes) -> int:
+def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int) -> int:
     """Insert a chunk unless its content is already stored; return its row id either way."""
     n = int(piece.nbytes)
     streamed = n >= _BLOBOPEN_MIN and hasattr(conn, "blobopen")
     cursor = conn.execute(
         "INSERT OR IGNORE INTO rdb_chunk(digest, nbytes, crc32, data) VALUES (?, ?, ?, "
         + ("zeroblob(?))" if streamed else "?)"),
-        (digest, n, zlib.crc32(piece), n if streamed else memoryview(piece)),
+        (sha, n, crc, n if streamed else memoryview(piece)),
     )
     if cursor.rowcount == 0:
-        return int(conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (digest,)).fetchone()[0])
+        return int(conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (sha,)).fetchone()[0])
     rowid = cursor.lastrowid
     assert rowid is not None
     if streamed:
@@ -123,15 +152,37 @@ def _chunk_bytes(conn: sqlite3.Connection, chunk_id: int) -> bytes:
     return conn.execute("SELECT data FROM rdb_chunk WHERE id=?", (chunk_id,)).fetchone()[0]
 
 
-def verify_blob(conn: sqlite3.Connection, blob_id: int, *, what: str = "blob") -> int:
-    """Re-hash every chunk of a blob with sha256 (its content address); return the bytes checked."""
-    checked = 0
-    for idx, digest, data in conn.execute(
-        "SELECT bc.idx, c.digest, c.data FROM rdb_blob_chunk bc JOIN rdb_chunk c ON c.id = bc.chunk_id "
+def verify_blob(conn: sqlite3.Connection, blob_id: int, *, what: str = "blob", pool: Executor | None = None) -> int:
+    """Re-read every chunk of a blob and re-hash it with sha256 (its content address); return the bytes checked.
+
+    With ``pool``, chunks are hashed in its threads while the next ones are read (hashlib and blob reads release
+    the GIL), at most a few chunks ahead, so memory stays bounded whatever the blob size.
+    """
+    rows = conn.execute(
+        "SELECT bc.idx, c.id, c.digest FROM rdb_blob_chunk bc JOIN rdb_chunk c ON c.id = bc.chunk_id "
         "WHERE bc.blob_id=? ORDER BY bc.idx",
         (blob_id,),
-    ):
+    ).fetchall()
+
+    def check(idx: int, digest: bytes, data: bytes) -> None:
         if hashlib.sha256(data).digest() != digest:
             raise CorruptionError(f"{what}: chunk {idx} does not match its sha256 digest; the database file is damaged")
-        checked += len(data)
+
+    checked = 0
+    ahead: collections.deque[Future[None]] = collections.deque()
+    try:
+        for idx, chunk_id, digest in rows:
+            data = _chunk_bytes(conn, chunk_id)
+            checked += len(data)
+            if pool is None:
+                check(idx, digest, data)
+                continue
+            ahead.append(pool.submit(check, idx, digest, data))
+            if len(ahead) > 2:
+                ahead.popleft().result()
+        while ahead:
+            ahead.popleft().result()
+    finally:
+        for future in ahead:  # an earlier chunk failed: the rest are not waited for
+            future.cancel()
     return checked
