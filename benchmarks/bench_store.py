@@ -58,7 +58,7 @@ def bench(large_mib: int, large_count: int, small_count: int, repeat: int) -> No
                 results.setdefault("small ingest reportdb +stats (tensors/s)", []).append(
                     small_count / _timed(lambda: put_small(200_000, True))
                 )
-                report.tensor(0)  # warm
+                [report.tensor(i) for i in range(large_count)]  # warm: page cache and allocator, as for np.load below
                 results.setdefault("large warm read reportdb", []).append(
                     large_bytes / _timed(lambda: [report.tensor(i) for i in range(large_count)])
                 )
