@@ -386,7 +386,7 @@ class BlobStats(Base):
     nan_count: Mapped[int] = mapped_column(Integer)
     inf_count: Mapped[int] = mapped_column(Integer)
     zero_count: Mapped[int] = mapped_column(Integer)
-    histogram: Mapped[Optional[str]] = mapped_column(Text)  # JSON {"counts": [...], "edges": [...]}
+    histogram: Mapped[Optional[str]] = mapped_column(Text)  # JSON {"counts": [...]}; edges follow from min/max
 
 
 REPORT_MODELS = (

@@ -24,6 +24,7 @@ from .dtypes import canonical, dtype_name, numpy_dtype
 from .errors import NotAReportError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .prepare import PreparedShard
 from .spec import Distribution, MeshCoordinate, Shards, TensorSpec, assemble, assembled_shape
+from .stats import compute_stats, histogram_edges
 from .store import blobs, engine as engine_mod, schema
 
 Mode = Literal["r", "a"]
@@ -328,15 +329,13 @@ class Report:
             "SELECT 1 FROM rdb_stats WHERE blob_id=? AND dtype=?", (blob_id, dtype)
         ).fetchone():
             return
-        from .stats import compute_stats
-
         s = precomputed if precomputed is not None else compute_stats(array)
         self._conn.execute(
             "INSERT INTO rdb_stats(blob_id, dtype, count, min, max, mean, std, absmax, nan_count, inf_count,"
             " zero_count, histogram) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 blob_id, dtype, s["count"], s["min"], s["max"], s["mean"], s["std"], s["absmax"], s["nan_count"],
-                s["inf_count"], s["zero_count"], json.dumps({"counts": s["hist_counts"], "edges": s["hist_edges"]}),
+                s["inf_count"], s["zero_count"], json.dumps({"counts": s["hist_counts"]}),
             ),
         )
 
@@ -447,10 +446,11 @@ class Report:
                 ).fetchone()
                 if row is None:
                     raise TensorNotFoundError(f"tensor {tensor_id} (rank {rank}) was stored without statistics")
-                hist = json.loads(row[9]) if row[9] else {"counts": [], "edges": []}
+                counts = json.loads(row[9])["counts"] if row[9] else None
+                edges = None if counts is None or row[1] is None else histogram_edges(row[1], row[2], len(counts))
                 per_shard.append(
                     dict(zip(("count", "min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "zero_count"), row[:9]))
-                    | {"hist_counts": hist["counts"], "hist_edges": hist["edges"]}
+                    | {"hist_counts": counts, "hist_edges": edges}
                 )
         if len(per_shard) == 1:
             return per_shard[0]

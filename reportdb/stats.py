@@ -225,6 +225,12 @@ def _hist_range(lo: float, hi: float, bins: int) -> tuple[float, float, np.ndarr
     return first, last, edges
 
 
+def histogram_edges(lo: float, hi: float, bins: int) -> list[float]:
+    """The histogram edges ``compute_stats`` reports for finite values spanning ``lo..hi``: a function of the
+    range alone, so stored statistics keep only the counts (writing 65 floats as text cost more than the stats)."""
+    return _hist_range(lo, hi, bins)[2].tolist()
+
+
 def _exact_bins(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bin index of each in-range value with ``np.histogram``'s rule (edges[i] <= v < edges[i+1], the last bin
     also holding its right edge): a scaled guess, at most one bin off, fixed by comparison with the edges

@@ -241,3 +241,14 @@ def test_prepared_digests_and_stats_store_the_same_rows(tmp_path: Path) -> None:
         with pytest.raises(ReportDBError):
             r.put_tensor(9, arrays[0], _prepared=[wrong])
         assert not r.has_tensor(9)
+
+
+def test_stored_histogram_edges_equal_numpy(report) -> None:
+    arr = RNG.standard_normal(5000).astype(np.float32) * 3 + 1
+    report.put_tensor(1, arr)
+    report.put_tensor(2, np.full(7, 2.5, np.float32))
+    for tensor_id, values in ((1, arr), (2, np.full(7, 2.5))):
+        s = report.tensor_stats(tensor_id)
+        lo, hi = float(values.min()), float(values.max())
+        counts, edges = np.histogram(values.astype(np.float64), 64, range=(lo, hi) if lo < hi else (lo - 0.5, hi + 0.5))
+        assert s["hist_counts"] == counts.tolist() and s["hist_edges"] == edges.tolist()
