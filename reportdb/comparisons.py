@@ -57,10 +57,15 @@ def compare_golden(
     return results
 
 
+def _columns(conn: Any, table: str) -> set[str]:
+    """The columns a report table has (none when it is absent): older reports lack ``rank`` and some tables."""
+    return {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({table})")}
+
+
 def _records(report: "Report", table: str) -> list[tuple[Any, ...]]:
     with report.session() as session:
         conn = session.connection()
-        columns = {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({table})")}
+        columns = _columns(conn, table)
         if not columns:
             return []
         rank = "rank" if "rank" in columns else "0"
@@ -134,20 +139,17 @@ def compare_runs(
 def _operations(report: "Report", rank: int) -> list[_Op]:
     with report.session() as session:
         conn = session.connection()
-        ranked = "rank" in {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(operations)")}
-        where = " WHERE rank=?" if ranked else ""
-        params = (rank,) if ranked else ()
+
+        def rows(sql: str, table: str) -> Any:
+            ranked = "rank" in _columns(conn, table)
+            return conn.exec_driver_sql(sql.format(where=" WHERE rank=?" if ranked else ""), (rank,) if ranked else ())
+
         outputs: dict[int, dict[int, int]] = {}
-        if "rank" in {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(output_tensors)")} or not ranked:
-            for op_id, index, tensor_id in conn.exec_driver_sql(
-                f"SELECT operation_id, output_index, tensor_id FROM output_tensors{where}", params
-            ):
-                outputs.setdefault(op_id, {})[index] = tensor_id
+        for op_id, index, tensor_id in rows("SELECT operation_id, output_index, tensor_id FROM output_tensors{where}", "output_tensors"):
+            outputs.setdefault(op_id, {})[index] = tensor_id
         return [
             _Op(op_id, name or "", outputs.get(op_id, {}))
-            for op_id, name in conn.exec_driver_sql(
-                f"SELECT operation_id, name FROM operations{where} ORDER BY operation_id", params
-            )
+            for op_id, name in rows("SELECT operation_id, name FROM operations{where} ORDER BY operation_id", "operations")
         ]
 
 
@@ -170,8 +172,9 @@ def _compare_output(
         "output_index": index, "tensor_a": ta, "tensor_b": tb, "shape": None, "pcc": None,
         "max_abs_error": None, "ulp_max": None, "flags": [], "passed": None, "metrics": None,
     }  # fmt: skip
-    if not (a.has_tensor(ta, rank) and b.has_tensor(tb, rank)):
-        row["status"] = "tensor not stored in " + ("both runs" if not a.has_tensor(ta, rank) and not b.has_tensor(tb, rank) else "A" if not a.has_tensor(ta, rank) else "B")
+    missing = [side for side, report, tensor_id in (("A", a, ta), ("B", b, tb)) if not report.has_tensor(tensor_id, rank)]
+    if missing:
+        row["status"] = "tensor not stored in " + " and ".join(missing)
         return row
     try:
         metrics = compare(b.tensor(tb, rank), a.tensor(ta, rank), rtol=rtol, atol=atol, pcc=pcc)

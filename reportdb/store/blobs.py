@@ -14,6 +14,7 @@ import sqlite3
 import zlib
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -129,45 +130,58 @@ def read_blob_into(
     ).fetchall()
     if [r[0] for r in rows] != list(range(first, last + 1)):
         raise CorruptionError(f"{what}: chunks of bytes {offset}..{offset + length} are missing; the database file is damaged")
-    # The crc32 of one chunk runs in a helper thread while the next chunk is read and copied (both release the
-    # GIL), so the check costs little wall time; ``out`` is the caller's and is discarded if a check fails.
-    checks: list[tuple[int, Future[int], int]] = []
-    for idx, chunk_id, nbytes, crc in rows:
-        data = _chunk_bytes(conn, chunk_id)
-        if len(data) != nbytes:
-            raise CorruptionError(f"{what}: chunk {idx} holds {len(data)} bytes, not {nbytes}; the database file is damaged")
-        if nbytes < _THREADED_CRC_MIN:  # a thread hand-off costs more than the check itself
-            _check((idx, _done(zlib.crc32(data)), crc), what)
-        else:
-            checks.append((idx, _CRC_POOL.submit(zlib.crc32, data), crc))
-        chunk_start = idx * chunk_size
-        lo = max(offset, chunk_start)
-        hi = min(offset + length, chunk_start + nbytes)
-        out[lo - offset : hi - offset] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo - chunk_start)
-        del data
-        if len(checks) > 2:  # at most two chunks held for checking
-            _check(checks.pop(0), what)
-    for pending in checks:
-        _check(pending, what)
+    # The crc32 of a large chunk runs in a helper thread while the next chunk is read and copied (both release
+    # the GIL), so the check costs little wall time; ``out`` is the caller's and is discarded if a check fails.
+    with _ChecksBehind(_CRC_POOL) as checks:
+        for idx, chunk_id, nbytes, crc in rows:
+            data = _chunk_bytes(conn, chunk_id)
+            if len(data) != nbytes:
+                raise CorruptionError(f"{what}: chunk {idx} holds {len(data)} bytes, not {nbytes}; the database file is damaged")
+            checks.run(_check_crc, idx, crc, data, what, inline=nbytes < _THREADED_CRC_MIN)
+            chunk_start = idx * chunk_size
+            lo = max(offset, chunk_start)
+            hi = min(offset + length, chunk_start + nbytes)
+            out[lo - offset : hi - offset] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo - chunk_start)
 
 
 _CRC_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reportdb-crc")
-_THREADED_CRC_MIN = 1 << 20
+_THREADED_CRC_MIN = 1 << 20  # below this a thread hand-off costs more than the check itself
 
 
-def _done(value: int) -> Future[int]:
-    future: Future[int] = Future()
-    future.set_result(value)
-    return future
-
-
-def _check(pending: tuple[int, Future[int], int], what: str) -> None:
-    idx, computed, stored = pending
-    if computed.result() != stored:
+def _check_crc(idx: int, crc: int, data: bytes, what: str) -> None:
+    if zlib.crc32(data) != crc:
         raise CorruptionError(
             f"{what}: chunk {idx} failed its integrity check (stored bytes were changed or lost); "
             "the database file is damaged"
         )
+
+
+class _ChecksBehind:
+    """Integrity checks run in ``pool`` while the caller reads the next chunks, at most two chunks behind so
+    memory stays bounded; leaving the block waits for them all (after an error, the rest are cancelled)."""
+
+    def __init__(self, pool: Executor | None) -> None:
+        self.pool = pool
+        self.ahead: collections.deque[Future[None]] = collections.deque()
+
+    def run(self, check: Callable[..., None], *args: Any, inline: bool = False) -> None:
+        if self.pool is None or inline:
+            check(*args)
+            return
+        self.ahead.append(self.pool.submit(check, *args))
+        if len(self.ahead) > 2:
+            self.ahead.popleft().result()
+
+    def __enter__(self) -> "_ChecksBehind":
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        try:
+            while exc_type is None and self.ahead:
+                self.ahead.popleft().result()
+        finally:
+            for future in self.ahead:
+                future.cancel()
 
 
 def _chunk_bytes(conn: sqlite3.Connection, chunk_id: int) -> bytes:
@@ -195,20 +209,9 @@ def verify_blob(conn: sqlite3.Connection, blob_id: int, *, what: str = "blob", p
             raise CorruptionError(f"{what}: chunk {idx} does not match its sha256 digest; the database file is damaged")
 
     checked = 0
-    ahead: collections.deque[Future[None]] = collections.deque()
-    try:
+    with _ChecksBehind(pool) as checks:
         for idx, chunk_id, digest in rows:
             data = _chunk_bytes(conn, chunk_id)
             checked += len(data)
-            if pool is None:
-                check(idx, digest, data)
-                continue
-            ahead.append(pool.submit(check, idx, digest, data))
-            if len(ahead) > 2:
-                ahead.popleft().result()
-        while ahead:
-            ahead.popleft().result()
-    finally:
-        for future in ahead:  # an earlier chunk failed: the rest are not waited for
-            future.cancel()
+            checks.run(check, idx, digest, data)
     return checked
