@@ -1,7 +1,8 @@
 """Ingest and read throughput of the report store against one .npy file per tensor, in one run.
 
-Usage: python benchmarks/bench_store.py [--large-mib 64] [--large-count 16] [--small-count 20000]
-Prints MB/s or tensors/s for each path and the reportdb/np.save ratios. Nothing here is a test.
+Usage: python benchmarks/bench_store.py [--large-mib 64] [--large-count 16] [--small-count 20000] [--zstd-mib 256]
+Prints MB/s or tensors/s for each path and the reportdb/np.save ratios, then the compression ratio and write and
+warm-read MB/s of compression="none" against "zstd" (``--zstd-mib 0`` skips it). Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -115,11 +116,43 @@ def bench(large_mib: int, large_count: int, small_count: int, repeat: int) -> No
         print(f"  {ours} / {theirs}: {med[ours] / med[theirs]:.2f}")
 
 
+def bench_zstd(mib: int, repeat: int) -> None:
+    """compression="none" against "zstd" on ReLU'd bfloat16 activations (about half zeros) in 16 MiB tensors."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(1)
+    tensors = [
+        np.maximum(rng.standard_normal(8 << 20, dtype=np.float32), 0).astype(ml_dtypes.bfloat16) for _ in range(mib // 16)
+    ]
+    nbytes = sum(a.nbytes for a in tensors)
+    print(f"compression: {len(tensors)} x 16 MiB bfloat16 ReLU activations (about half zeros); median of {repeat}")
+    for compression in ("none", "zstd"):
+        rows: dict[str, list[float]] = {}
+        for _ in range(repeat):
+            root = Path(tempfile.mkdtemp(prefix="reportdb-bench-", dir=os.environ.get("BENCH_DIR")))
+            try:
+                with reportdb.open(root / "r.sqlite", "a", compression=compression) as report:
+                    rows.setdefault("write MB/s", []).append(
+                        nbytes / _timed(lambda: [report.put_tensor(i, a, stats=False) for i, a in enumerate(tensors)]) / 1e6
+                    )
+                    [report.tensor(i) for i in range(len(tensors))]  # warm the page cache
+                    rows.setdefault("warm read MB/s", []).append(
+                        nbytes / _timed(lambda: [report.tensor(i) for i in range(len(tensors))]) / 1e6
+                    )
+                    rows.setdefault("ratio", []).append(nbytes / report.summary()["stored_bytes"])
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+        print(f"  {compression:<5}" + "".join(f"  {k} {statistics.median(v):8.2f}" for k, v in rows.items()))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--large-mib", type=int, default=64)
     parser.add_argument("--large-count", type=int, default=16)
     parser.add_argument("--small-count", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--zstd-mib", type=int, default=256)
     args = parser.parse_args()
     bench(args.large_mib, args.large_count, args.small_count, args.repeat)
+    if args.zstd_mib:
+        bench_zstd(args.zstd_mib, args.repeat)

@@ -28,6 +28,8 @@ def _friendly(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException):  # a command's own exit code or message
+            raise
         except ReportDBError as exc:
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:
@@ -280,10 +282,15 @@ class _MigrationProgress:
 @click.option("--strict", is_flag=True, help="Stop at the first unreadable tensor file.")
 @click.option("--remove-legacy-files", is_flag=True, help="In place: delete imported tensor files after their values compare equal.")
 @click.option("--no-stats", is_flag=True, help="Skip per-tensor statistics (faster; no preflight stats stored).")
+@click.option(
+    "--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True,
+    help="zstd: store compressible tensors compressed (needs reportdb[zstd]).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_friendly
 def migrate_(
-    src: Path, dst: Path | None, jobs: int, strict: bool, remove_legacy_files: bool, no_stats: bool, as_json: bool
+    src: Path, dst: Path | None, jobs: int, strict: bool, remove_legacy_files: bool, no_stats: bool, compression: str,
+    as_json: bool,
 ) -> None:
     """Turn a legacy report folder (db.sqlite + tensors/) into one self-contained report.
 
@@ -291,12 +298,14 @@ def migrate_(
     Examples:
         reportdb migrate generated/ttnn/reports/1234 -o migrated/1234 --jobs 2
         reportdb migrate generated/ttnn/reports/1234 --remove-legacy-files
+        reportdb migrate generated/ttnn/reports/1234 -o migrated/1234 --compression zstd
     An interrupted run leaves a .db.sqlite.reportdb-partial file; run the same command again to finish.
     """
     bar = _MigrationProgress(sys.stderr.isatty() and not as_json)
     try:
         summary = reportdb.migrate(
-            src, dst, jobs=jobs, strict=strict, remove_legacy_files=remove_legacy_files, progress=bar, stats=not no_stats
+            src, dst, jobs=jobs, strict=strict, remove_legacy_files=remove_legacy_files, progress=bar,
+            stats=not no_stats, compression=compression,  # type: ignore[arg-type]
         )
     finally:
         bar.close()

@@ -44,10 +44,18 @@ TTNN_STORAGE_DTYPE: dict[str, str] = {
 }
 
 
+#: Names of the numpy dtypes met so far (either byte order): every stored tensor asks, several times.
+_NAMES: dict[np.dtype, str] = {}
+
+
 def dtype_name(dtype: np.dtype | type | str) -> str:
     """Return the storage name of a numpy dtype (either byte order), or raise UnsupportedDTypeError."""
     if isinstance(dtype, str) and dtype in DTYPES:
         return dtype
+    if isinstance(dtype, np.dtype):
+        name = _NAMES.get(dtype)
+        if name is not None:
+            return name
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:
@@ -55,6 +63,7 @@ def dtype_name(dtype: np.dtype | type | str) -> str:
     native = dt.newbyteorder("<") if dt.byteorder not in ("=", "|", "<") else dt
     for name, candidate in DTYPES.items():
         if native == candidate:
+            _NAMES[dt] = name
             return name
     raise UnsupportedDTypeError(
         f"dtype {dt} cannot be stored; supported: {', '.join(DTYPES)} (cast the array first)"

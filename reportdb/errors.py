@@ -39,6 +39,10 @@ class CorruptionError(ReportDBError):
     """Stored bytes do not match their digest."""
 
 
+class CompressionUnavailableError(ReportDBError):
+    """Compression was asked for, or a stored chunk is compressed, and no zstd library is installed."""
+
+
 class TensorNotFoundError(ReportDBError, KeyError):
     """No tensor is stored under the given id and rank."""
 

@@ -47,6 +47,7 @@ from .prepare import DecodedFile, decode_file, exit_with_parent
 from .memconfig import parse_dtype, parse_layout, parse_memory_config, parse_shape
 from .spec import TensorSpec
 from .store import blobs
+from .store.codec import Compression, codec_for
 from .store.engine import BUSY_TIMEOUT_MS
 from .store.schema import VERSION_TABLE
 
@@ -104,6 +105,7 @@ def migrate(
     remove_legacy_files: bool = False,
     progress: Progress | None = None,
     stats: bool = True,
+    compression: Compression = "none",
 ) -> dict[str, Any]:
     """Turn the report folder ``src`` into a self-contained report; return a summary.
 
@@ -112,11 +114,13 @@ def migrate(
     after success, and ``remove_legacy_files`` then deletes the imported tensor files, only after
     their values were compared with the stored ones. ``jobs`` processes decode files while this
     process writes. An unreadable file is logged and skipped unless ``strict``. ``stats=False`` skips
-    the per-tensor statistics, which cost more CPU than decoding and storing together.
+    the per-tensor statistics, which cost more CPU than decoding and storing together. ``compression="zstd"``
+    stores compressible tensors zstd-compressed (see ``reportdb.store.codec``); this process compresses them.
     """
     started = time.perf_counter()
     if jobs < 1:
         raise MigrationError(f"jobs must be at least 1, not {jobs}")
+    codec_for(compression)  # an unknown name or a missing zstd library fails before anything is written
     src_dir = _report_folder(src)
     in_place = dst is None
     if not in_place and remove_legacy_files:
@@ -134,7 +138,7 @@ def migrate(
     run_id = uuid.uuid4().hex
     files, unnamed = _scan_tensor_files(src_dir / TENSORS_DIR)
     resumed = _prepare_partial(src_dir / DB_NAME, partial, run_id)
-    with report_mod.Report(partial, "a") as report:
+    with report_mod.Report(partial, "a", compression=compression) as report:
         _write_once(report)
         log = _Log(report, run_id)
         tables = _table_counts(report._conn)
@@ -186,7 +190,9 @@ def verify(path: str | os.PathLike[str], *, against: str | os.PathLike[str] | No
                 _, blob_ids = report._info(tensor_id, rank)
                 for blob_id in blob_ids:
                     if blob_id not in seen_blobs:
-                        checked += blobs.verify_blob(report._conn, blob_id, what=what, pool=hashers)
+                        checked += blobs.verify_blob(
+                            report._conn, blob_id, what=what, pool=hashers, has_codec=report._has_codec
+                        )
                         seen_blobs.add(blob_id)
                 if (tensor_id, rank) in legacy:
                     _compare_with_file(report, tensor_id, rank, legacy[tensor_id, rank])

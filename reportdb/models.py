@@ -297,14 +297,15 @@ class ExecutionSubDevice(_Ranked):
 
 
 class Chunk(Base):
-    """Content-addressed, immutable bytes; the one table whose schema never changes."""
+    """Content-addressed, immutable bytes, stored raw or compressed (``codec``)."""
 
     __tablename__ = "rdb_chunk"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    digest: Mapped[bytes] = mapped_column(LargeBinary, unique=True)
-    nbytes: Mapped[int] = mapped_column(Integer)
-    crc32: Mapped[int] = mapped_column(Integer)  # checked on every read; digest is the content address
+    digest: Mapped[bytes] = mapped_column(LargeBinary, unique=True)  # sha256 of the raw bytes: the content address
+    nbytes: Mapped[int] = mapped_column(Integer)  # raw (decoded) length
+    crc32: Mapped[int] = mapped_column(Integer)  # of the stored bytes, checked on every read before decoding
     data: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
+    codec: Mapped[Optional[str]] = mapped_column(Text)  # NULL: raw bytes; 'zstd': one zstd frame (schema 0004 on)
 
 
 class Blob(Base):

@@ -10,12 +10,14 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,13 +26,27 @@ from .dtypes import canonical, dtype_name, numpy_dtype
 from .errors import NotAReportError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .prepare import PreparedShard
 from .spec import Distribution, MeshCoordinate, Shards, TensorSpec, assemble, assembled_shape
-from .stats import compute_stats, histogram_edges
-from .store import blobs, engine as engine_mod, schema
+from .stats import compute_stats, compute_stats_many, histogram_edges
+from .store import blobs, bulk, codec as codec_mod, engine as engine_mod, schema
+from .store.codec import Compression
 
 Mode = Literal["r", "a"]
 DB_NAME = "db.sqlite"
 _SPEC_FIELDS = {f.name for f in dataclasses.fields(TensorSpec)}
 _NO_SPEC = TensorSpec()  # the spec of a tensor stored without metadata (TensorSpec is frozen)
+
+
+#: Shards this large get their statistics computed beside the write (hashing and SQLite release the GIL).
+_STATS_BESIDE_MIN = 4 << 20
+_HELPER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _helper_thread() -> ThreadPoolExecutor:
+    """This process's helper thread (a pool made before a ``fork`` has no thread in the child, so one per pid)."""
+    global _HELPER
+    if _HELPER is None or _HELPER[0] != os.getpid():
+        _HELPER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="reportdb-stats"))
+    return _HELPER[1]
 
 
 class TensorExistsError(ReportDBError):
@@ -80,9 +96,14 @@ def resolve_path(path: str | Path) -> Path:
     return p / DB_NAME if p.is_dir() else p
 
 
-def open(path: str | Path, mode: Mode = "r") -> "Report":  # noqa: A001 - the public name is fixed
-    """Open a report folder or database file. ``"r"``: read only, as it is; ``"a"``: create or upgrade."""
-    return Report(path, mode)
+def open(  # noqa: A001 - the public name is fixed
+    path: str | Path, mode: Mode = "r", *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE, compression: Compression = "none"
+) -> "Report":
+    """Open a report folder or database file. ``"r"``: read only, as it is; ``"a"``: create or upgrade.
+
+    ``chunk_size`` and ``compression`` apply to the tensors this Report writes (see :class:`Report`).
+    """
+    return Report(path, mode, chunk_size=chunk_size, compression=compression)
 
 
 def upgrade(path: str | Path) -> str:
@@ -103,14 +124,26 @@ class Report:
         with reportdb.open("generated/ttnn/reports/1234", "a") as report:
             report.put_tensor(7, np.ones((32, 32), np.float32), ttnn_dtype="FLOAT32", layout="TILE")
             array = report.tensor(7)
+
+    ``compression="zstd"`` stores a tensor's chunks zstd-compressed where a sample of its bytes shrinks by at
+    least 10% (``reportdb.store.codec``); reading needs zstd only for chunks stored that way.
     """
 
-    def __init__(self, path: str | Path, mode: Mode = "r", *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        mode: Mode = "r",
+        *,
+        chunk_size: int = blobs.DEFAULT_CHUNK_SIZE,
+        compression: Compression = "none",
+    ) -> None:
         if mode not in ("r", "a"):
             raise ReportDBError(f"mode must be 'r' or 'a', not {mode!r}")
+        self._codec = codec_mod.codec_for(compression)
         self.path = resolve_path(path)
         self.mode = mode
         self.chunk_size = chunk_size
+        self.compression = compression
         self._lock = threading.RLock()
         self._depth = 0
         self._upgraded_tensors = False
@@ -118,6 +151,9 @@ class Report:
         self._engine = engine_mod.engine_for(self._conn, readonly=mode == "r")
         self._sessions = sessionmaker(bind=self._engine)
         self._tables = self._table_names()
+        self._has_codec = "rdb_chunk" in self._tables and any(
+            r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
+        )  # False for an older schema read as it is
         if self._upgraded_tensors:
             self.fill_missing_stats()  # tensors stored before the statistics table existed
 
@@ -255,14 +291,7 @@ class Report:
         if _prepared is not None and len(_prepared) != len(items):
             raise ReportDBError(f"tensor {tensor_id}: {len(_prepared)} prepared shards for {len(items)} shards")
         dtype = dtype_name(first_dtype)
-        shape = _global_shape(items, spec)
-        nbytes = math.prod(shape) * first_dtype.itemsize if shape is not None else sum(int(a.nbytes) for _, a in items)
-        row = (
-            tensor_id, rank, dtype, _json_ints(shape), nbytes, len(items), spec.ttnn_dtype, spec.layout,
-            _json(spec.tile_shape), int(spec.transpose_tile), _json(spec.padded_shape), spec.storage_type,
-            _json(spec.memory_config), _json(spec.distribution.to_json() if spec.distribution else None),
-            _json(source), time.time(),
-        )
+        row = _tensor_row(tensor_id, rank, items, spec, source)
         with self._lock, self.batch():
             try:
                 tensor_pk = self._insert_tensor_row(row)
@@ -282,7 +311,11 @@ class Report:
             with_stats = stats and "rdb_stats" in self._tables
             for index, (coord, arr) in enumerate(items):
                 prepared = _prepared[index] if _prepared is not None else None
-                ref = blobs.put_blob(self._conn, arr, self.chunk_size, prepared.digests if prepared else None)
+                beside = (  # a large shard's statistics run in a helper thread while its bytes are hashed and written
+                    _helper_thread().submit(compute_stats, arr)
+                    if with_stats and prepared is None and arr.nbytes >= _STATS_BESIDE_MIN else None
+                )
+                ref = blobs.put_blob(self._conn, arr, self.chunk_size, prepared.digests if prepared else None, self._codec)
                 self._conn.execute(
                     "INSERT INTO rdb_shard(tensor_pk, shard_index, mesh_coordinate, dtype, shape, blob_id)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
@@ -290,8 +323,96 @@ class Report:
                 )
                 if with_stats:
                     self._put_stats(ref.id, dtype, arr, known_missing=ref.created,
-                                    precomputed=prepared.stats if prepared else None)
+                                    precomputed=beside.result() if beside else prepared.stats if prepared else None)
         return True
+
+    def put_tensors(
+        self,
+        tensors: Iterable[Mapping[str, Any]],
+        *,
+        if_exists: Literal["error", "skip", "replace"] = "error",
+        stats: bool = True,
+    ) -> list[bool]:
+        """Store many tensors in one transaction; each mapping holds ``put_tensor``'s arguments (``tensor_id``,
+        ``array`` or ``shards``, ``rank``, metadata). Returns ``put_tensor``'s answer for each, in order.
+
+        Single arrays that fit in one chunk go in together: a few set-based statements for the whole call instead
+        of seven per tensor, and their statistics in one vectorized pass; much faster for many small tensors.
+        """
+        self._check_writable()
+        self._require_store()
+        entries = [dict(t) for t in tensors]
+        results = [False] * len(entries)
+        small: list[tuple[int, tuple[int, int], np.ndarray, dict[str, Any]]] = []
+        with self._lock, self.batch():
+            for i, kw in enumerate(entries):
+                array = kw.get("array")
+                if if_exists != "replace" and array is not None and "shards" not in kw and "_prepared" not in kw:
+                    arr = canonical(array)
+                    if arr.nbytes <= self.chunk_size and kw.get("distribution") is None:
+                        small.append((i, (int(kw.pop("tensor_id")), int(kw.pop("rank", 0))), arr, kw))
+                        continue
+                results[i] = self.put_tensor(if_exists=if_exists, stats=stats, **kw)
+            if small:
+                for i, stored in zip((s[0] for s in small), self._put_small(small, if_exists, stats)):
+                    results[i] = stored
+        return results
+
+    def _put_small(
+        self, small: list[tuple[int, tuple[int, int], np.ndarray, dict[str, Any]]], if_exists: str, stats: bool
+    ) -> list[bool]:
+        """``put_tensors`` for single arrays of one chunk each; the caller holds the transaction."""
+        conn = self._conn
+        keys = [key for _, key, _, _ in small]
+        taken = set()
+        for marks, piece in bulk.in_lists(keys):
+            taken.update(conn.execute(
+                f"SELECT tensor_id, rank FROM rdb_tensor WHERE (tensor_id, rank) IN (VALUES {marks.replace('?', '(?, ?)')})",
+                [v for key in piece for v in key],
+            ).fetchall())
+        fresh = []
+        results = []
+        for _, key, arr, kw in small:
+            if key in taken:
+                if if_exists == "error":
+                    raise TensorExistsError(
+                        f"tensor {key[0]} (rank {key[1]}) is already stored; pass if_exists='replace' or 'skip'"
+                    )
+                results.append(False)
+                continue
+            taken.add(key)
+            source = kw.pop("source", None)
+            unknown = kw.keys() - _SPEC_FIELDS - {"array"}
+            if unknown:
+                raise ReportDBError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(_SPEC_FIELDS | {'source'})}")
+            kw.pop("array")
+            spec = _spec_from_metadata(kw) if kw else _NO_SPEC
+            fresh.append((_tensor_row(key[0], key[1], [((), arr)], spec, source), arr))
+            results.append(True)
+        if not fresh:
+            return results
+        refs = bulk.put_small_blobs(conn, [arr for _, arr in fresh], self.chunk_size, self._codec)
+        pk = bulk.next_id(conn, "rdb_tensor")
+        conn.executemany(
+            "INSERT INTO rdb_tensor(id, tensor_id, rank, dtype, shape, nbytes, n_shards, ttnn_dtype, layout, tile_shape,"
+            " transpose_tile, padded_shape, storage_type, memory_config, distribution, source, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(pk + n, *row) for n, (row, _) in enumerate(fresh)],
+        )
+        conn.executemany(
+            "INSERT INTO rdb_shard(tensor_pk, shard_index, mesh_coordinate, dtype, shape, blob_id) VALUES (?, 0, '[]', ?, ?, ?)",
+            [(pk + n, row[2], _json_ints(arr.shape), blob_id) for n, ((row, arr), (blob_id, _)) in enumerate(zip(fresh, refs))],
+        )
+        if stats and "rdb_stats" in self._tables:
+            wanted: dict[tuple[int, str], np.ndarray] = {}  # (blob id, dtype) -> values; once per pair
+            for (row, arr), (blob_id, _) in zip(fresh, refs):
+                wanted.setdefault((blob_id, row[2]), arr)
+            reused = [blob_id for blob_id, created in refs if not created]  # stored before: maybe has statistics
+            for marks, piece in bulk.in_lists(reused):
+                for have in conn.execute(f"SELECT blob_id, dtype FROM rdb_stats WHERE blob_id IN ({marks})", piece):
+                    wanted.pop(tuple(have), None)
+            self._put_stats_rows(list(wanted), compute_stats_many(list(wanted.values()), edges=False))
+        return results
 
     def fill_missing_stats(self) -> int:
         """Compute the statistics of every stored shard that has none (older schema, or ``stats=False``)."""
@@ -329,14 +450,20 @@ class Report:
             "SELECT 1 FROM rdb_stats WHERE blob_id=? AND dtype=?", (blob_id, dtype)
         ).fetchone():
             return
-        s = precomputed if precomputed is not None else compute_stats(array)
-        self._conn.execute(
+        self._put_stats_rows([(blob_id, dtype)], [precomputed if precomputed is not None else compute_stats(array)])
+
+    def _put_stats_rows(self, keys: Sequence[tuple[int, str]], results: Sequence[dict[str, Any]]) -> None:
+        """Insert ``compute_stats`` results for ``(blob id, dtype)`` pairs that have none yet."""
+        self._conn.executemany(
             "INSERT INTO rdb_stats(blob_id, dtype, count, min, max, mean, std, absmax, nan_count, inf_count,"
             " zero_count, histogram) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                blob_id, dtype, s["count"], s["min"], s["max"], s["mean"], s["std"], s["absmax"], s["nan_count"],
-                s["inf_count"], s["zero_count"], json.dumps({"counts": s["hist_counts"]}),
-            ),
+            [
+                (
+                    blob_id, dtype, s["count"], s["min"], s["max"], s["mean"], s["std"], s["absmax"], s["nan_count"],
+                    s["inf_count"], s["zero_count"], _counts_json(s["hist_counts"]),
+                )
+                for (blob_id, dtype), s in zip(keys, results)
+            ],
         )
 
     # --- reading ------------------------------------------------------------------------------
@@ -428,7 +555,9 @@ class Report:
     def _read(self, blob_id: int, dtype: np.dtype, shape: tuple[int, ...], what: str, offset: int = 0) -> np.ndarray:
         out = np.empty(shape, dtype=dtype)
         with self._lock:
-            blobs.read_blob_into(self._conn, blob_id, out.reshape(-1).view(np.uint8), offset=offset, what=what)
+            blobs.read_blob_into(
+                self._conn, blob_id, out.reshape(-1).view(np.uint8), offset=offset, what=what, has_codec=self._has_codec
+            )
         return out
 
     def tensor_stats(self, tensor_id: int, rank: int = 0) -> dict[str, Any]:
@@ -457,7 +586,8 @@ class Report:
         return {"shards": per_shard, "mesh_coordinates": [list(s.mesh_coordinate) for s in info.shards]}
 
     def summary(self) -> dict[str, Any]:
-        """Schema version, row counts of the report tables, tensors and bytes stored against logical bytes."""
+        """Schema version, row counts of the report tables, tensors and bytes stored (compressed chunks at their
+        stored size; SQLite's ``length()`` of a blob reads no overflow page) against logical bytes."""
         with self._lock:
             tables = sorted(self._table_names())
             counts = {t: self._conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
@@ -479,8 +609,21 @@ class Report:
                 result["tensors"] = counts["rdb_tensor"]
                 result["shards"] = counts["rdb_shard"]
                 result["logical_bytes"] = self._conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM rdb_tensor").fetchone()[0]
-                result["stored_bytes"] = self._conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM rdb_chunk").fetchone()[0]
+                result["stored_bytes"] = self._conn.execute("SELECT COALESCE(SUM(length(data)), 0) FROM rdb_chunk").fetchone()[0]
         return result
+
+
+def _tensor_row(tensor_id: int, rank: int, items: Shards, spec: TensorSpec, source: Any) -> tuple[Any, ...]:
+    """The ``rdb_tensor`` row of canonical shards (without its id), as ``_insert_tensor_row`` takes it."""
+    first_dtype = items[0][1].dtype
+    shape = _global_shape(items, spec)
+    nbytes = math.prod(shape) * first_dtype.itemsize if shape is not None else sum(int(a.nbytes) for _, a in items)
+    return (
+        tensor_id, rank, dtype_name(first_dtype), _json_ints(shape), nbytes, len(items), spec.ttnn_dtype, spec.layout,
+        _json(spec.tile_shape), int(spec.transpose_tile), _json(spec.padded_shape), spec.storage_type,
+        _json(spec.memory_config), _json(spec.distribution.to_json() if spec.distribution else None),
+        _json(source), time.time(),
+    )
 
 
 def _spec_from_metadata(metadata: dict[str, Any]) -> TensorSpec:
@@ -498,6 +641,11 @@ def _global_shape(items: Shards, spec: TensorSpec) -> tuple[int, ...] | None:
         return tuple(int(v) for v in assembled_shape([(c, tuple(a.shape)) for c, a in items], spec.distribution))
     except ReportDBError:
         return None
+
+
+def _counts_json(counts: Sequence[int] | None) -> str:
+    """``json.dumps({"counts": counts})``, several times faster (the statistics row of every stored tensor)."""
+    return '{"counts": null}' if counts is None else '{"counts": [' + ", ".join(map(str, counts)) + "]}"
 
 
 def _json_ints(values: Sequence[int] | None) -> str | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -104,12 +104,17 @@ class _HistogramWork:
 
 
 def _histogram_add(values: np.ndarray, first: float, scale: float, tables: tuple[np.ndarray, np.ndarray],
-                   counts: np.ndarray, work: _HistogramWork) -> None:
+                   counts: np.ndarray, work: _HistogramWork, halve: bool = False) -> None:
     """Add the bin counts of in-range ``values`` to ``counts`` with ``np.histogram``'s exact edge rule:
-    bin i holds edges[i] <= v < edges[i+1], the last bin also holds its right edge."""
+    bin i holds edges[i] <= v < edges[i+1], the last bin also holds its right edge. ``halve``: the range
+    overflows a float, so the guess is made on halved values (``scale`` from :func:`_guess_scale`)."""
     m = values.size
     lower, upper = tables
-    guess = np.subtract(values, first, out=work.guess[:m])
+    if halve:
+        guess = np.multiply(values, 0.5, out=work.guess[:m])
+        guess -= first * 0.5
+    else:
+        guess = np.subtract(values, first, out=work.guess[:m])
     guess *= scale
     idx = work.idx[:m]
     np.copyto(idx, guess, casting="unsafe")  # truncation toward zero, as astype(intp)
@@ -213,6 +218,13 @@ def _hist_range(lo: float, hi: float, bins: int) -> tuple[float, float, np.ndarr
     """``np.histogram``'s range and edges for finite values spanning ``lo..hi`` (a constant gets ±0.5)."""
     first, last = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
     step = (last - first) / bins
+    if math.isinf(step) and math.isfinite(first) and math.isfinite(last):
+        # Wider than the largest float (np.histogram refuses it): the same edges, built from half steps.
+        half = (last * 0.5 - first * 0.5) / bins
+        ramp = np.arange(bins + 1, dtype=np.float64) * half
+        edges = (ramp + first) + ramp
+        edges[-1] = last
+        return first, last, edges
     if step == 0 or not math.isfinite(step):  # the cases np.linspace computes another way
         return first, last, np.linspace(first, last, bins + 1, endpoint=True, dtype=np.float64)
     # np.linspace's own arithmetic (arange * step + start, the stop exact), without its per-call overhead.
@@ -236,14 +248,22 @@ def _exact_bins(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     also holding its right edge): a scaled guess, at most one bin off, fixed by comparison with the edges
     themselves. Branch-free, unlike a binary search, whose mispredictions cost more on random values."""
     bins = edges.size - 1
-    first = edges[0]
-    idx = ((values - first) * (bins / (edges[-1] - first))).astype(np.intp)
+    first = float(edges[0])
+    halve, scale = _guess_scale(first, float(edges[-1]), bins)
+    idx = (((values * 0.5 - first * 0.5) if halve else (values - first)) * scale).astype(np.intp)
     np.minimum(idx, bins - 1, out=idx)
     idx -= values < edges.take(idx)
     upper = edges[1:].copy()
     upper[-1] = np.inf  # nothing moves up out of the last bin
     idx += values >= upper.take(idx)
     return idx
+
+
+def _guess_scale(first: float, last: float, bins: int) -> tuple[bool, float]:
+    """How the bin guess is scaled: ``(v - first) * scale``, or on halved values when ``last - first`` overflows."""
+    if math.isinf(last - first):
+        return True, bins / (last * 0.5 - first * 0.5)
+    return False, bins / (last - first)
 
 
 def _finish(result: dict[str, Any], lo: float, hi: float, mean: float, m2: float, n: int,
@@ -384,7 +404,7 @@ def compute_stats(array: np.ndarray, bins: int = 64) -> dict[str, Any]:
 
     lo, hi = stats.lo, stats.hi
     first, last, edges = _hist_range(lo, hi, bins)
-    scale = bins / (last - first)
+    halve, scale = _guess_scale(first, last, bins)
     tables = _edge_tables(edges)
 
     def histogram(job: tuple[tuple[int, int], _StatsAccumulator]) -> np.ndarray:
@@ -392,13 +412,124 @@ def compute_stats(array: np.ndarray, bins: int = 64) -> dict[str, Any]:
         counts = np.zeros(bins, dtype=np.int64)
         work = _HistogramWork(block)
         if len(acc.all_finite) == 1 and acc.last_values is not None:
-            _histogram_add(acc.last_values, first, scale, tables, counts, work)
+            _histogram_add(acc.last_values, first, scale, tables, counts, work, halve)
             return counts
         values = scratch("hist_values", block, np.float64)  # this thread's: spans may change threads
         for blk, finite in zip(flat_blocks(arr, block, *span), acc.all_finite):
             x = _to_float64(blk, values)
-            _histogram_add(x if finite else x[np.isfinite(x)], first, scale, tables, counts, work)
+            _histogram_add(x if finite else x[np.isfinite(x)], first, scale, tables, counts, work, halve)
         return counts
 
     hist = sum(parallel_map(histogram, list(zip(spans, accumulators))), np.zeros(bins, dtype=np.int64))
     return _finish(result, lo, hi, stats.mean, stats.m2, stats.n, edges, hist)
+
+
+def compute_stats_many(arrays: Sequence[np.ndarray], bins: int = 64, *, edges: bool = True) -> list[dict[str, Any]]:
+    """``[compute_stats(a, bins) for a in arrays]``, with the small all-finite arrays done together;
+    ``edges=False`` leaves ``hist_edges`` out of those (they follow from min and max: ``histogram_edges``).
+
+    A writer stores hundreds of 4 KiB tensors per batch; one at a time, numpy's per-call overhead (about 60 µs
+    a tensor) costs more than the arithmetic. Here those arrays are concatenated and every figure comes from a
+    fixed number of segmented numpy passes (``reduceat``, one ``bincount`` over tensor-and-bin indices), with
+    the same float64 arithmetic and the same histogram edge rule as ``compute_stats``. Large arrays, arrays
+    holding NaN or ±Inf, and ranges ``np.linspace`` would handle specially go through ``compute_stats``.
+    """
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise StatsError(f"bins must be a positive integer, got {bins!r}")
+    bins = int(bins)
+    results: list[dict[str, Any] | None] = [None] * len(arrays)
+    batch: list[int] = []
+    for i, array in enumerate(arrays):
+        arr = np.asarray(array)
+        dtype_name(arr.dtype)
+        if arr.size == 0:
+            results[i] = _empty_result(0, 0, 0, 0)
+        elif arr.size <= _SEGMENTED_MAX:
+            batch.append(i)
+        else:
+            results[i] = compute_stats(arr, bins)
+            if not edges:
+                results[i]["hist_edges"] = None  # type: ignore[index]
+    group: list[int] = []
+    elements = 0
+    for position, i in enumerate(batch):
+        group.append(i)
+        elements += np.asarray(arrays[i]).size
+        if elements >= _SEGMENTED_ELEMENTS or position == len(batch) - 1:
+            done = _segmented_stats([np.asarray(arrays[j]).reshape(-1) for j in group], bins, edges)
+            for j, result in zip(group, done):
+                if result is None:
+                    result = compute_stats(arrays[j], bins)
+                    if not edges:
+                        result["hist_edges"] = None
+                results[j] = result
+            group, elements = [], 0
+    return results  # type: ignore[return-value]
+
+
+#: Arrays up to this many elements are done segmented; beyond it, per-element work outweighs per-call overhead.
+_SEGMENTED_MAX = 2048
+#: Elements per segmented pass: each float64 temporary stays under glibc's mmap threshold (128 KiB), since
+#: memory mapped afresh for every temporary costs more in page faults than the arithmetic.
+_SEGMENTED_ELEMENTS = 1 << 13
+
+
+def _segmented_stats(flats: list[np.ndarray], bins: int, with_edges: bool = True) -> list[dict[str, Any] | None]:
+    """Statistics of non-empty 1-D arrays as segments of one float64 vector; None where the array needs
+    ``compute_stats`` (a NaN or an infinity, or a range whose edges ``np.linspace`` computes another way)."""
+    sizes = np.fromiter((f.size for f in flats), dtype=np.intp, count=len(flats))
+    starts = np.zeros(len(flats), dtype=np.intp)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    x = np.concatenate(flats, dtype=np.float64, casting="unsafe") if len(flats) > 1 else flats[0].astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        totals = np.add.reduceat(x, starts)
+        lo = np.minimum.reduceat(x, starts)
+        hi = np.maximum.reduceat(x, starts)
+        constant = lo == hi
+        first = np.where(constant, lo - 0.5, lo)
+        last = np.where(constant, hi + 0.5, hi)
+        step = (last - first) / bins
+        usable = np.isfinite(totals) & np.isfinite(step) & (step != 0)
+    if not usable.all():  # rare: give those arrays to compute_stats, and keep the rest segmented
+        keep = np.flatnonzero(usable)
+        partial = _segmented_stats([flats[i] for i in keep], bins, with_edges) if keep.size else []
+        out: list[dict[str, Any] | None] = [None] * len(flats)
+        for i, result in zip(keep, partial):
+            out[i] = result
+        return out
+    counts = sizes.astype(np.float64)
+    mean = np.where(constant, lo, totals / counts)
+    centred = x - np.repeat(mean, sizes)  # per-segment values spread by np.repeat: cheaper than a gather
+    centred *= centred
+    m2 = np.where(constant, 0.0, np.add.reduceat(centred, starts))
+    zero_at = np.flatnonzero(x == 0)
+    zeros = np.diff(np.searchsorted(zero_at, np.append(starts, x.size)))
+    # The bins of _exact_bins, with each edge recomputed as _hist_range makes it (i * step + first: the same
+    # float64 operations, so the same values) instead of gathered from a table; bin ``bins - 1`` takes its right edge.
+    first_r = np.repeat(first, sizes)
+    step_r = np.repeat(step, sizes)
+    idx = ((x - first_r) * np.repeat(bins / (last - first), sizes)).astype(np.intp)
+    np.minimum(idx, bins - 1, out=idx)
+    edge = idx * step_r
+    edge += first_r
+    idx -= x < edge
+    np.multiply(idx + 1, step_r, out=edge)
+    edge += first_r
+    idx += (x >= edge) & (idx < bins - 1)
+    idx += np.repeat(np.arange(0, len(flats) * bins, bins, dtype=np.intp), sizes)
+    hist = np.bincount(idx, minlength=len(flats) * bins).reshape(len(flats), bins)
+    edge_rows: list[Any] = [None] * len(flats)
+    if with_edges:
+        edges = np.arange(bins + 1, dtype=np.float64) * step[:, None]
+        edges += first[:, None]
+        edges[:, -1] = last
+        edge_rows = edges.tolist()
+    std = np.sqrt(np.maximum(m2, 0.0) / counts)
+    absmax = np.maximum(np.abs(lo), np.abs(hi))
+    rows = zip(sizes.tolist(), zeros.tolist(), lo.tolist(), hi.tolist(), mean.tolist(), std.tolist(), absmax.tolist(),
+               hist.tolist(), edge_rows)
+    return [
+        {"count": n, "nan_count": 0, "inf_count": 0, "zero_count": zero, "min": low, "max": high, "mean": mu,
+         "std": sd, "absmax": amax, "hist_counts": counts_i, "hist_edges": edges_i}
+        for n, zero, low, high, mu, sd, amax, counts_i, edges_i in rows
+    ]

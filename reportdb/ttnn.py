@@ -18,6 +18,7 @@ on Linux x86-64 with CPython 3.10/3.12). Three entry points:
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import tempfile
@@ -59,8 +60,6 @@ def convert(tensor: Any, *, values: bool = True) -> Converted:
     """Describe a ``ttnn.Tensor`` and, when ``values``, read its shards as canonical numpy arrays."""
     import ttnn
 
-    from .memconfig import parse_memory_config
-
     row: dict[str, Any] = {}
     storage = _enum_name(tensor.storage_type())
     memory_text = _memory_config_text(tensor)
@@ -77,7 +76,7 @@ def convert(tensor: Any, *, values: bool = True) -> Converted:
         "tile_shape": tile,
         "padded_shape": _padded_shape(tensor),
         "storage_type": storage,
-        "memory_config": parse_memory_config(memory_text),
+        "memory_config": _parsed_memory_config(memory_text),
         "source": {"format": "ttnn", "version": _ttnn_version()},
     }
     row.update(shape=str(tensor.shape), dtype=f"DataType.{dtype}", layout=f"Layout.{layout}", memory_config=memory_text)
@@ -105,7 +104,9 @@ def to_loaded(tensor: Any) -> LoadedTensor:
     return LoadedTensor(shards=converted.shards, spec=TensorSpec(**meta), source=source)
 
 
+@functools.lru_cache(maxsize=1)
 def _ttnn_version() -> str | None:
+    """The installed ttnn's version, read once: importlib.metadata parses the package metadata on every call."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -121,6 +122,15 @@ def _memory_config_text(tensor: Any) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed_memory_config(text: str | None) -> dict[str, Any] | None:
+    """``parse_memory_config``, once per distinct text (a run has a handful; parsing one costs ~100 µs).
+    The result is shared between tensors and must not be changed."""
+    from .memconfig import parse_memory_config
+
+    return parse_memory_config(text)
+
+
 def _device_fields(tensor: Any, memory_text: str | None) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     with contextlib.suppress(Exception):
@@ -128,9 +138,7 @@ def _device_fields(tensor: Any, memory_text: str | None) -> dict[str, Any]:
     with contextlib.suppress(Exception):
         fields["device_id"] = int(tensor.device().id())
     if memory_text:
-        from .memconfig import parse_memory_config
-
-        parsed = parse_memory_config(memory_text) or {}
+        parsed = _parsed_memory_config(memory_text) or {}
         if parsed.get("buffer_type") in _BUFFER_TYPES:
             fields["buffer_type"] = _BUFFER_TYPES[parsed["buffer_type"]]
     return fields

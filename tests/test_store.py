@@ -252,3 +252,80 @@ def test_stored_histogram_edges_equal_numpy(report) -> None:
         lo, hi = float(values.min()), float(values.max())
         counts, edges = np.histogram(values.astype(np.float64), 64, range=(lo, hi) if lo < hi else (lo - 0.5, hi + 0.5))
         assert s["hist_counts"] == counts.tolist() and s["hist_edges"] == edges.tolist()
+
+
+def _put_tensors_cases() -> list[dict]:
+    """Small and large single arrays, shards, metadata, identical contents, a big-endian and a strided array."""
+    small = RNG.standard_normal((4, 8)).astype(np.float32)
+    dist = Distribution(mesh_shape=(2,), placements=(Placement("shard", 0),))
+    return [
+        {"tensor_id": 1, "array": small, "ttnn_dtype": "FLOAT32", "layout": "TILE", "tile_shape": (32, 32),
+         "memory_config": {"buffer_type": "DRAM"}, "source": {"file": "1.bin"}},
+        {"tensor_id": 2, "array": small.copy()},  # same bytes as tensor 1: one blob
+        {"tensor_id": 2, "rank": 3, "array": small.view(np.int32)},  # same bytes, another dtype: its own statistics
+        {"tensor_id": 3, "array": np.arange(12, dtype=">i4").reshape(3, 4)},
+        {"tensor_id": 4, "array": RNG.standard_normal((40, 50))[:, ::2]},
+        {"tensor_id": 5, "array": np.array([], np.float32)},
+        {"tensor_id": 6, "array": np.array(1.5, ml_dtypes.bfloat16)},
+        {"tensor_id": 7, "array": np.array([np.nan, np.inf, 0.0], np.float32)},
+        {"tensor_id": 8, "array": RNG.standard_normal(70_000).astype(np.float32)},  # several chunks
+        {"tensor_id": 9, "shards": [((0,), small[:2]), ((1,), small[2:])], "distribution": dist},
+    ]
+
+
+def test_put_tensors_stores_what_put_tensor_stores(tmp_path: Path) -> None:
+    """The set-based path for small tensors writes the same rows as put_tensor, one tensor at a time."""
+    dumps = []
+    cases = _put_tensors_cases()
+    for name, together in (("one", False), ("many", True)):
+        with reportdb.open(tmp_path / f"{name}.sqlite", "a") as r:
+            r.chunk_size = 1 << 16
+            if together:
+                assert r.put_tensors(cases) == [True] * len(cases)
+            else:
+                for case in cases:
+                    assert r.put_tensor(**case)
+            for case in cases:
+                key = (case["tensor_id"], case.get("rank", 0))
+                expected = case["array"] if "array" in case else np.concatenate([a for _, a in case["shards"]])
+                assert r.tensor(*key).tobytes() == np.ascontiguousarray(expected).astype(expected.dtype.newbyteorder("<")).tobytes()
+            dumps.append([  # by content: the row ids differ (put_tensors stores large tensors first)
+                sorted(r._conn.execute(sql).fetchall(), key=repr)
+                for sql in (
+                    "SELECT tensor_id, rank, dtype, shape, nbytes, n_shards, ttnn_dtype, layout, tile_shape, transpose_tile,"
+                    " padded_shape, storage_type, memory_config, distribution, source FROM rdb_tensor",
+                    "SELECT t.tensor_id, t.rank, s.shard_index, s.mesh_coordinate, s.dtype, s.shape, b.digest"
+                    " FROM rdb_shard s JOIN rdb_tensor t ON t.id = s.tensor_pk JOIN rdb_blob b ON b.id = s.blob_id",
+                    "SELECT digest, nbytes, crc32, data FROM rdb_chunk",
+                    "SELECT digest, nbytes, chunk_size, n_chunks FROM rdb_blob",
+                    "SELECT b.digest, bc.idx, c.digest FROM rdb_blob_chunk bc JOIN rdb_blob b ON b.id = bc.blob_id"
+                    " JOIN rdb_chunk c ON c.id = bc.chunk_id",
+                    "SELECT b.digest, st.dtype, st.count, st.min, st.max, st.mean, st.std, st.absmax, st.nan_count,"
+                    " st.inf_count, st.zero_count, st.histogram FROM rdb_stats st JOIN rdb_blob b ON b.id = st.blob_id",
+                )
+            ])
+    *same_one, stats_one = dumps[0]
+    *same_many, stats_many = dumps[1]
+    assert same_one == same_many
+    for a, b in zip(stats_one, stats_many, strict=True):  # mean and std: another summation order, same to ~1 ulp
+        assert a[:5] + a[7:] == b[:5] + b[7:]
+        assert (b[5:7] == a[5:7]) if None in a[5:7] else (b[5:7] == pytest.approx(a[5:7], rel=1e-12, abs=1e-300))
+    assert reportdb.verify(tmp_path / "many.sqlite")["ok"]
+
+
+def test_put_tensors_existing_ids(report) -> None:
+    a = np.arange(6, dtype=np.float32)
+    report.put_tensor(1, a)
+    assert report.put_tensors([{"tensor_id": 1, "array": a + 1}, {"tensor_id": 2, "array": a},
+                               {"tensor_id": 2, "array": a + 5}], if_exists="skip") == [False, True, False]
+    np.testing.assert_array_equal(report.tensor(1), a)
+    np.testing.assert_array_equal(report.tensor(2), a)
+    with pytest.raises(TensorExistsError):  # all or nothing: tensor 3 is not kept either
+        report.put_tensors([{"tensor_id": 3, "array": a}, {"tensor_id": 1, "array": a}])
+    assert not report.has_tensor(3)
+    assert report.put_tensors([{"tensor_id": 1, "array": a * 2}], if_exists="replace") == [True]
+    np.testing.assert_array_equal(report.tensor(1), a * 2)
+    with pytest.raises(ReportDBError, match="unknown tensor metadata"):
+        report.put_tensors([{"tensor_id": 4, "array": a, "colour": "red"}])
+    assert not report.has_tensor(4)
+    assert report.put_tensors([]) == []

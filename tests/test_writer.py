@@ -135,6 +135,25 @@ def test_stored_ids_are_skipped_without_converting(tmp_path: Path) -> None:
         assert r.tensor_keys() == [(1, 0), (1, 1)]
 
 
+def test_id_stored_by_another_writer_after_open_is_skipped(tmp_path: Path) -> None:
+    """A writer learns the stored ids of a rank once; an id another writer stores later is skipped when the
+    batch is written (no error, the first value kept), and the legacy ``tensors`` row is not doubled."""
+    first, second = Writer(tmp_path, batch_seconds=0), Writer(tmp_path, batch_seconds=0)
+    try:
+        assert second.put_tensor(1, np.arange(3, dtype=np.int32))  # rank 0's stored ids are now known to it
+        assert first.put_tensor(5, np.arange(4, dtype=np.float32))
+        first.flush()
+        assert second.put_tensor(5, np.zeros(4, np.float32))  # it could not know: queued, then skipped
+        second.flush()
+    finally:
+        first.close()
+        second.close()
+    with reportdb.open(tmp_path) as r:
+        np.testing.assert_array_equal(r.tensor(5), np.arange(4, dtype=np.float32))
+        assert r.tensor_keys() == [(1, 0), (5, 0)]
+    assert _rows(tmp_path / "db.sqlite", "SELECT tensor_id, COUNT(*) FROM tensors GROUP BY tensor_id") == [(1, 1), (5, 1)]
+
+
 def test_queued_tensor_is_a_copy(tmp_path: Path) -> None:
     a = np.arange(8, dtype=np.float32)
     with Writer(tmp_path, batch_seconds=0) as w:
@@ -204,9 +223,11 @@ def test_configuration_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
     with reportdb.open(tmp_path) as r:
         with pytest.raises(ReportDBError, match="without statistics"):
             r.tensor_stats(1)
-    monkeypatch.setenv("REPORTDB_COMPRESSION", "zstd")
-    with pytest.raises(ReportDBError, match="zstd.*not supported yet"):
+    monkeypatch.setenv("REPORTDB_COMPRESSION", "lz4")
+    with pytest.raises(ReportDBError, match="compression must be one of"):
         WriterConfig.from_env()
+    monkeypatch.setenv("REPORTDB_COMPRESSION", "zstd")
+    assert WriterConfig.from_env().compression == "zstd"
     monkeypatch.setenv("REPORTDB_COMPRESSION", "none")
     monkeypatch.setenv("REPORTDB_STORE", "some")
     with pytest.raises(ReportDBError, match="store must be"):
@@ -215,6 +236,29 @@ def test_configuration_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("REPORTDB_STATS", "maybe")
     with pytest.raises(ReportDBError, match="REPORTDB_STATS"):
         WriterConfig.from_env()
+
+
+def test_zstd_compresses_where_it_pays(tmp_path: Path) -> None:
+    """With compression="zstd", small (set-based path) and large (one-by-one path) compressible tensors are stored
+    compressed and read back exactly; random float32, which saves under 10%, stays raw."""
+    pytest.importorskip("zstandard")
+    rng = np.random.default_rng(3)
+    sparse = np.maximum(rng.standard_normal((64, 64)), 0).astype(ml_dtypes.bfloat16)  # ReLU'd: half zeros
+    big = np.repeat(np.arange(300, dtype=np.float32), 1000)  # long runs, several chunks at 256 KiB
+    noise = rng.standard_normal(4096).astype(np.float32)
+    with Writer(tmp_path, compression="zstd", chunk_size=256 << 10, batch_seconds=0) as w:
+        for tid, array in enumerate((sparse, big, noise)):
+            w.put_tensor(tid, array)
+    db = tmp_path / "db.sqlite"
+    codecs = dict(_rows(db, "SELECT t.tensor_id, GROUP_CONCAT(DISTINCT COALESCE(c.codec, 'raw')) FROM rdb_tensor t"
+                            " JOIN rdb_shard s ON s.tensor_pk = t.id JOIN rdb_blob_chunk bc ON bc.blob_id = s.blob_id"
+                            " JOIN rdb_chunk c ON c.id = bc.chunk_id GROUP BY t.tensor_id"))
+    assert codecs == {0: "zstd", 1: "zstd", 2: "raw"}
+    with reportdb.open(tmp_path) as r:
+        for tid, array in enumerate((sparse, big, noise)):
+            assert r.tensor(tid).tobytes() == array.tobytes()
+        assert r.tensor_stats(1)["max"] == 299.0
+    assert reportdb.verify(tmp_path)["ok"]
 
 
 def test_unknown_metadata_and_closed_writer(tmp_path: Path) -> None:

@@ -1,0 +1,110 @@
+"""Many small blobs in a few statements: the writer's common case, hundreds of 4 KiB tensors per commit.
+
+The rows are those :func:`reportdb.store.blobs.put_blob` writes (one chunk per blob, the same sha256
+addresses and crc32), but they go in with ``executemany``, and the row ids come from each table's current
+maximum, which is safe because the caller holds the write transaction (``BEGIN IMMEDIATE``). One blob at a
+time, the five or so statements per blob cost more than hashing and storing its bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import zlib
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from . import codec as codec_mod
+
+#: Values per ``IN (...)`` list, under the 999 bound parameters of SQLite builds older than 3.32.
+IN_LIST = 400
+
+
+def in_lists(values: Sequence[object]) -> Iterable[tuple[str, Sequence[object]]]:
+    """``(placeholders, values)`` pieces of ``values`` for ``IN (...)`` lists of at most :data:`IN_LIST` items."""
+    for start in range(0, len(values), IN_LIST):
+        piece = values[start : start + IN_LIST]
+        yield ", ".join("?" * len(piece)), piece
+
+
+def next_id(conn: sqlite3.Connection, table: str) -> int:
+    """The first unused INTEGER PRIMARY KEY of ``table`` (what SQLite itself would assign next)."""
+    return int(conn.execute(f"SELECT COALESCE(MAX(id), 0) + 1 FROM {table}").fetchone()[0])
+
+
+def _ids_by_digest(conn: sqlite3.Connection, table: str, digests: Sequence[bytes]) -> dict[bytes, int]:
+    found: dict[bytes, int] = {}
+    for marks, piece in in_lists(digests):
+        found.update(conn.execute(f"SELECT digest, id FROM {table} WHERE digest IN ({marks})", piece).fetchall())
+    return found
+
+
+def put_small_blobs(
+    conn: sqlite3.Connection, arrays: Sequence[np.ndarray], chunk_size: int, codec: str | None = None
+) -> list[tuple[int, bool]]:
+    """Store canonical arrays of at most ``chunk_size`` bytes each; return ``(blob id, created)`` per array.
+
+    ``created`` is True for the first array of each content not stored before (so its statistics are known to
+    be missing); identical contents, within the call or already in the file, share one blob. ``codec="zstd"``
+    compresses each new chunk that shrinks enough, as ``blobs.put_blob`` does (a one-chunk blob is its own sample).
+    """
+    codec_mod.check_codec(codec)
+    if any(a.nbytes > chunk_size for a in arrays):
+        raise ValueError("put_small_blobs takes arrays of one chunk at most")
+    prepared = []
+    for array in arrays:
+        data = array.reshape(-1).view(np.uint8)
+        n = int(data.nbytes)
+        address = hashlib.sha256(f"{n}:{chunk_size}:".encode())  # blobs.digest's blob address, for one chunk
+        sha = None
+        if n:
+            sha = hashlib.sha256(data).digest()
+            address.update(sha)
+        prepared.append((data, n, sha, address.digest()))
+    stored = _ids_by_digest(conn, "rdb_blob", list({p[3]: None for p in prepared}))
+    new_blobs: dict[bytes, tuple[int, int, bytes | None]] = {}  # address -> (id, nbytes, chunk sha)
+    chunk_data: dict[bytes, np.ndarray] = {}
+    blob_id = next_id(conn, "rdb_blob")
+    for data, n, sha, address in prepared:
+        if address not in stored and address not in new_blobs:
+            new_blobs[address] = (blob_id, n, sha)
+            blob_id += 1
+            if sha is not None:
+                chunk_data.setdefault(sha, data)
+    chunk_ids = _ids_by_digest(conn, "rdb_chunk", list(chunk_data))
+    chunk_rows: list[tuple[int, bytes, int, int, str | None, memoryview | bytes]] = []
+    chunk_id = next_id(conn, "rdb_chunk")
+    for sha, data in chunk_data.items():
+        if sha not in chunk_ids:
+            chunk_ids[sha] = chunk_id
+            frame = codec_mod.compress(data) if codec is not None else None
+            if frame is None:
+                chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(data), None, memoryview(data)))
+            else:  # the crc32 covers the stored bytes, as for every compressed chunk
+                chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(frame), codec, frame))
+            chunk_id += 1
+    if codec is None:  # the codec column exists from schema 0004 on; raw rows leave it to its default
+        conn.executemany(
+            "INSERT INTO rdb_chunk(id, digest, nbytes, crc32, data) VALUES (?, ?, ?, ?, ?)",
+            [(i, sha, n, crc, data) for i, sha, n, crc, _, data in chunk_rows],
+        )
+    else:
+        conn.executemany("INSERT INTO rdb_chunk(id, digest, nbytes, crc32, codec, data) VALUES (?, ?, ?, ?, ?, ?)", chunk_rows)
+    conn.executemany(
+        "INSERT INTO rdb_blob(id, digest, nbytes, chunk_size, n_chunks) VALUES (?, ?, ?, ?, ?)",
+        [(bid, address, n, chunk_size, int(sha is not None)) for address, (bid, n, sha) in new_blobs.items()],
+    )
+    conn.executemany(
+        "INSERT INTO rdb_blob_chunk(blob_id, idx, chunk_id) VALUES (?, 0, ?)",
+        [(bid, chunk_ids[sha]) for bid, _, sha in new_blobs.values() if sha is not None],
+    )
+    out = []
+    first_use = set(new_blobs)
+    for *_, address in prepared:
+        if address in first_use:
+            first_use.discard(address)
+            out.append((new_blobs[address][0], True))
+        else:
+            out.append((stored[address] if address in stored else new_blobs[address][0], False))
+    return out
