@@ -10,11 +10,9 @@ import contextlib
 import dataclasses
 import json
 import math
-import os
 import sqlite3
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
@@ -27,7 +25,7 @@ from .errors import NotAReportError, ReportDBError, ReportNotFoundError, SchemaE
 from .prepare import PreparedShard
 from .spec import Distribution, MeshCoordinate, Shards, TensorSpec, assemble, assembled_shape
 from .stats import compute_stats, compute_stats_many, histogram_edges
-from .store import blobs, bulk, codec as codec_mod, engine as engine_mod, schema
+from .store import blobs, bulk, codec as codec_mod, engine as engine_mod, pools, schema
 from .store.codec import Compression
 
 Mode = Literal["r", "a"]
@@ -38,15 +36,6 @@ _NO_SPEC = TensorSpec()  # the spec of a tensor stored without metadata (TensorS
 
 #: Shards this large get their statistics computed beside the write (hashing and SQLite release the GIL).
 _STATS_BESIDE_MIN = 4 << 20
-_HELPER: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _helper_thread() -> ThreadPoolExecutor:
-    """This process's helper thread (a pool made before a ``fork`` has no thread in the child, so one per pid)."""
-    global _HELPER
-    if _HELPER is None or _HELPER[0] != os.getpid():
-        _HELPER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="reportdb-stats"))
-    return _HELPER[1]
 
 
 class TensorExistsError(ReportDBError):
@@ -312,7 +301,7 @@ class Report:
             for index, (coord, arr) in enumerate(items):
                 prepared = _prepared[index] if _prepared is not None else None
                 beside = (  # a large shard's statistics run in a helper thread while its bytes are hashed and written
-                    _helper_thread().submit(compute_stats, arr)
+                    pools.pool("stats", 1).submit(compute_stats, arr)
                     if with_stats and prepared is None and arr.nbytes >= _STATS_BESIDE_MIN else None
                 )
                 ref = blobs.put_blob(self._conn, arr, self.chunk_size, prepared.digests if prepared else None, self._codec)

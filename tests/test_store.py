@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 from pathlib import Path
 
@@ -329,3 +330,21 @@ def test_put_tensors_existing_ids(report) -> None:
         report.put_tensors([{"tensor_id": 4, "array": a, "colour": "red"}])
     assert not report.has_tensor(4)
     assert report.put_tensors([]) == []
+
+
+def _sum_in_child(path: str) -> float:
+    with reportdb.open(path) as r:
+        return float(r.tensor(1).astype(np.float64).sum())
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_forked_child_reads_large_tensors(tmp_path: Path) -> None:
+    """Chunk checks run in helper threads; a child forked after the parent used them gets threads of its own
+    (a pool inherited across fork has none and would never run the checks: the read would hang)."""
+    values = np.arange(3 << 20, dtype=np.float32)  # three 4 MiB chunks: checks in the helper threads
+    with reportdb.open(tmp_path, "a") as r:
+        r.put_tensor(1, values)
+    with reportdb.open(tmp_path) as r:
+        r.tensor(1)
+    with multiprocessing.get_context("fork").Pool(1) as workers:
+        assert workers.apply_async(_sum_in_child, (str(tmp_path),)).get(timeout=60) == float(values.astype(np.float64).sum())

@@ -17,14 +17,14 @@ import collections
 import hashlib
 import sqlite3
 import zlib
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from ..errors import CorruptionError, ReportDBError
-from . import codec as codec_mod
+from . import codec as codec_mod, pools
 
 DEFAULT_CHUNK_SIZE = 4 << 20
 _BLOBOPEN_MIN = 256 << 10  # below this a bound parameter is as fast and simpler
@@ -171,7 +171,7 @@ def read_blob_into(
     # The crc32 of a large chunk (and the decompression of a compressed one) runs in a helper thread while the
     # next chunk is read (both release the GIL), so it costs little wall time; ``out`` is the caller's and is
     # discarded if a check fails.
-    with _ChecksBehind(_CHECK_POOL) as checks:
+    with _ChecksBehind(pools.pool("check", 2)) as checks:
         for idx, chunk_id, nbytes, crc, codec in rows:
             data = _chunk_bytes(conn, chunk_id)
             chunk_start = idx * chunk_size
@@ -199,7 +199,6 @@ def _decode_into(
 
 # Two threads: zstd decodes ~350 MB/s per thread on a 2-core VM, so compressed reads nearly double with the
 # second one (measured 350 -> 600 MB/s); raw reads, bound by the copy, are unchanged.
-_CHECK_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="reportdb-check")
 _THREADED_CRC_MIN = 1 << 20  # below this a thread hand-off costs more than the check itself
 
 
