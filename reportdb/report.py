@@ -400,6 +400,7 @@ class Report:
             for marks, piece in bulk.in_lists(reused):
                 for have in conn.execute(f"SELECT blob_id, dtype FROM rdb_stats WHERE blob_id IN ({marks})", piece):
                     wanted.pop(tuple(have), None)
+            # Inline: in a helper thread beside the inserts it measured slower (GIL hand-offs between small calls).
             self._put_stats_rows(list(wanted), compute_stats_many(list(wanted.values()), edges=False))
         return results
 
