@@ -10,7 +10,10 @@ like with like. Float32 random values (incompressible), 4 KiB to 64 MiB; each ce
 Columns: the default writer (statistics on, ``durable``), and the writer with ``stats=False,
 durable=False`` (no statistics, ``synchronous=OFF``: still safe against a crashed process). The last
 column compares the time spent inside ``put_tensor`` alone (the model thread's cost; the background
-thread's writing, which the totals count through close(), is left out) with the baselines.
+thread's writing, which the totals count through close(), is left out) with the baselines. The
+"in a run" column is the time storing adds to a simulated run: the model thread sleeps ``op_seconds`` per
+tensor (a device op and its read-back: 200 µs, or the tensor at 2 GB/s), as it would while waiting for the
+device, and the column compares (run time with storing - run time without) / tensors, close() included.
 Run: ``python benchmarks/bench_writer.py [--sizes 4K,64K,1M,16M,64M] [--budget 256M] [--repeat 2]``.
 Ratios are baseline time / writer time: above 1 means the writer is faster.
 """
@@ -93,6 +96,52 @@ def writer_run(
     return prepare
 
 
+def op_seconds(nbytes: int) -> float:
+    """The simulated model time per tensor in the in-run column: a device op and the read-back of its output,
+    200 µs at least, else the tensor's bytes at 2 GB/s (host reads of device memory). The model thread sleeps
+    meanwhile, as it would waiting for the device, so other threads can run."""
+    return max(200e-6, nbytes / 2e9)
+
+
+def in_run(store: Callable[[int, Any], None], finish: Callable[[], None], tensors: list[Any], gap: float) -> float:
+    """Seconds per tensor that storing adds to a run whose ops take ``gap`` each: (run with store - run without) / n."""
+    start = time.perf_counter()
+    for _ in tensors:
+        time.sleep(gap)
+    bare = time.perf_counter() - start
+    start = time.perf_counter()
+    for tid, t in enumerate(tensors):
+        time.sleep(gap)
+        store(tid, t)
+    finish()
+    return max(0.0, time.perf_counter() - start - bare) / len(tensors)
+
+
+def in_run_writer(tensors: list[Any], gap: float, repeat: int) -> float:
+    import reportdb
+
+    times = []
+    for _ in range(repeat):
+        folder = Path(tempfile.mkdtemp(prefix="bench-writer-"))
+        try:
+            w = reportdb.Writer(folder)
+            times.append(in_run(w.put_tensor, w.close, tensors, gap))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return min(times)
+
+
+def in_run_files(save: Callable[[Any, Path], None], tensors: list[Any], ext: str, gap: float, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        folder = Path(tempfile.mkdtemp(prefix="bench-writer-"))
+        try:
+            times.append(in_run(lambda tid, t: save(t, folder / f"{tid}.{ext}"), lambda: None, tensors, gap))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return min(times)
+
+
 def files_run(save: Callable[[Any, Path], None], tensors: list[Any], ext: str) -> Callable[[Path], Callable[[], None]]:
     def prepare(folder: Path) -> Callable[[], None]:
         def timed() -> None:
@@ -102,6 +151,11 @@ def files_run(save: Callable[[Any, Path], None], tensors: list[Any], ext: str) -
         return timed
 
     return prepare
+
+
+def in_run_count(n: int, gap: float) -> int:
+    """Tensors in the in-run column: at most 1 s of simulated ops per run (and at least 3 tensors)."""
+    return max(3, min(n, int(1.0 / gap)))
 
 
 def arrays(nbytes: int, n: int) -> list[np.ndarray]:
@@ -125,8 +179,12 @@ def measure_numpy(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[
             "writer_fast": best(writer_run(data, stats=False, durable=False), repeat) / n,
         }
         row["writer_put"] = min(puts) / n
+        gap = op_seconds(nbytes)
+        row["writer_in_run"] = in_run_writer(data[: in_run_count(n, gap)], gap, repeat)
         if torch is not None:
-            row["torch_save"] = best(files_run(torch.save, [torch.from_numpy(a) for a in data], "pt"), repeat) / n
+            torch_data = [torch.from_numpy(a) for a in data]
+            row["torch_save"] = best(files_run(torch.save, torch_data, "pt"), repeat) / n
+            row["torch_in_run"] = in_run_files(torch.save, torch_data[: in_run_count(n, gap)], "pt", gap, repeat)
         out[nbytes] = row
         print(f"  numpy {label(nbytes)} x{n}: {json.dumps({k: round(v * 1e6, 1) for k, v in row.items()})} us", flush=True)
     return out
@@ -148,6 +206,10 @@ def measure_ttnn(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[s
             "writer_ttnn_fast": best(writer_run(tensors, stats=False, durable=False), repeat) / n,
         }
         row["writer_ttnn_put"] = min(puts) / n
+        gap = op_seconds(nbytes)
+        count = in_run_count(n, gap)
+        row["writer_ttnn_in_run"] = in_run_writer(tensors[:count], gap, repeat)
+        row["dump_in_run"] = in_run_files(lambda t, p: ttnn.dump_tensor(str(p), t), tensors[:count], "tensorbin", gap, repeat)
         out[nbytes] = row
         print(f"  ttnn {label(nbytes)} x{n}: {json.dumps({k: round(v * 1e6, 1) for k, v in row.items()})} us",
               file=sys.stderr, flush=True)
@@ -195,7 +257,7 @@ def main() -> None:
     else:
         print("no ttnn venv: dump_tensor column left out (pass --ttnn-python)")
     header = ["size", "writer", "torch.save", "ratio", "writer(ttnn)", "dump_tensor", "ratio",
-              "ratios with stats=False, durable=False", "put() alone: torch, ttnn"]
+              "ratios with stats=False, durable=False", "put() alone: torch, ttnn", "in a run: torch, ttnn"]
     print(" | ".join(header))
     for nbytes in sizes:
         r = results[nbytes]
@@ -208,9 +270,10 @@ def main() -> None:
 
         nostats = f"torch {ratio('torch_save', 'writer_fast')}, ttnn {ratio('dump_tensor', 'writer_ttnn_fast')}"
         put_only = f"{ratio('torch_save', 'writer_put')}, {ratio('dump_tensor', 'writer_ttnn_put')}"
+        in_a_run = f"{ratio('torch_in_run', 'writer_in_run')}, {ratio('dump_in_run', 'writer_ttnn_in_run')}"
         print(f"{label(nbytes):>7} | {us('writer')} | {us('torch_save')} | {ratio('torch_save', 'writer')} | "
               f"{us('writer_ttnn')} | {us('dump_tensor')} | {ratio('dump_tensor', 'writer_ttnn')} | {nostats} | "
-              f"{put_only}")
+              f"{put_only} | {in_a_run}")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 
 A run calls ``put_tensor`` and ``add_operation`` from its hot path, so the writer keeps the cost there
 small: tensors are copied into memory and written in batches (one ``BEGIN IMMEDIATE`` transaction per
-batch, by count, bytes or age) by a background thread, so statistics, hashing and SQLite writes run beside
-the model rather than in its thread (the caller pays a copy; it writes itself only when two batches are
-waiting, which bounds the memory held). Tensors of ``sync_bytes`` or more are written at once by the calling
-thread without a copy, and ids already stored are skipped before any conversion. ``flush()`` returns only after COMMIT:
-that is the point from which a crash (even SIGKILL) cannot lose the data, since SQLite's WAL is
-consistent across application crashes.
+batch) by a background thread, so statistics, hashing and SQLite writes run beside the model rather than in
+its thread. The thread starts once an eighth of a batch (count or bytes) is queued and takes everything
+queued by then, so batches grow when the model outpaces it; the caller writes itself only when two full
+batches are waiting, which bounds the memory held. Tensors of ``sync_bytes`` or more are written at once by
+the calling thread without a copy, and ids already stored are skipped before any conversion. Small tensors
+go in set-based (``Report.put_tensors``). ``flush()`` returns only after COMMIT: that is the point from which
+a crash (even SIGKILL) cannot lose the data, since SQLite's WAL is consistent across application crashes.
 
 Several processes (ranks) may write one report at once: each opens its own connection (never one
 carried across ``fork``), schema creation is serialized by an advisory lock on the report's folder,
@@ -599,7 +600,10 @@ class Writer:
                 self._start_thread()
             background = self._thread is not None
         if background and not behind:
-            if full or due:
+            # The background thread starts on an eighth of a batch already: while the model waits for its device it
+            # has the time, and what the caller adds meanwhile makes the next transaction larger (group commit).
+            # Much less than that per commit would rewrite the same 64 KiB index pages for a handful of rows.
+            if full or due or len(pending) >= cfg.batch_items // 8 or pending.nbytes >= cfg.batch_bytes // 8:
                 self._drain.set()  # the background thread writes the batch; the caller's hot path goes on
         elif full or due:
             self._write_pending()

@@ -186,6 +186,13 @@ def test_batches_commit_by_count_and_by_time(tmp_path: Path) -> None:
         w.add_operation(1, "ttnn.relu")
         _wait_for(lambda: _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(5,)], "background commit of tensor 5")
         _wait_for(lambda: _rows(db, "SELECT COUNT(*) FROM operations") == [(1,)], "background commit of operation 1")
+    with Writer(tmp_path, batch_items=80, batch_seconds=600) as w:  # an eighth of a batch starts the thread
+        for tid in range(10, 19):
+            w.put_tensor(tid, np.zeros(1))
+        assert _rows(db, "SELECT COUNT(*) FROM rdb_tensor WHERE tensor_id >= 10") == [(0,)]  # queued, not written
+        w.put_tensor(19, np.zeros(1))
+        _wait_for(lambda: _rows(db, "SELECT COUNT(*) FROM rdb_tensor WHERE tensor_id >= 10") == [(10,)],
+                  "background commit of ten queued tensors, long before the batch is full or due")
 
 
 def test_store_policies(tmp_path: Path) -> None:
