@@ -197,6 +197,9 @@ def _report_columns() -> dict[str, frozenset[str]]:
     }
 
 
+#: The background thread starts once 1/_EAGER of a batch (count or bytes) is queued.
+_EAGER = 8
+
 _LIVE: "weakref.WeakSet[Writer]" = weakref.WeakSet()
 
 
@@ -603,7 +606,7 @@ class Writer:
             # The background thread starts on an eighth of a batch already: while the model waits for its device it
             # has the time, and what the caller adds meanwhile makes the next transaction larger (group commit).
             # Much less than that per commit would rewrite the same 64 KiB index pages for a handful of rows.
-            if full or due or len(pending) >= cfg.batch_items // 8 or pending.nbytes >= cfg.batch_bytes // 8:
+            if full or due or len(pending) >= cfg.batch_items // _EAGER or pending.nbytes >= cfg.batch_bytes // _EAGER:
                 self._drain.set()  # the background thread writes the batch; the caller's hot path goes on
         elif full or due:
             self._write_pending()

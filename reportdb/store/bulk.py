@@ -47,7 +47,7 @@ def put_small_blobs(
 
     ``created`` is True for the first array of each content not stored before (so its statistics are known to
     be missing); identical contents, within the call or already in the file, share one blob. ``codec="zstd"``
-    compresses each new chunk that shrinks enough, as ``blobs.put_blob`` does (a one-chunk blob is its own sample).
+    compresses each new chunk whose sample and whole shrink enough, as ``blobs.put_blob`` does.
     """
     codec_mod.check_codec(codec)
     if any(a.nbytes > chunk_size for a in arrays):
@@ -78,7 +78,7 @@ def put_small_blobs(
     for sha, data in chunk_data.items():
         if sha not in chunk_ids:
             chunk_ids[sha] = chunk_id
-            frame = codec_mod.compress(data) if codec is not None else None
+            frame = codec_mod.compress(data) if codec is not None and codec_mod.worth_compressing(data) else None
             if frame is None:
                 chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(data), None, memoryview(data)))
             else:  # the crc32 covers the stored bytes, as for every compressed chunk
