@@ -338,6 +338,7 @@ def _sum_in_child(path: str) -> float:
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # forking is the point
 def test_forked_child_reads_large_tensors(tmp_path: Path) -> None:
     """Chunk checks run in helper threads; a child forked after the parent used them gets threads of its own
     (a pool inherited across fork has none and would never run the checks: the read would hang)."""

@@ -325,6 +325,7 @@ def _child_writes(writer: Writer, tid: int) -> None:
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # forking is the point
 def test_fork_child_uses_its_own_connection(tmp_path: Path) -> None:
     with Writer(tmp_path, batch_seconds=0.05) as w:
         w.put_tensor(1, np.zeros(3, np.int64))  # queued in the parent: the child must not write it
