@@ -307,9 +307,10 @@ def _small_stats(arr: np.ndarray, bins: int) -> dict[str, Any]:
     if lo == hi:  # exactly constant: an exact mean and zero spread, not summation noise
         mean, m2 = lo, 0.0
     else:
-        mean = float(x.sum()) / n
-        centred = x - mean
-        m2 = float(np.einsum("i,i->", centred, centred))
+        with np.errstate(over="ignore", invalid="ignore"):  # near the float64 limit: compute_stats rescales
+            mean = float(x.sum()) / n
+            centred = x - mean
+            m2 = float(np.einsum("i,i->", centred, centred))
     _, _, edges = _hist_range(lo, hi, bins)
     hist = np.bincount(_exact_bins(x, edges), minlength=bins)
     return _finish(result, lo, hi, mean, m2, n, edges, hist)
@@ -376,8 +377,44 @@ def compute_stats(array: np.ndarray, bins: int = 64) -> dict[str, Any]:
     Keys: ``count``, ``nan_count``, ``inf_count``, ``zero_count`` (ints); ``min``, ``max``, ``mean``, ``std``,
     ``absmax`` (floats over the finite values, None when there are none); ``hist_counts`` (``bins`` ints) and
     ``hist_edges`` (``bins + 1`` floats) equal to ``np.histogram(finite_values_as_float64, bins,
-    range=(min, max))`` (None when there are no finite values).
+    range=(min, max))`` (None when there are no finite values; for a range wider than the largest float, which
+    np.histogram refuses, the same rule on edges built from half steps).
     """
+    result = _compute_stats(array, bins)
+    return _with_finite_moments(result, array)
+
+
+def _with_finite_moments(result: dict[str, Any], array: np.ndarray) -> dict[str, Any]:
+    """``result`` with its mean and std recomputed on scaled values where float64 overflowed (finite values near
+    the float64 limit, such as uninitialized memory: their squares or their sum exceed it)."""
+    mean, std = result["mean"], result["std"]
+    if mean is not None and not (math.isfinite(mean) and math.isfinite(std)):
+        result["mean"], result["std"] = _scaled_moments(np.asarray(array), result["absmax"])
+    return result
+
+
+def _scaled_moments(arr: np.ndarray, scale: float) -> tuple[float, float]:
+    """Mean and std (ddof=0) of the finite values of ``arr``, computed on the values divided by ``scale`` (their
+    largest magnitude), so nothing overflows; both results are at most ``scale`` in magnitude. Two block passes."""
+    def finite_scaled(block: np.ndarray) -> np.ndarray:
+        x = block.astype(np.float64)
+        return x[np.isfinite(x)] / scale
+
+    n, total = 0, 0.0
+    for block in flat_blocks(arr, BLOCK_ELEMENTS):
+        x = finite_scaled(block)
+        n += x.size
+        total += float(x.sum())
+    mean = total / n
+    m2 = 0.0
+    for block in flat_blocks(arr, BLOCK_ELEMENTS):
+        centred = finite_scaled(block) - mean
+        m2 += float(np.dot(centred, centred))
+    return mean * scale, math.sqrt(m2 / n) * scale
+
+
+def _compute_stats(array: np.ndarray, bins: int) -> dict[str, Any]:
+    """``compute_stats`` as the float64 arithmetic gives it (mean and std may overflow)."""
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
         raise StatsError(f"bins must be a positive integer, got {bins!r}")
     arr = np.asarray(array)
@@ -462,6 +499,8 @@ def compute_stats_many(arrays: Sequence[np.ndarray], bins: int = 64, *, edges: b
         if elements >= _SEGMENTED_ELEMENTS or position == len(batch) - 1:
             done = _segmented_stats([np.asarray(arrays[j]).reshape(-1) for j in group], bins, edges)
             for j, result in zip(group, done):
+                if result is not None:
+                    result = _with_finite_moments(result, arrays[j])
                 if result is None:
                     result = compute_stats(arrays[j], bins)
                     if not edges:
@@ -503,9 +542,11 @@ def _segmented_stats(flats: list[np.ndarray], bins: int, with_edges: bool = True
         return out
     counts = sizes.astype(np.float64)
     mean = np.where(constant, lo, totals / counts)
-    centred = x - np.repeat(mean, sizes)  # per-segment values spread by np.repeat: cheaper than a gather
-    centred *= centred
-    m2 = np.where(constant, 0.0, np.add.reduceat(centred, starts))
+    with np.errstate(over="ignore", invalid="ignore"):  # near the float64 limit: compute_stats_many rescales
+        centred = x - np.repeat(mean, sizes)  # per-segment values spread by np.repeat: cheaper than a gather
+        centred *= centred
+        m2 = np.where(constant, 0.0, np.add.reduceat(centred, starts))
+        std = np.sqrt(np.maximum(m2, 0.0) / counts)
     zero_at = np.flatnonzero(x == 0)
     zeros = np.diff(np.searchsorted(zero_at, np.append(starts, x.size)))
     # The bins of _exact_bins, with each edge recomputed as _hist_range makes it (i * step + first: the same
@@ -528,7 +569,6 @@ def _segmented_stats(flats: list[np.ndarray], bins: int, with_edges: bool = True
         edges += first[:, None]
         edges[:, -1] = last
         edge_rows = edges.tolist()
-    std = np.sqrt(np.maximum(m2, 0.0) / counts)
     absmax = np.maximum(np.abs(lo), np.abs(hi))
     rows = zip(sizes.tolist(), zeros.tolist(), lo.tolist(), hi.tolist(), mean.tolist(), std.tolist(), absmax.tolist(),
                hist.tolist(), edge_rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -217,9 +218,11 @@ def test_many_without_edges_and_bad_bins() -> None:
 
 
 def test_range_wider_than_the_largest_float() -> None:
-    """np.histogram refuses such a range; the statistics still bin every value, from half steps."""
+    """np.histogram refuses such a range; the statistics still bin every value, from half steps, and the mean
+    and std (whose float64 sums overflow) come out finite from scaled values: uninitialized memory looks so."""
     x = np.array([-1.7e308, 1.7e308, 0.0, 5e307, -1e308, 1.69e308])
-    with np.errstate(over="ignore"):  # the spread overflows (std is inf): a known limit, not this test's subject
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning escapes either
         result = compute_stats(x)
         many = stats_mod.compute_stats_many([x])[0]
     assert sum(result["hist_counts"]) == x.size
@@ -228,4 +231,25 @@ def test_range_wider_than_the_largest_float() -> None:
     assert result["hist_counts"][0] == 1 and result["hist_counts"][-1] == 2
     idx = np.searchsorted(edges, x, side="right") - 1
     assert np.bincount(np.minimum(idx, 63), minlength=64).tolist() == result["hist_counts"]
-    assert many["hist_counts"] == result["hist_counts"]
+    scaled = x / 1.7e308
+    assert result["mean"] == pytest.approx(scaled.mean() * 1.7e308, rel=1e-12)
+    assert result["std"] == pytest.approx(scaled.std() * 1.7e308, rel=1e-12)
+    assert many == result
+    json.dumps(result, allow_nan=False)
+
+
+@pytest.mark.parametrize("size", [10, 5000, 700_000])  # segmented, few-calls and streaming paths
+@pytest.mark.parametrize("nan", [False, True])
+def test_moments_near_the_float64_limit_stay_finite(size: int, nan: bool) -> None:
+    rng = np.random.default_rng(size)
+    x = rng.uniform(0.1, 1, size) * 1.5e308  # one sign: the range fits a float, the squares do not
+    if nan:
+        x[::7] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for result in (compute_stats(x), stats_mod.compute_stats_many([x])[0]):
+            finite = x[np.isfinite(x)] / 1.5e308
+            assert result["mean"] == pytest.approx(finite.mean() * 1.5e308, rel=1e-9, abs=1e296)
+            assert result["std"] == pytest.approx(finite.std() * 1.5e308, rel=1e-9)
+            assert result["nan_count"] == int(np.isnan(x).sum())
+            json.dumps(result, allow_nan=False)
