@@ -353,11 +353,11 @@ class Report:
         """``put_tensors`` for single arrays of one chunk each; the caller holds the transaction."""
         conn = self._conn
         keys = [key for _, key, _, _ in small]
-        taken = set()
-        for marks, piece in bulk.in_lists(keys):
+        taken: set[tuple[int, int]] = set()
+        for marks, key_piece in bulk.in_lists(keys):
             taken.update(conn.execute(
                 f"SELECT tensor_id, rank FROM rdb_tensor WHERE (tensor_id, rank) IN (VALUES {marks.replace('?', '(?, ?)')})",
-                [v for key in piece for v in key],
+                [v for key in key_piece for v in key],
             ).fetchall())
         fresh = []
         results = []
@@ -397,8 +397,8 @@ class Report:
             for (row, arr), (blob_id, _) in zip(fresh, refs):
                 wanted.setdefault((blob_id, row[2]), arr)
             reused = [blob_id for blob_id, created in refs if not created]  # stored before: maybe has statistics
-            for marks, piece in bulk.in_lists(reused):
-                for have in conn.execute(f"SELECT blob_id, dtype FROM rdb_stats WHERE blob_id IN ({marks})", piece):
+            for marks, blob_ids in bulk.in_lists(reused):
+                for have in conn.execute(f"SELECT blob_id, dtype FROM rdb_stats WHERE blob_id IN ({marks})", blob_ids):
                     wanted.pop(tuple(have), None)
             # Inline: in a helper thread beside the inserts it measured slower (GIL hand-offs between small calls).
             self._put_stats_rows(list(wanted), compute_stats_many(list(wanted.values()), edges=False))

@@ -522,8 +522,8 @@ class Writer:
         """Turn any supported tensor into canonical shards, spec metadata and its ``tensors`` row."""
         if not metadata and type(data) is np.ndarray:  # the common case, without the general path's bookkeeping
             array = canonical(data)
-            row = {"shape": f"Shape({list(array.shape)})", "dtype": dtype_name(array.dtype)}
-            return _TensorItem(key[0], key[1], [((), array)] if keep else None, {}, row,
+            return _TensorItem(key[0], key[1], [((), array)] if keep else None, {},
+                               {"shape": f"Shape({list(array.shape)})", "dtype": dtype_name(array.dtype)},
                                int(array.nbytes) if keep else 0, array is not data)
         from .spec import LoadedTensor
 

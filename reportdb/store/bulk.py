@@ -12,16 +12,19 @@ import hashlib
 import sqlite3
 import zlib
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from . import codec as codec_mod
 
+T = TypeVar("T")
+
 #: Values per ``IN (...)`` list, under the 999 bound parameters of SQLite builds older than 3.32.
 IN_LIST = 400
 
 
-def in_lists(values: Sequence[object]) -> Iterable[tuple[str, Sequence[object]]]:
+def in_lists(values: Sequence[T]) -> Iterable[tuple[str, Sequence[T]]]:
     """``(placeholders, values)`` pieces of ``values`` for ``IN (...)`` lists of at most :data:`IN_LIST` items."""
     for start in range(0, len(values), IN_LIST):
         piece = values[start : start + IN_LIST]
@@ -52,16 +55,16 @@ def put_small_blobs(
     codec_mod.check_codec(codec)
     if any(a.nbytes > chunk_size for a in arrays):
         raise ValueError("put_small_blobs takes arrays of one chunk at most")
-    prepared = []
+    prepared: list[tuple[np.ndarray, int, bytes | None, bytes]] = []  # (bytes, size, chunk sha, blob address)
     for array in arrays:
         data = array.reshape(-1).view(np.uint8)
         n = int(data.nbytes)
-        address = hashlib.sha256(f"{n}:{chunk_size}:".encode())  # blobs.digest's blob address, for one chunk
+        blob_hash = hashlib.sha256(f"{n}:{chunk_size}:".encode())  # blobs.digest's blob address, for one chunk
         sha = None
         if n:
-            sha = hashlib.sha256(data).digest()
-            address.update(sha)
-        prepared.append((data, n, sha, address.digest()))
+            sha = hashlib.sha256(data).digest()  # type: ignore[arg-type]  # numpy arrays are buffers
+            blob_hash.update(sha)
+        prepared.append((data, n, sha, blob_hash.digest()))
     stored = _ids_by_digest(conn, "rdb_blob", list({p[3]: None for p in prepared}))
     new_blobs: dict[bytes, tuple[int, int, bytes | None]] = {}  # address -> (id, nbytes, chunk sha)
     chunk_data: dict[bytes, np.ndarray] = {}
@@ -80,7 +83,8 @@ def put_small_blobs(
             chunk_ids[sha] = chunk_id
             frame = codec_mod.compress(data) if codec is not None and codec_mod.worth_compressing(data) else None
             if frame is None:
-                chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(data), None, memoryview(data)))
+                raw = memoryview(data)  # type: ignore[arg-type]  # numpy arrays are buffers
+                chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(raw), None, raw))
             else:  # the crc32 covers the stored bytes, as for every compressed chunk
                 chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(frame), codec, frame))
             chunk_id += 1
