@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -79,14 +80,15 @@ class TensorInfo:
         }
 
 
-def resolve_path(path: str | Path) -> Path:
+def resolve_path(path: str | os.PathLike[str]) -> Path:
     """A report folder means its ``db.sqlite``; anything else is the database file itself."""
     p = Path(path)
     return p / DB_NAME if p.is_dir() else p
 
 
 def open(  # noqa: A001 - the public name is fixed
-    path: str | Path, mode: Mode = "r", *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE, compression: Compression = "none"
+    path: str | os.PathLike[str], mode: Mode = "r", *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE,
+    compression: Compression = "none",
 ) -> "Report":
     """Open a report folder or database file. ``"r"``: read only, as it is; ``"a"``: create or upgrade.
 
@@ -95,7 +97,7 @@ def open(  # noqa: A001 - the public name is fixed
     return Report(path, mode, chunk_size=chunk_size, compression=compression)
 
 
-def upgrade(path: str | Path) -> str:
+def upgrade(path: str | os.PathLike[str]) -> str:
     """Bring an existing report database to the current schema in place; return the schema revision."""
     db = resolve_path(path)
     if not db.is_file():
@@ -120,7 +122,7 @@ class Report:
 
     def __init__(
         self,
-        path: str | Path,
+        path: str | os.PathLike[str],
         mode: Mode = "r",
         *,
         chunk_size: int = blobs.DEFAULT_CHUNK_SIZE,

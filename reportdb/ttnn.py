@@ -33,7 +33,7 @@ import numpy as np
 
 from .errors import ReportDBError
 from .spec import Distribution, LoadedTensor, Placement, TensorSpec
-from .writer import Writer
+from .writer import Role, Writer
 
 #: ttnn dtypes whose values numpy holds natively; every other float type goes through float32.
 _NUMPY_NATIVE = {"FLOAT32", "UINT32", "INT32", "UINT16", "UINT8"}
@@ -312,7 +312,7 @@ def patch_database(*, rank: int = 0, **writer_options: Any) -> Patch:
 
     def insert_tensors(report_path: Any, operation_id: int, tensors: Any, table: str, index: str) -> None:
         writer = writer_for(report_path)
-        role = "output" if table == "output_tensors" else "input"
+        role: Role = "output" if table == "output_tensors" else "input"
         for position, tensor in enumerate(tensors):
             writer.put_tensor(int(tensor.tensor_id), tensor, role=role, store_values=detailed())
         writer.add_rows(
