@@ -7,10 +7,11 @@ venv the writer stores the same ``ttnn.Tensor`` objects (conversion included), s
 like with like. Float32 random values (incompressible), 4 KiB to 64 MiB; each cell is the best of
 ``--repeat`` runs of a whole sequence (writer: puts, flush and close, so every commit is counted).
 
-Columns: the default writer (statistics on, ``durable``), and the writer with ``stats=False,
-durable=False`` (no statistics, ``synchronous=OFF``: still safe against a crashed process). The last
-column compares the time spent inside ``put_tensor`` alone (the model thread's cost; the background
-thread's writing, which the totals count through close(), is left out) with the baselines. The
+Columns: the default writer (statistics on, ``durable``: SQLite fsyncs at every WAL checkpoint, which
+neither baseline does), the writer with ``durable=False`` (``synchronous=OFF``: still safe against a crashed
+or killed process, as the baselines' page-cache writes are; not against power loss), and with ``stats=False,
+durable=False`` too. "put() alone" compares the time spent inside ``put_tensor`` (the model thread's
+cost; the background thread's writing, which the totals count through close(), is left out). The
 "in a run" column is the time storing adds to a simulated run: the model thread sleeps ``op_seconds`` per
 tensor (a device op and its read-back: 200 µs, or the tensor at 2 GB/s), as it would while waiting for the
 device, and the column compares (run time with storing - run time without) / tensors, close() included.
@@ -176,6 +177,7 @@ def measure_numpy(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[
         puts: list[float] = []
         row = {
             "writer": best(writer_run(data, puts), repeat) / n,
+            "writer_nosync": best(writer_run(data, durable=False), repeat) / n,
             "writer_fast": best(writer_run(data, stats=False, durable=False), repeat) / n,
         }
         row["writer_put"] = min(puts) / n
@@ -203,6 +205,7 @@ def measure_ttnn(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[s
         row = {
             "dump_tensor": best(files_run(lambda t, p: ttnn.dump_tensor(str(p), t), tensors, "tensorbin"), repeat) / n,
             "writer_ttnn": best(writer_run(tensors, puts), repeat) / n,
+            "writer_ttnn_nosync": best(writer_run(tensors, durable=False), repeat) / n,
             "writer_ttnn_fast": best(writer_run(tensors, stats=False, durable=False), repeat) / n,
         }
         row["writer_ttnn_put"] = min(puts) / n
@@ -257,7 +260,8 @@ def main() -> None:
     else:
         print("no ttnn venv: dump_tensor column left out (pass --ttnn-python)")
     header = ["size", "writer", "torch.save", "ratio", "writer(ttnn)", "dump_tensor", "ratio",
-              "ratios with stats=False, durable=False", "put() alone: torch, ttnn", "in a run: torch, ttnn"]
+              "ratios with durable=False", "with stats=False, durable=False", "put() alone: torch, ttnn",
+              "in a run: torch, ttnn"]
     print(" | ".join(header))
     for nbytes in sizes:
         r = results[nbytes]
@@ -268,11 +272,12 @@ def main() -> None:
         def ratio(base: str, ours: str) -> str:
             return f"{r[base] / r[ours]:5.2f}x" if base in r and ours in r else "   - "
 
+        nosync = f"torch {ratio('torch_save', 'writer_nosync')}, ttnn {ratio('dump_tensor', 'writer_ttnn_nosync')}"
         nostats = f"torch {ratio('torch_save', 'writer_fast')}, ttnn {ratio('dump_tensor', 'writer_ttnn_fast')}"
         put_only = f"{ratio('torch_save', 'writer_put')}, {ratio('dump_tensor', 'writer_ttnn_put')}"
         in_a_run = f"{ratio('torch_in_run', 'writer_in_run')}, {ratio('dump_in_run', 'writer_ttnn_in_run')}"
         print(f"{label(nbytes):>7} | {us('writer')} | {us('torch_save')} | {ratio('torch_save', 'writer')} | "
-              f"{us('writer_ttnn')} | {us('dump_tensor')} | {ratio('dump_tensor', 'writer_ttnn')} | {nostats} | "
+              f"{us('writer_ttnn')} | {us('dump_tensor')} | {ratio('dump_tensor', 'writer_ttnn')} | {nosync} | {nostats} | "
               f"{put_only} | {in_a_run}")
 
 
