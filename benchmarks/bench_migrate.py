@@ -1,6 +1,7 @@
 """Migration throughput (MB/s of legacy tensor bytes) and the size of the migrated database.
 
-Run: ``python benchmarks/bench_migrate.py [--gib 1.0] [--jobs 1,2] [--no-stats] [--workdir DIR]``. Generates a legacy
+Run: ``python benchmarks/bench_migrate.py [--gib 1.0] [--shape 1,1,2048,4096] [--jobs 1,2] [--no-stats] [--workdir DIR]``.
+Generates a legacy
 report folder of bfloat16 TILE tensors (half ``.bin`` v5, half ``.tensorbin``, distinct random values
 so nothing deduplicates) with a 2024-schema ``db.sqlite``, then migrates it with ``-o`` once per
 ``--jobs`` value and prints seconds, MB/s, peak RSS of the migrating process and sizes. The page cache
@@ -31,7 +32,7 @@ SCHEMA = ROOT.parent / "shared" / "fixtures" / "report-schemas" / "visualizer_em
 SHAPE = (1, 1, 2048, 4096)  # 16 MiB of bfloat16 per tensor
 
 
-def generate(folder: Path, total_bytes: int) -> int:
+def generate(folder: Path, total_bytes: int, shape: tuple[int, ...] = SHAPE) -> int:
     """Write a legacy report folder holding at least ``total_bytes`` of tensor files; return their bytes."""
     tensors = folder / "tensors"
     tensors.mkdir(parents=True)
@@ -44,7 +45,7 @@ def generate(folder: Path, total_bytes: int) -> int:
     tensor_id = 0
     while written < total_bytes:
         tensor_id += 1
-        values = rng.standard_normal(SHAPE, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+        values = rng.standard_normal(shape, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
         path = tensors / (f"{tensor_id}.bin" if tensor_id % 2 else f"{tensor_id}.tensorbin")
         if tensor_id % 2:
             write_v5(path, values, spec)
@@ -52,7 +53,7 @@ def generate(folder: Path, total_bytes: int) -> int:
             write_tensorbin(path, [((0, 0), values)], spec, mesh_shape=[1, 1])
         conn.execute(
             "INSERT INTO tensors VALUES (?, ?, 'DataType.BFLOAT16', 'Layout.TILE', NULL, NULL, NULL, NULL)",
-            (tensor_id, f"Shape({list(SHAPE)})"),
+            (tensor_id, f"Shape({list(shape)})"),
         )
         written += path.stat().st_size
     conn.commit()
@@ -74,6 +75,8 @@ print(json.dumps({"seconds": time.perf_counter() - start, "summary": summary,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--gib", type=float, default=1.0, help="legacy tensor bytes to generate, in GiB")
+    parser.add_argument("--shape", default="1,1,2048,4096", help="shape of every tensor (the default: 16 MiB of bfloat16; "
+                        "1,1,32,64 makes 4 KiB tensors, the many small ones of a typical report)")
     parser.add_argument("--jobs", default="1,2", help="comma-separated --jobs values to measure")
     parser.add_argument("--no-stats", action="store_true", help="also measure with per-tensor statistics off")
     parser.add_argument("--workdir", type=Path, default=None, help="where to generate (default: a temp dir)")
@@ -82,10 +85,10 @@ def main() -> None:
     try:
         src = work / "legacy"
         start = time.perf_counter()
-        tensor_bytes = generate(src, int(args.gib * (1 << 30)))
+        tensor_bytes = generate(src, int(args.gib * (1 << 30)), tuple(int(d) for d in args.shape.split(",")))
         files = len(list((src / "tensors").iterdir()))
         print(f"generated {files} files, {tensor_bytes / 1e6:.0f} MB in {time.perf_counter() - start:.1f} s")
-        print(f"{'stats':>5} {'jobs':>4} {'seconds':>8} {'MB/s':>7} {'peak RSS MiB':>13} {'worker RSS MiB':>15} {'db MB':>8} {'legacy MB':>10}")
+        print(f"{'stats':>5} {'jobs':>4} {'seconds':>8} {'MB/s':>7} {'tensors/s':>10} {'peak RSS MiB':>13} {'worker RSS MiB':>15} {'db MB':>8} {'legacy MB':>10}")
         runs = [(stats, int(j)) for stats in ((True, False) if args.no_stats else (True,)) for j in args.jobs.split(",")]
         for stats, jobs in runs:
             out = work / f"out-{jobs}"
@@ -97,7 +100,8 @@ def main() -> None:
             summary = data["summary"]
             legacy = summary["bytes"]["before"]
             print(
-                f"{'on' if stats else 'off':>5} {jobs:>4} {data['seconds']:>8.2f} {tensor_bytes / 1e6 / data['seconds']:>7.0f} {data['peak_rss_mib']:>13.0f} "
+                f"{'on' if stats else 'off':>5} {jobs:>4} {data['seconds']:>8.2f} {tensor_bytes / 1e6 / data['seconds']:>7.0f} "
+                f"{files / data['seconds']:>10.0f} {data['peak_rss_mib']:>13.0f} "
                 f"{data['children_peak_rss_mib']:>15.0f} {summary['bytes']['after'] / 1e6:>8.1f} {legacy / 1e6:>10.1f}"
             )
             shutil.rmtree(out)

@@ -6,7 +6,8 @@ rowids, unknown tables too), so ttnn-visualizer's queries give the same answers;
 is decoded and stored under its tensor id and rank; then every stored blob is re-hashed, and only
 then is the partial file renamed over the destination ``db.sqlite``. The source is opened read-only
 and never written. A killed run leaves the partial file behind on purpose: running the same command
-again reopens it and skips tensors already stored, so nothing is decoded twice.
+again reopens it and skips tensors already stored (they are committed in groups of up to 256 files, 64 MiB
+or 0.5 s, so only the last, unfinished group is decoded again).
 
 Throughput: with ``jobs > 1`` the worker processes also compute each shard's chunk digests and statistics
 (``reportdb.prepare``) and hand the bytes over through spool files beside the partial file, so this process
@@ -17,8 +18,8 @@ written once (see ``_write_once`` for why that is safe for a file renamed into p
 values with the legacy files.
 
 Test hook: when the environment variable ``REPORTDB_MIGRATE_PAUSE`` holds a number of seconds,
-``migrate`` sleeps that long after each committed step (table copy, each tensor, verification), so
-tests can kill it at chosen points. It changes nothing else.
+``migrate`` sleeps that long after each step (table copy, each tensor file, verification), so tests can
+kill it at chosen points. It changes nothing else.
 """
 
 from __future__ import annotations
@@ -614,40 +615,100 @@ def _import_tensors(
     done_files = len(files) - len(todo)
     counts = {"files": len(files), "already_stored": done_files, "imported": 0, "unreadable": 0, "golden_linked": 0}
     goldens = _golden_links(report._conn)
+    rows = _TensorRows(report._conn)
     if progress is not None:
         progress(done_files, len(files), done_bytes, total_bytes)
-    for f, decoded in _decoded(todo, jobs, stats, report.chunk_size, Path(f"{report.path}-spool")):
-        rel = _rel(src_dir, f.path)
-        if decoded.loaded is None:
-            error = decoded.error
-            if strict:
-                raise UnreadableTensorFileError(f"{f.path}: {error} (without --strict it would be logged and skipped)")
-            problems["unreadable_files"].append({"path": rel, "tensor_id": f.tensor_id, "rank": f.rank, "error": error})
-            log.add("unreadable_file", tensor_id=f.tensor_id, rank=f.rank, path=rel, message=error)
-            counts["unreadable"] += 1
-        else:
-            links = goldens.get((f.tensor_id, f.rank), [])
-            _store(report, log, f, rel, decoded, _tensor_row(report._conn, f), links, stats)
-            counts["imported"] += 1
-            counts["golden_linked"] += bool(links)
-        done_files += 1
-        done_bytes += f.nbytes
-        if progress is not None:
-            progress(done_files, len(files), done_bytes, total_bytes)
-        _pause()
+    with _Commits(report) as commits:
+        for f, decoded in _decoded(todo, jobs, stats, report.chunk_size, Path(f"{report.path}-spool")):
+            rel = _rel(src_dir, f.path)
+            commits.open()
+            if decoded.loaded is None:
+                error = decoded.error
+                if strict:
+                    commits.commit()  # the files imported so far stay imported
+                    raise UnreadableTensorFileError(f"{f.path}: {error} (without --strict it would be logged and skipped)")
+                problems["unreadable_files"].append({"path": rel, "tensor_id": f.tensor_id, "rank": f.rank, "error": error})
+                log.add("unreadable_file", tensor_id=f.tensor_id, rank=f.rank, path=rel, message=error)
+                counts["unreadable"] += 1
+            else:
+                links = goldens.get((f.tensor_id, f.rank), [])
+                _store(report, log, f, rel, decoded, rows.get(f), links, stats)
+                counts["imported"] += 1
+                counts["golden_linked"] += bool(links)
+            done_files += 1
+            done_bytes += f.nbytes
+            commits.step(f.nbytes)
+            if progress is not None:
+                progress(done_files, len(files), done_bytes, total_bytes)
+            _pause()
     return counts
 
 
-def _tensor_row(conn: sqlite3.Connection, f: TensorFile) -> dict[str, Any] | None:
-    """The file's ``tensors`` row as ``{column: value}``, or None."""
-    if "tensors" not in _user_tables(conn):
-        return None
-    columns = [r[1] for r in conn.execute("PRAGMA table_info(tensors)")]
-    where = "tensor_id=?" + (" AND rank=?" if "rank" in columns else "")
-    params = (f.tensor_id, f.rank) if "rank" in columns else (f.tensor_id,)
-    cursor = conn.execute(f"SELECT * FROM tensors WHERE {where} LIMIT 1", params)
-    row = cursor.fetchone()
-    return None if row is None else dict(zip([d[0] for d in cursor.description], row))
+class _Commits:
+    """One transaction for many tensors, committed every ``FILES`` files, ``BYTES`` bytes or ``SECONDS`` seconds.
+
+    A commit of a 64 KiB-page file rewrites every page it touched (indexes, table leaves) in the journal and the
+    file, so one per small tensor cost more than the tensor (4 KiB tensors: ~570/s); grouped, a crash loses at
+    most the last group, which the next run imports again (the committed ones it skips).
+    """
+
+    FILES = 256
+    BYTES = 64 << 20
+    SECONDS = 0.5
+
+    def __init__(self, report: report_mod.Report) -> None:
+        self.report = report
+        self.batch: contextlib.AbstractContextManager[None] | None = None
+        self.files = self.nbytes = 0
+        self.since = 0.0
+
+    def __enter__(self) -> "_Commits":
+        return self
+
+    def open(self) -> None:
+        """Start a group's transaction (before the writes it holds; put_tensor's own batches nest in it)."""
+        if self.batch is None:
+            self.batch = self.report.batch()
+            self.batch.__enter__()
+            self.files = self.nbytes = 0
+            self.since = time.monotonic()
+
+    def step(self, nbytes: int) -> None:
+        """Count one file done (its writes are in the open transaction); commit when the group is full or old."""
+        self.files += 1
+        self.nbytes += nbytes
+        if self.files >= self.FILES or self.nbytes >= self.BYTES or time.monotonic() - self.since >= self.SECONDS:
+            self.commit()
+
+    def commit(self) -> None:
+        batch, self.batch = self.batch, None
+        if batch is not None:
+            batch.__exit__(None, None, None)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        batch, self.batch = self.batch, None
+        if batch is not None:
+            batch.__exit__(exc_type, exc, tb)  # COMMIT, or ROLLBACK of the unfinished group on an error
+
+
+class _TensorRows:
+    """The source ``tensors`` rows by (tensor id, rank), looked up with one prepared query shape."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.present = "tensors" in _user_tables(conn)
+        self.ranked = self.present and "rank" in [r[1] for r in conn.execute("PRAGMA table_info(tensors)")]
+
+    def get(self, f: TensorFile) -> dict[str, Any] | None:
+        """The file's ``tensors`` row as ``{column: value}``, or None."""
+        if not self.present:
+            return None
+        if self.ranked:
+            cursor = self.conn.execute("SELECT * FROM tensors WHERE tensor_id=? AND rank=? LIMIT 1", (f.tensor_id, f.rank))
+        else:
+            cursor = self.conn.execute("SELECT * FROM tensors WHERE tensor_id=? LIMIT 1", (f.tensor_id,))
+        row = cursor.fetchone()
+        return None if row is None else dict(zip([d[0] for d in cursor.description], row))
 
 
 def _store(
@@ -793,7 +854,7 @@ def _rel(root: Path, path: Path) -> str:
 
 
 def _pause() -> None:
-    """The documented test hook: sleep ``REPORTDB_MIGRATE_PAUSE`` seconds after a committed step."""
+    """The documented test hook: sleep ``REPORTDB_MIGRATE_PAUSE`` seconds after each step (a tensor file, say)."""
     delay = os.environ.get(_PAUSE_ENV)
     if delay:
         time.sleep(float(delay))
