@@ -452,9 +452,9 @@ class Report:
             [
                 (
                     blob_id, dtype, s["count"], s["min"], s["max"], s["mean"], s["std"], s["absmax"], s["nan_count"],
-                    s["inf_count"], s["zero_count"], _counts_json(s["hist_counts"]),
+                    s["inf_count"], s["zero_count"], histogram,
                 )
-                for (blob_id, dtype), s in zip(keys, results)
+                for (blob_id, dtype), s, histogram in zip(keys, results, _counts_jsons([s["hist_counts"] for s in results]))
             ],
         )
 
@@ -635,9 +635,15 @@ def _global_shape(items: Shards, spec: TensorSpec) -> tuple[int, ...] | None:
         return None
 
 
-def _counts_json(counts: Sequence[int] | None) -> str:
-    """``json.dumps({"counts": counts})``, several times faster (the statistics row of every stored tensor)."""
-    return '{"counts": null}' if counts is None else '{"counts": [' + ", ".join(map(str, counts)) + "]}"
+def _counts_jsons(histograms: Sequence[Sequence[int] | None]) -> list[str]:
+    """``json.dumps({"counts": counts})`` of each histogram (the statistics row of every stored tensor): one
+    ``json.dumps`` of them all, cut apart, costs a fraction of one call each."""
+    text = json.dumps(histograms)  # "[[1, 2], null, [3, 4]]": histograms hold ints only, so "], [" and ", null" cut it
+    if "null" in text:
+        return [json.dumps({"counts": counts}) for counts in histograms]
+    if not histograms:
+        return []
+    return ['{"counts": [' + part + "]}" for part in text[2:-2].split("], [")]
 
 
 def _json_ints(values: Sequence[int] | None) -> str | None:

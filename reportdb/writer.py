@@ -594,19 +594,21 @@ class Writer:
             pending.rows.extend(rows)
             pending.tensors.extend(tensors)
             pending.nbytes += nbytes
-            full = len(pending) >= cfg.batch_items or pending.nbytes >= cfg.batch_bytes
+            size, queued = len(pending), pending.nbytes
+            full = size >= cfg.batch_items or queued >= cfg.batch_bytes
             due = cfg.batch_seconds > 0 and time.monotonic() - pending.since >= cfg.batch_seconds
+            # The background thread starts on an eighth of a batch already: while the model waits for its device it
+            # has the time, and what the caller adds meanwhile makes the next transaction larger (group commit).
+            # Much less than that per commit would rewrite the same 64 KiB index pages for a handful of rows.
+            eager = size >= cfg.batch_items // _EAGER or queued >= cfg.batch_bytes // _EAGER
             # Twice the batch limits queued: the background thread is behind, so the caller writes (and waits).
             # That bounds the memory held by copies to about four batches (queued, and one being written).
-            behind = len(pending) >= 2 * cfg.batch_items or pending.nbytes >= 2 * cfg.batch_bytes
+            behind = size >= 2 * cfg.batch_items or queued >= 2 * cfg.batch_bytes
             if self._thread is None and cfg.batch_seconds > 0:
                 self._start_thread()
             background = self._thread is not None
         if background and not behind:
-            # The background thread starts on an eighth of a batch already: while the model waits for its device it
-            # has the time, and what the caller adds meanwhile makes the next transaction larger (group commit).
-            # Much less than that per commit would rewrite the same 64 KiB index pages for a handful of rows.
-            if full or due or len(pending) >= cfg.batch_items // _EAGER or pending.nbytes >= cfg.batch_bytes // _EAGER:
+            if full or due or eager:
                 self._drain.set()  # the background thread writes the batch; the caller's hot path goes on
         elif full or due:
             self._write_pending()
