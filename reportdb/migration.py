@@ -681,9 +681,7 @@ class _Commits:
             self.commit()
 
     def commit(self) -> None:
-        batch, self.batch = self.batch, None
-        if batch is not None:
-            batch.__exit__(None, None, None)
+        self.__exit__(None, None, None)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         batch, self.batch = self.batch, None

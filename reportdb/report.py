@@ -264,11 +264,7 @@ class Report:
         self._check_writable()
         if (array is None) == (shards is None):
             raise ReportDBError("put_tensor takes either an array or shards=[(mesh_coordinate, array), ...]")
-        source = metadata.pop("source", None)
-        unknown = metadata.keys() - _SPEC_FIELDS
-        if unknown:
-            raise ReportDBError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(_SPEC_FIELDS | {'source'})}")
-        spec = _spec_from_metadata(metadata) if metadata else _NO_SPEC
+        spec, source = _spec_and_source(metadata)
         items: Shards = (
             [((), canonical(array))]  # type: ignore[arg-type]
             if array is not None
@@ -290,9 +286,7 @@ class Report:
                 if if_exists == "skip":
                     return False
                 if if_exists == "error":
-                    raise TensorExistsError(
-                        f"tensor {tensor_id} (rank {rank}) is already stored; pass if_exists='replace' or 'skip'"
-                    ) from None
+                    raise _exists(tensor_id, rank) from None
                 self._conn.execute(
                     "DELETE FROM rdb_shard WHERE tensor_pk IN (SELECT id FROM rdb_tensor WHERE tensor_id=? AND rank=?)",
                     (tensor_id, rank),
@@ -339,7 +333,7 @@ class Report:
             for i, kw in enumerate(entries):
                 array = kw.get("array")
                 if if_exists != "replace" and array is not None and "shards" not in kw and "_prepared" not in kw:
-                    arr = canonical(array)
+                    kw["array"] = arr = canonical(array)  # put_tensor then keeps it as it is
                     if arr.nbytes <= self.chunk_size and kw.get("distribution") is None:
                         small.append((i, (int(kw.pop("tensor_id")), int(kw.pop("rank", 0))), arr, kw))
                         continue
@@ -366,18 +360,12 @@ class Report:
         for _, key, arr, kw in small:
             if key in taken:
                 if if_exists == "error":
-                    raise TensorExistsError(
-                        f"tensor {key[0]} (rank {key[1]}) is already stored; pass if_exists='replace' or 'skip'"
-                    )
+                    raise _exists(*key)
                 results.append(False)
                 continue
             taken.add(key)
-            source = kw.pop("source", None)
-            unknown = kw.keys() - _SPEC_FIELDS - {"array"}
-            if unknown:
-                raise ReportDBError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(_SPEC_FIELDS | {'source'})}")
             kw.pop("array")
-            spec = _spec_from_metadata(kw) if kw else _NO_SPEC
+            spec, source = _spec_and_source(kw)
             fresh.append((_tensor_row(key[0], key[1], [((), arr)], spec, source), arr))
             results.append(True)
         if not fresh:
@@ -618,6 +606,19 @@ def _tensor_row(tensor_id: int, rank: int, items: Shards, spec: TensorSpec, sour
     )
 
 
+def _exists(tensor_id: int, rank: int) -> TensorExistsError:
+    return TensorExistsError(f"tensor {tensor_id} (rank {rank}) is already stored; pass if_exists='replace' or 'skip'")
+
+
+def _spec_and_source(metadata: dict[str, Any]) -> tuple[TensorSpec, Any]:
+    """A put's metadata (TensorSpec fields and ``source``, which is popped) as its spec and source."""
+    source = metadata.pop("source", None)
+    unknown = metadata.keys() - _SPEC_FIELDS
+    if unknown:
+        raise ReportDBError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(_SPEC_FIELDS | {'source'})}")
+    return (_spec_from_metadata(metadata) if metadata else _NO_SPEC), source
+
+
 def _spec_from_metadata(metadata: dict[str, Any]) -> TensorSpec:
     values = dict(metadata)
     dist = values.get("distribution")
@@ -638,8 +639,8 @@ def _global_shape(items: Shards, spec: TensorSpec) -> tuple[int, ...] | None:
 def _counts_jsons(histograms: Sequence[Sequence[int] | None]) -> list[str]:
     """``json.dumps({"counts": counts})`` of each histogram (the statistics row of every stored tensor): one
     ``json.dumps`` of them all, cut apart, costs a fraction of one call each."""
-    text = json.dumps(histograms)  # "[[1, 2], null, [3, 4]]": histograms hold ints only, so "], [" and ", null" cut it
-    if "null" in text:
+    text = json.dumps(histograms)  # "[[1, 2], [3, 4]]": histograms hold ints only, so "], [" cuts it
+    if "null" in text:  # a histogram of no finite value: cut apart no more
         return [json.dumps({"counts": counts}) for counts in histograms]
     if not histograms:
         return []

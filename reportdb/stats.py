@@ -415,11 +415,9 @@ def _scaled_moments(arr: np.ndarray, scale: float) -> tuple[float, float]:
 
 def _compute_stats(array: np.ndarray, bins: int) -> dict[str, Any]:
     """``compute_stats`` as the float64 arithmetic gives it (mean and std may overflow)."""
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise StatsError(f"bins must be a positive integer, got {bins!r}")
+    bins = _checked_bins(bins)
     arr = np.asarray(array)
     dtype_name(arr.dtype)  # rejects complex, object, strings... with UnsupportedDTypeError
-    bins = int(bins)
     if arr.size <= min(BLOCK_ELEMENTS, SMALL_ELEMENTS):
         return _small_stats(arr, bins)
     block = BLOCK_ELEMENTS
@@ -467,7 +465,7 @@ def _compute_stats(array: np.ndarray, bins: int) -> dict[str, Any]:
 
 def compute_stats_many(arrays: Sequence[np.ndarray], bins: int = 64, *, edges: bool = True) -> list[dict[str, Any]]:
     """``[compute_stats(a, bins) for a in arrays]``, with the small all-finite arrays done together;
-    ``edges=False`` leaves ``hist_edges`` out of those (they follow from min and max: ``histogram_edges``).
+    ``edges=False`` sets every ``hist_edges`` to None (they follow from min and max: ``histogram_edges``).
 
     A writer stores hundreds of 4 KiB tensors per batch; one at a time, numpy's per-call overhead (about 60 µs
     a tensor) costs more than the arithmetic. Here those arrays are concatenated and every figure comes from a
@@ -475,22 +473,23 @@ def compute_stats_many(arrays: Sequence[np.ndarray], bins: int = 64, *, edges: b
     the same float64 arithmetic and the same histogram edge rule as ``compute_stats``. Large arrays, arrays
     holding NaN or ±Inf, and ranges ``np.linspace`` would handle specially go through ``compute_stats``.
     """
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise StatsError(f"bins must be a positive integer, got {bins!r}")
-    bins = int(bins)
+    bins = _checked_bins(bins)
+
+    def one(array: np.ndarray) -> dict[str, Any]:
+        result = compute_stats(array, bins)
+        if not edges:
+            result["hist_edges"] = None
+        return result
+
     results: list[dict[str, Any] | None] = [None] * len(arrays)
     batch: list[int] = []
     for i, array in enumerate(arrays):
         arr = np.asarray(array)
         dtype_name(arr.dtype)
-        if arr.size == 0:
-            results[i] = _empty_result(0, 0, 0, 0)
-        elif arr.size <= _SEGMENTED_MAX:
+        if 0 < arr.size <= _SEGMENTED_MAX:
             batch.append(i)
         else:
-            results[i] = compute_stats(arr, bins)
-            if not edges:
-                results[i]["hist_edges"] = None  # type: ignore[index]
+            results[i] = one(arr)
     group: list[int] = []
     elements = 0
     for position, i in enumerate(batch):
@@ -499,15 +498,16 @@ def compute_stats_many(arrays: Sequence[np.ndarray], bins: int = 64, *, edges: b
         if elements >= _SEGMENTED_ELEMENTS or position == len(batch) - 1:
             done = _segmented_stats([np.asarray(arrays[j]).reshape(-1) for j in group], bins, edges)
             for j, result in zip(group, done):
-                if result is not None:
-                    result = _with_finite_moments(result, arrays[j])
-                if result is None:
-                    result = compute_stats(arrays[j], bins)
-                    if not edges:
-                        result["hist_edges"] = None
-                results[j] = result
+                results[j] = one(arrays[j]) if result is None else _with_finite_moments(result, arrays[j])
             group, elements = [], 0
     return results  # type: ignore[return-value]
+
+
+def _checked_bins(bins: int) -> int:
+    """``bins`` as an int, or StatsError when it is not a positive integer."""
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise StatsError(f"bins must be a positive integer, got {bins!r}")
+    return int(bins)
 
 
 #: Arrays up to this many elements are done segmented; beyond it, per-element work outweighs per-call overhead.

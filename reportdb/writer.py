@@ -284,6 +284,7 @@ class Writer:
         self._io = threading.RLock()  # guards the connection; taken before _lock, never after
         self._pending = _Pending()
         self._report: Any = None
+        self._unique_rows = False  # the report's tensors table has UNIQUE(tensor_id, rank); known once opened
         self._known: dict[tuple[int, int], bool] = {}  # id -> whether its values are recorded
         self._loaded_ranks: set[int] = set()  # ranks whose stored ids are in _known
         self._outputs: set[tuple[int, int]] = set()
@@ -315,6 +316,7 @@ class Writer:
             return report
 
         self._report = self._retry(attempt, "open the report")
+        self._unique_rows = _unique_tensor_rows(self._report._conn)
         return self._report
 
     def _retry(self, action: Callable[[], T], what: str) -> T:
@@ -696,7 +698,7 @@ class Writer:
         columns = ("shape", "dtype", "layout", "memory_config", "device_id", "address", "buffer_type", "storage_type", "size")
         insert = ("INSERT INTO tensors(tensor_id, shape, dtype, layout, memory_config, device_id, address, buffer_type,"
                   " storage_type, size, rank)")
-        if _unique_tensor_rows(report._conn):  # a file reportdb created: the constraint skips stored ids, 3x faster
+        if self._unique_rows:  # a file reportdb created: the constraint skips stored ids, 3x faster
             report._conn.executemany(
                 insert.replace("INSERT", "INSERT OR IGNORE") + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(item.tensor_id, *(item.row.get(c) for c in columns), item.rank) for item in items],

@@ -8,7 +8,6 @@ time, the five or so statements per blob cost more than hashing and storing its 
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import zlib
 from collections.abc import Iterable, Sequence
@@ -16,7 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from . import codec as codec_mod
+from . import blobs, codec as codec_mod
 
 T = TypeVar("T")
 
@@ -55,36 +54,28 @@ def put_small_blobs(
     codec_mod.check_codec(codec)
     if any(a.nbytes > chunk_size for a in arrays):
         raise ValueError("put_small_blobs takes arrays of one chunk at most")
-    prepared: list[tuple[np.ndarray, int, bytes | None, bytes]] = []  # (bytes, size, chunk sha, blob address)
+    prepared: list[tuple[np.ndarray, blobs.Digests]] = []
     for array in arrays:
-        data = array.reshape(-1).view(np.uint8)
-        n = int(data.nbytes)
-        blob_hash = hashlib.sha256(f"{n}:{chunk_size}:".encode())  # blobs.digest's blob address, for one chunk
-        sha = None
-        if n:
-            sha = hashlib.sha256(data).digest()  # type: ignore[arg-type]  # numpy arrays are buffers
-            blob_hash.update(sha)
-        prepared.append((data, n, sha, blob_hash.digest()))
-    stored = _ids_by_digest(conn, "rdb_blob", list({p[3]: None for p in prepared}))
-    new_blobs: dict[bytes, tuple[int, int, bytes | None]] = {}  # address -> (id, nbytes, chunk sha)
-    chunk_data: dict[bytes, np.ndarray] = {}
+        prepared.append((array.reshape(-1).view(np.uint8), blobs.digest(array, chunk_size)))  # put_blob's addresses
+    stored = _ids_by_digest(conn, "rdb_blob", list({d.blob: None for _, d in prepared}))
+    new_blobs: dict[bytes, tuple[int, blobs.Digests]] = {}  # address -> (id, digests)
+    chunk_data: dict[bytes, tuple[np.ndarray, int]] = {}  # sha -> (bytes, crc32); an empty blob has no chunk
     blob_id = next_id(conn, "rdb_blob")
-    for data, n, sha, address in prepared:
-        if address not in stored and address not in new_blobs:
-            new_blobs[address] = (blob_id, n, sha)
+    for data, digests in prepared:
+        if digests.blob not in stored and digests.blob not in new_blobs:
+            new_blobs[digests.blob] = (blob_id, digests)
             blob_id += 1
-            if sha is not None:
-                chunk_data.setdefault(sha, data)
+            for sha, crc in digests.chunks:
+                chunk_data.setdefault(sha, (data, crc))
     chunk_ids = _ids_by_digest(conn, "rdb_chunk", list(chunk_data))
     chunk_rows: list[tuple[int, bytes, int, int, str | None, memoryview | bytes]] = []
     chunk_id = next_id(conn, "rdb_chunk")
-    for sha, data in chunk_data.items():
+    for sha, (data, crc) in chunk_data.items():
         if sha not in chunk_ids:
             chunk_ids[sha] = chunk_id
             frame = codec_mod.compress(data) if codec is not None and codec_mod.worth_compressing(data) else None
             if frame is None:
-                raw = memoryview(data)  # type: ignore[arg-type]  # numpy arrays are buffers
-                chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(raw), None, raw))
+                chunk_rows.append((chunk_id, sha, int(data.nbytes), crc, None, memoryview(data)))  # type: ignore[arg-type]
             else:  # the crc32 covers the stored bytes, as for every compressed chunk
                 chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(frame), codec, frame))
             chunk_id += 1
@@ -97,15 +88,16 @@ def put_small_blobs(
         conn.executemany("INSERT INTO rdb_chunk(id, digest, nbytes, crc32, codec, data) VALUES (?, ?, ?, ?, ?, ?)", chunk_rows)
     conn.executemany(
         "INSERT INTO rdb_blob(id, digest, nbytes, chunk_size, n_chunks) VALUES (?, ?, ?, ?, ?)",
-        [(bid, address, n, chunk_size, int(sha is not None)) for address, (bid, n, sha) in new_blobs.items()],
+        [(bid, address, d.nbytes, chunk_size, len(d.chunks)) for address, (bid, d) in new_blobs.items()],
     )
     conn.executemany(
         "INSERT INTO rdb_blob_chunk(blob_id, idx, chunk_id) VALUES (?, 0, ?)",
-        [(bid, chunk_ids[sha]) for bid, _, sha in new_blobs.values() if sha is not None],
+        [(bid, chunk_ids[d.chunks[0][0]]) for bid, d in new_blobs.values() if d.chunks],
     )
     out = []
     first_use = set(new_blobs)
-    for *_, address in prepared:
+    for _, digests in prepared:
+        address = digests.blob
         if address in first_use:
             first_use.discard(address)
             out.append((new_blobs[address][0], True))
