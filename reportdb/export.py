@@ -193,11 +193,11 @@ def _write_values(fp: IO[bytes], array: np.ndarray, dtype: np.dtype) -> None:
     """The values of ``array`` as little-endian ``dtype`` in C order, with no full-size copy when no cast is needed."""
     flat = canonical(array).reshape(-1)
     if flat.dtype == dtype:
-        fp.write(memoryview(flat.view(np.uint8)))
+        fp.write(flat.view(np.uint8).data)
         return
     step = max(1, _CHUNK_BYTES // dtype.itemsize)
     for start in range(0, flat.size, step):
-        fp.write(memoryview(flat[start : start + step].astype(dtype).view(np.uint8)))
+        fp.write(flat[start : start + step].astype(dtype).view(np.uint8).data)
 
 
 def _shard_name(index: int, coord: tuple[int, ...]) -> str:

@@ -9,7 +9,7 @@ They never raise on odd input: a migration must not fail on a string nobody has 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 __all__ = ["parse_memory_config", "parse_shape", "parse_dtype", "parse_layout"]
 
@@ -79,7 +79,14 @@ def parse_memory_config(text: str | None) -> dict[str, Any] | None:
     return result
 
 
-def parse_shape(text: str | None) -> dict[str, list[int] | None] | None:
+class ParsedShape(TypedDict):
+    """What :func:`parse_shape` returns: the logical dims, and the padded ones when any dim carries padding."""
+
+    shape: list[int]
+    padded_shape: list[int] | None
+
+
+def parse_shape(text: str | None) -> ParsedShape | None:
     """Read ``Shape([1, 1, 32, 32])``, ``ttnn.Shape([1, 1, 1[32], 2048])``, ``torch.Size([...])`` or ``[1, 2]``.
 
     Returns ``{"shape": [...], "padded_shape": [...] | None}``; a dim written ``1[32]`` is logical 1,

@@ -524,7 +524,7 @@ def _record_inventory(
     with report.batch():
         for f in files:
             if (f.tensor_id, f.rank) not in rows:
-                entry = {"tensor_id": f.tensor_id, "rank": f.rank, "path": _rel(src_dir, f.path)}
+                entry: dict[str, Any] = {"tensor_id": f.tensor_id, "rank": f.rank, "path": _rel(src_dir, f.path)}
                 problems["orphan_files"].append(entry)
                 log.add("orphan_file", message="tensor file has no row in the tensors table", **entry)
         if _tensor_dump_enabled(src_dir, files):

@@ -54,7 +54,7 @@ class DecodedFile:
         assert self.loaded is not None
         with open(path, "wb") as handle:
             for _, array in self.loaded.shards:
-                handle.write(memoryview(array.reshape(-1).view(np.uint8)))
+                handle.write(array.reshape(-1).view(np.uint8).data)
         self.spooled = [(tuple(coord), dtype_name(a.dtype), tuple(a.shape)) for coord, a in self.loaded.shards]
         self.loaded.shards = []
         self.spool = path
@@ -67,7 +67,7 @@ class DecodedFile:
         with open(self.spool, "rb") as handle:
             for coord, dtype, shape in self.spooled:
                 array = np.empty(shape, numpy_dtype(dtype))
-                if handle.readinto(memoryview(array.reshape(-1).view(np.uint8))) != array.nbytes:
+                if handle.readinto(array.reshape(-1).view(np.uint8).data) != array.nbytes:
                     raise OSError(f"{self.spool}: spool file is shorter than its shards")
                 shards.append((coord, array))
         os.unlink(self.spool)

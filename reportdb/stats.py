@@ -225,8 +225,8 @@ def _hist_range(lo: float, hi: float, bins: int) -> tuple[float, float, np.ndarr
     if math.isinf(step) and math.isfinite(first) and math.isfinite(last):
         # Wider than the largest float (np.histogram refuses it): the same edges, built from half steps.
         half = (last * 0.5 - first * 0.5) / bins
-        ramp = np.arange(bins + 1, dtype=np.float64) * half
-        edges = (ramp + first) + ramp
+        half_steps = np.arange(bins + 1, dtype=np.float64) * half
+        edges = (half_steps + first) + half_steps
         edges[-1] = last
         return first, last, edges
     if step == 0 or not math.isfinite(step):  # the cases np.linspace computes another way

@@ -182,8 +182,10 @@ def _distribution(tensor: Any, n_shards: int) -> Distribution | None:
     for p in topology.placements():
         text = str(p)
         if "Shard" in text:
-            dim = int(getattr(p, "dim", None) if getattr(p, "dim", None) is not None else text.split("(")[1].rstrip(")"))
-            placements.append(Placement("shard", dim % rank))
+            dim = getattr(p, "dim", None)
+            if dim is None:
+                dim = text.split("(")[1].rstrip(")")
+            placements.append(Placement("shard", int(dim) % rank))
         else:
             placements.append(Placement("replicate"))
     coords = tuple(tuple(int(v) for v in _coord_values(c)) for c in topology.mesh_coords())

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import FormatError
-from ..spec import Distribution, LoadedTensor, Placement, TensorSpec
+from ..spec import Distribution, LoadedTensor, Placement, Shards, TensorSpec
 from . import enums
 from .tensorbin import ParsedSpec, parse_tensor_spec
 from .tiles import LEGACY_TILE, BufferLayout, decode, legacy_layout
@@ -217,7 +217,7 @@ def _read_v1_v4(cur: _Cursor, version: int) -> LoadedTensor:
         layout = _layout(dtype, layout_name, shape)
         raw = _checked(_record(cur, layout.element_size, "buffer"), layout, "buffer")
         _check_end(cur)
-        shards = [((), decode(raw, layout, _order(cur)))]
+        shards: Shards = [((), decode(raw, layout, _order(cur)))]
         return _loaded(cur, version, shards, layout, storage, memory_config, None)
     if storage_value not in multi:
         raise FormatError(f"a v{version} file cannot hold storage type {storage}")
@@ -255,7 +255,7 @@ def _read_v5(cur: _Cursor) -> LoadedTensor:
     if storage_value in (0, 2) or (storage_value == 1 and _single_fits(cur, layout)):
         raw = _checked(_record(cur, layout.element_size, "buffer"), layout, "buffer")
         _check_end(cur)
-        shards = [((), decode(raw, layout, _order(cur)))]
+        shards: Shards = [((), decode(raw, layout, _order(cur)))]
         return _loaded(cur, 5, shards, layout, storage, top.memory_config, None, top)
     count, strategy = _multi_prefix(cur, 5)
     raws = [_record(cur, layout.element_size, f"buffer {i}") for i in range(count)]
@@ -273,7 +273,7 @@ def _spec(cur: _Cursor, what: str) -> ParsedSpec:
     size = cur.u64(f"{what} size")
     if size > cur.remaining:
         raise FormatError(f"{what} of {size} bytes does not fit in the {cur.remaining} remaining bytes")
-    return parse_tensor_spec(memoryview(cur.take(size, what)))
+    return parse_tensor_spec(cur.take(size, what).data)
 
 
 def _single_fits(cur: _Cursor, layout: BufferLayout) -> bool:
@@ -326,7 +326,7 @@ def _multi_loaded(
     if any(a.ndim != rank for a in arrays):
         raise FormatError(f"device buffers have different ranks: {[a.ndim for a in arrays]}")
     if strategy is None:  # v1/v2 wrote no strategy: the shards cannot be placed
-        coords = [(i,) for i in range(len(arrays))]
+        coords: list[tuple[int, ...]] = [(i,) for i in range(len(arrays))]
         distribution = Distribution((len(arrays),), None if len(arrays) > 1 else (Placement("replicate"),))
         logical = arrays[0].shape if len(arrays) == 1 else None
     else:
@@ -341,7 +341,7 @@ def _strategy(
 ) -> tuple[Distribution, list[tuple[int, ...]], tuple[int, ...] | None]:
     """Distribution, shard coordinates and global logical shape for a legacy strategy (spec §10.4)."""
     count = len(arrays)
-    line = [(i,) for i in range(count)]
+    line: list[tuple[int, ...]] = [(i,) for i in range(count)]
     if name == "Replicate":
         (factor,) = struct.unpack(prefix + "i", union)
         dist = Distribution((buffers,), (Placement("replicate"),), name, {"replication_factor": factor, "num_buffers": buffers})

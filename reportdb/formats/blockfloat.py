@@ -134,7 +134,7 @@ def _encode_tiles(tiles: np.ndarray, dtype: str, tile: tuple[int, int]) -> np.nd
     half = 1 << (drop - 1)
     kept = kept + ((rest > half) | ((rest == half) & ((kept & 1) == 1)))
     mag = np.minimum(kept, (1 << bits) - 1)
-    datum = np.where(mag == 0, 0, (sign << bits) | mag).astype(np.uint8).reshape(ntiles, datums)
+    datum: np.ndarray = np.where(mag == 0, 0, (sign << bits) | mag).astype(np.uint8).reshape(ntiles, datums)
     if dtype == "BFLOAT4_B":
         datum = datum[:, 0::2] | (datum[:, 1::2] << 4)
     exps = np.zeros((ntiles, exponent_bytes(tile)), dtype=np.uint8)

@@ -213,7 +213,7 @@ def read_tensorbin(buf: np.ndarray, byte_order: str) -> LoadedTensor:
     header = int(struct.unpack(fmt, buf[:8].tobytes())[0])
     if header < 8 or 8 + header > buf.size:
         raise FormatError(f"header size {header} does not fit the {buf.size}-byte file")
-    fb = FlatBuffer(memoryview(buf[8 : 8 + header]))
+    fb = FlatBuffer(buf[8 : 8 + header].data)
     data = buf[8 + header :]
     root = fb.root()
     try:

@@ -61,9 +61,9 @@ def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE) -> Digests:
     chunks = []
     for start in range(0, nbytes, chunk_size):
         piece = data[start : start + chunk_size]
-        sha = hashlib.sha256(piece).digest()
+        sha = hashlib.sha256(piece.data).digest()
         blob_hash.update(sha)
-        chunks.append((sha, zlib.crc32(piece)))
+        chunks.append((sha, zlib.crc32(piece.data)))
     return Digests(chunk_size, nbytes, tuple(chunks), blob_hash.digest())
 
 
@@ -111,7 +111,7 @@ def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int
     cursor = conn.execute(
         "INSERT OR IGNORE INTO rdb_chunk(digest, nbytes, crc32, data) VALUES (?, ?, ?, "
         + ("zeroblob(?))" if streamed else "?)"),
-        (sha, n, crc, n if streamed else memoryview(piece)),
+        (sha, n, crc, n if streamed else piece.data),
     )
     if cursor.rowcount == 0:
         return int(conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (sha,)).fetchone()[0])
@@ -119,7 +119,7 @@ def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int
     assert rowid is not None
     if streamed:
         with conn.blobopen("rdb_chunk", "data", rowid) as blob:
-            blob.write(memoryview(piece))
+            blob.write(piece.data)
     return rowid
 
 

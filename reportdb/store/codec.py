@@ -50,7 +50,7 @@ class _Stdlib:
         from compression import zstd  # type: ignore[import-not-found]
 
         self._zstd = zstd
-        self.error = zstd.ZstdError
+        self.error: type[Exception] = zstd.ZstdError
 
     def compress(self, data: memoryview) -> bytes:
         return self._zstd.compress(data, level=LEVEL)
@@ -70,7 +70,7 @@ class _Zstandard:
 
         self._zstd = zstandard
         self._local = threading.local()
-        self.error = zstandard.ZstdError
+        self.error: type[Exception] = zstandard.ZstdError
 
     def compress(self, data: memoryview) -> bytes:
         if not hasattr(self._local, "cctx"):
@@ -131,13 +131,13 @@ def worth_compressing(data: np.ndarray) -> bool:
         return True
     step = (n - SAMPLE_WINDOW) // (SAMPLE_WINDOWS - 1)
     zstd = _zstd()
-    stored = sum(len(zstd.compress(memoryview(data[i * step : i * step + SAMPLE_WINDOW]))) for i in range(SAMPLE_WINDOWS))
+    stored = sum(len(zstd.compress(data[i * step : i * step + SAMPLE_WINDOW].data)) for i in range(SAMPLE_WINDOWS))
     return stored <= (1 - MIN_SAVING) * sample
 
 
 def compress(piece: np.ndarray) -> bytes | None:
     """A chunk's bytes (flat uint8) as one zstd frame, or None when that does not save ``MIN_SAVING``."""
-    frame = _zstd().compress(memoryview(piece))
+    frame = _zstd().compress(piece.data)
     return frame if len(frame) <= (1 - MIN_SAVING) * piece.nbytes else None
 
 
