@@ -285,6 +285,7 @@ class Writer:
         self._pending = _Pending()
         self._report: Any = None
         self._unique_rows = False  # the report's tensors table has UNIQUE(tensor_id, rank); known once opened
+        self._file_tables: set[str] = set()  # tables the report file holds; known once opened
         self._known: dict[tuple[int, int], bool] = {}  # id -> whether its values are recorded
         self._loaded_ranks: set[int] = set()  # ranks whose stored ids are in _known
         self._outputs: set[tuple[int, int]] = set()
@@ -317,6 +318,7 @@ class Writer:
 
         self._report = self._retry(attempt, "open the report")
         self._unique_rows = _unique_tensor_rows(self._report._conn)
+        self._file_tables = {r[0] for r in self._report._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         return self._report
 
     def _retry(self, action: Callable[[], T], what: str) -> T:
@@ -689,6 +691,11 @@ class Writer:
                     (op, name, duration, rank),
                 )
         for (table, columns), group in _grouped(batch.rows):
+            if table not in self._file_tables:
+                # A report table this file lacks (legacy ttnn's buffer_pages in a report created with the newest
+                # schema, say): created with its model's columns in this transaction, so its rows are not lost.
+                conn.execute(_create_table_sql(table))
+                self._file_tables.add(table)
             conn.executemany(
                 f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", group
             )
@@ -732,6 +739,22 @@ def _grouped(
         if i == len(rows) or rows[i][:2] != rows[start][:2]:
             yield rows[start][:2], [r[2] for r in rows[start:i]]
             start = i
+
+
+def _create_table_sql(table: str) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for a report table, with the columns and types of its ORM model."""
+    from sqlalchemy import Float, Integer
+
+    from .models import REPORT_MODELS
+
+    model = next(m for m in REPORT_MODELS if m.__tablename__ == table)
+    columns = []
+    for column in model.__table__.columns:
+        if column.name in ("rowid", "id"):
+            continue
+        kind = "int" if isinstance(column.type, Integer) else "float" if isinstance(column.type, Float) else "text"
+        columns.append(f"{column.name} {kind}" + (" NOT NULL DEFAULT 0" if column.name == "rank" else ""))
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})"
 
 
 def _unique_tensor_rows(conn: sqlite3.Connection) -> bool:

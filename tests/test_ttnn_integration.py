@@ -134,6 +134,85 @@ def test_legacy_062_report_through_patch_database(tmp_path: Path) -> None:
     assert reportdb.verify(report)["ok"]
 
 
+DEVICE_REPORT_SCRIPT = textwrap.dedent(
+    """
+    import json, pathlib, sys, types
+    import ttnn
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        stub = types.ModuleType("torch"); stub.Tensor = type("Tensor", (), {}); sys.modules["torch"] = stub
+    import ttnn.database as db
+    from reportdb.ttnn import patch_database
+
+    out = pathlib.Path(sys.argv[1])
+    reports = ttnn._ttnn.reports
+    # No device can be opened here: ttnn's own readers of device memory are replaced by stand-ins that carry exactly
+    # the attributes of ttnn's real result classes (read from the bindings), so both report writers see the same input.
+    fields = {name: sorted(n for n in dir(getattr(reports, name)) if not n.startswith("_"))
+              for name in ("DeviceInfo", "BufferInfo", "BufferPageInfo")}
+
+    class Device:
+        def __init__(self, i): self.i = i
+        def id(self): return self.i
+
+    devices = [Device(0), Device(1)]
+    kind = lambda v: types.SimpleNamespace(value=v)
+    info = {d.i: types.SimpleNamespace(**{n: 1000 * (d.i + 1) + k for k, n in enumerate(fields["DeviceInfo"])}) for d in devices}
+
+    def buffers(devs):
+        return [types.SimpleNamespace(device_id=d.id(), address=4096 * k + d.id(), max_size_per_bank=64 * k, buffer_type=kind(k % 2))
+                for d in devs for k in range(3)]
+
+    def pages(devs):
+        return [types.SimpleNamespace(device_id=d.id(), address=4096 * d.id(), core_y=k // 2, core_x=k % 2, bank_id=k,
+                                      page_index=k, page_address=8192 + 32 * k, page_size=32, buffer_type=kind(1))
+                for d in devs for k in range(4)]
+
+    for name, made in (("BufferInfo", buffers(devices)[0]), ("BufferPageInfo", pages(devices)[0])):
+        assert sorted(vars(made)) == fields[name], (name, sorted(vars(made)), fields[name])
+    reports.get_device_info = lambda device: info[device.id()]
+    reports.get_buffers = buffers
+    reports.get_buffer_pages = pages
+
+    def run(report):
+        db.insert_devices(report, devices)
+        db.insert_devices(report, devices)  # a device already recorded is not recorded again
+        for op in (1, 2):
+            db.insert_buffers(report, op, devices)
+            db.insert_buffer_pages(report, op, devices[op - 1:])
+
+    run(out / "reference")  # ttnn's own database.py
+    db.SQLITE_CONNECTION.close()
+    with patch_database(batch_seconds=0):
+        run(out / "report")
+    print("RESULT", json.dumps({"device_fields": fields["DeviceInfo"]}))
+    """
+)
+
+
+def test_legacy_062_devices_and_buffers_through_patch_database(tmp_path: Path) -> None:
+    """insert_devices, insert_buffers and insert_buffer_pages write the rows ttnn's own database.py writes."""
+    env = ttnn_env("0.62.2", "3.10")
+    script = tmp_path / "devices.py"
+    script.write_text(DEVICE_REPORT_SCRIPT)
+    device_fields = _result(env.run(str(script), str(tmp_path)).stdout)["device_fields"]
+    ref = sqlite3.connect(tmp_path / "reference" / "db.sqlite")
+    ours = sqlite3.connect(tmp_path / "report" / "db.sqlite")
+    try:
+        for table, order in (("devices", "device_id"), ("buffers", "operation_id, device_id, address"),
+                             ("buffer_pages", "operation_id, device_id, page_index")):
+            columns = ", ".join(row[1] for row in ref.execute(f"PRAGMA table_info({table})"))
+            expected = ref.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall()
+            assert expected, table
+            assert ours.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall() == expected, table
+        assert len(device_fields) == 17
+    finally:
+        ref.close()
+        ours.close()
+    assert reportdb.verify(tmp_path / "report")["ok"]
+
+
 CONVERT_SCRIPT = textwrap.dedent(
     """
     import json, pathlib, sys

@@ -122,6 +122,22 @@ def test_add_rows_checks_tables_and_columns(tmp_path: Path) -> None:
     assert _rows(db, "SELECT captured_graph FROM captured_graph") == [('[{"node_type": "capture_start"}]',)]
 
 
+def test_a_known_table_the_file_lacks_is_created_with_its_rows(tmp_path: Path) -> None:
+    """A new report has the newest schema (buffer_chunks, no buffer_pages); legacy ttnn's page rows still land."""
+    page = {"operation_id": 3, "device_id": 0, "address": 64, "core_y": 1, "core_x": 2, "bank_id": 5, "page_index": 0,
+            "page_address": 4160, "page_size": 32, "buffer_type": 1}
+    with Writer(tmp_path, batch_seconds=0) as w:
+        w.add_rows("operations", [{"operation_id": 3, "name": "ttnn.add"}])
+        w.flush()
+    db = tmp_path / "db.sqlite"
+    assert not _rows(db, "SELECT name FROM sqlite_master WHERE name='buffer_pages'")  # not created before it is needed
+    with Writer(tmp_path, batch_seconds=0) as w, Writer(tmp_path, batch_seconds=0) as other:
+        w.add_rows("buffer_pages", [page])
+        other.add_rows("buffer_pages", [{**page, "page_index": 1}])  # its own view of the tables is out of date
+    assert _rows(db, "SELECT page_index, page_address, rank FROM buffer_pages ORDER BY page_index") == [(0, 4160, 0), (1, 4160, 0)]
+    assert reportdb.verify(tmp_path)["ok"]
+
+
 def test_stored_ids_are_skipped_without_converting(tmp_path: Path) -> None:
     with Writer(tmp_path) as w:
         assert w.put_tensor(1, np.arange(3, dtype=np.int32))
