@@ -47,7 +47,6 @@ from .errors import NotAReportError, ReportDBError, ReportNotFoundError
 from .prepare import DecodedFile, decode_file, exit_with_parent
 from .memconfig import parse_dtype, parse_layout, parse_memory_config, parse_shape
 from .spec import TensorSpec
-from .store import blobs
 from .store.codec import Compression, codec_for
 from .store.engine import BUSY_TIMEOUT_MS
 from .store.schema import VERSION_TABLE
@@ -139,14 +138,14 @@ def migrate(
     run_id = uuid.uuid4().hex
     files, unnamed = _scan_tensor_files(src_dir / TENSORS_DIR)
     resumed = _prepare_partial(src_dir / DB_NAME, partial, run_id)
-    with report_mod.Report(partial, "a", compression=compression) as report:
-        _write_once(report)
-        log = _Log(report, run_id)
-        tables = _table_counts(report._conn)
-        problems = _record_inventory(report, log, src_dir, files, unnamed)
-        imported = _import_tensors(report, log, src_dir, files, jobs, strict, stats, problems, progress)
+    with report_mod.Report(partial, "a", compression=compression) as report, report.connection() as conn:
+        _write_once(conn, report.path)
+        log = _Log(conn, run_id)
+        tables = _table_counts(conn)
+        problems = _record_inventory(report, conn, log, src_dir, files, unnamed)
+        imported = _import_tensors(report, conn, log, src_dir, files, jobs, strict, stats, problems, progress)
         by_format = dict(
-            report._conn.execute(
+            conn.execute(
                 "SELECT json_extract(source, '$.format'), COUNT(*) FROM rdb_tensor GROUP BY 1 ORDER BY 1"
             ).fetchall()
         )
@@ -186,15 +185,8 @@ def verify(path: str | os.PathLike[str], *, against: str | os.PathLike[str] | No
     with report_mod.open(path, "r") as report, concurrent.futures.ThreadPoolExecutor(2) as hashers:
         keys = report.tensor_keys()
         for tensor_id, rank in keys:
-            what = f"tensor {tensor_id} (rank {rank})"
             try:
-                _, blob_ids = report._info(tensor_id, rank)
-                for blob_id in blob_ids:
-                    if blob_id not in seen_blobs:
-                        checked += blobs.verify_blob(
-                            report._conn, blob_id, what=what, pool=hashers, has_codec=report._has_codec
-                        )
-                        seen_blobs.add(blob_id)
+                checked += report.verify_tensor(tensor_id, rank, pool=hashers, skip=seen_blobs)
                 if (tensor_id, rank) in legacy:
                     _compare_with_file(report, tensor_id, rank, legacy[tensor_id, rank])
                     compared += 1
@@ -340,7 +332,7 @@ def _prepare_partial(src_db: Path, partial: Path, run_id: str) -> bool:
     return False
 
 
-def _write_once(report: report_mod.Report) -> None:
+def _write_once(conn: sqlite3.Connection, path: Path) -> None:
     """Write the partial file's tensor bytes once: a rollback journal instead of WAL (whose checkpoint writes every
     byte a second time; pages appended to the file are not journaled at all), and no fsync per commit.
 
@@ -349,8 +341,7 @@ def _write_once(report: report_mod.Report) -> None:
     ``quick_check`` and the final re-hash of every tensor detect; and it becomes the report only after
     verification, through ``_replace``, which fsyncs it before the rename.
     """
-    conn = report._conn
-    _leave_wal(conn, report.path)
+    _leave_wal(conn, path)
     conn.execute("PRAGMA synchronous=OFF")
 
 
@@ -512,10 +503,10 @@ def _row_keys(conn: sqlite3.Connection) -> Iterator[tuple[int, int]]:
 
 
 def _record_inventory(
-    report: report_mod.Report, log: "_Log", src_dir: Path, files: list[TensorFile], unnamed: list[Path]
+    report: report_mod.Report, conn: sqlite3.Connection, log: "_Log", src_dir: Path, files: list[TensorFile],
+    unnamed: list[Path],
 ) -> dict[str, list[dict[str, Any]]]:
     """Log files without a row, rows without a file and files named unlike tensors; return them for the summary."""
-    conn = report._conn
     rows = set(_row_keys(conn))
     keys = {(f.tensor_id, f.rank) for f in files}
     problems: dict[str, list[dict[str, Any]]] = {
@@ -599,6 +590,7 @@ def _decoded(
 
 def _import_tensors(
     report: report_mod.Report,
+    conn: sqlite3.Connection,
     log: "_Log",
     src_dir: Path,
     files: list[TensorFile],
@@ -608,14 +600,15 @@ def _import_tensors(
     problems: dict[str, list[dict[str, Any]]],
     progress: Progress | None,
 ) -> dict[str, int]:
-    """Store every file not stored yet; log each tensor, and each unreadable file (which ``strict`` makes fatal)."""
+    """Store every file not stored yet; log each tensor, and each unreadable file (which ``strict`` makes fatal).
+    ``conn`` is the report's connection (``report.connection()``), for the source rows it reads."""
     todo = [f for f in files if not report.has_tensor(f.tensor_id, f.rank)]
     total_bytes = sum(f.nbytes for f in files)
     done_bytes = total_bytes - sum(f.nbytes for f in todo)
     done_files = len(files) - len(todo)
     counts = {"files": len(files), "already_stored": done_files, "imported": 0, "unreadable": 0, "golden_linked": 0}
-    goldens = _golden_links(report._conn)
-    rows = _TensorRows(report._conn)
+    goldens = _golden_links(conn)
+    rows = _TensorRows(conn)
     if progress is not None:
         progress(done_files, len(files), done_bytes, total_bytes)
     with _Commits(report) as commits:
@@ -786,8 +779,8 @@ def _compare_with_file(report: report_mod.Report, tensor_id: int, rank: int, pat
 class _Log:
     """Rows of ``rdb_migration_log`` for one run."""
 
-    def __init__(self, report: report_mod.Report, run_id: str) -> None:
-        self.conn = report._conn
+    def __init__(self, conn: sqlite3.Connection, run_id: str) -> None:
+        self.conn = conn
         self.run_id = run_id
 
     def add(

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
@@ -207,6 +208,14 @@ class Report:
         """An ORM session on this report (models in ``reportdb.models``); commit it yourself."""
         return self._sessions()
 
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """The report's raw ``sqlite3`` connection (autocommit mode), held exclusively for the block, for SQL the
+        API does not cover: bulk rows into report tables, PRAGMAs, ad-hoc queries. Inside ``batch()`` the
+        statements join its transaction; outside, each commits on its own. Tensor tables are the API's to write."""
+        with self._lock:
+            yield self._conn
+
     # --- transactions -------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -227,7 +236,12 @@ class Report:
                 raise
             self._depth -= 1
             if outer:
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:  # a failed COMMIT leaves the transaction open: all or nothing
+                        self._conn.execute("ROLLBACK")
+                    raise
 
     def _check_writable(self) -> None:
         if self.mode != "a":
@@ -469,6 +483,23 @@ class Report:
             return self._conn.execute(
                 "SELECT 1 FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank)
             ).fetchone() is not None
+
+    def verify_tensor(
+        self, tensor_id: int, rank: int = 0, *, pool: Executor | None = None, skip: set[int] | None = None
+    ) -> int:
+        """Re-read a tensor's chunks and re-hash them against their sha256 addresses (a deeper check than the crc32
+        every read makes); raise CorruptionError on a mismatch, return the bytes checked. ``pool`` hashes in its
+        threads; blob ids in ``skip`` are not checked again, and the ones checked here are added to it."""
+        _, blob_ids = self._info(tensor_id, rank)
+        checked = 0
+        with self._lock:
+            for blob_id in blob_ids:
+                if skip is None or blob_id not in skip:
+                    checked += blobs.verify_blob(self._conn, blob_id, what=f"tensor {tensor_id} (rank {rank})",
+                                                 pool=pool, has_codec=self._has_codec)
+                    if skip is not None:
+                        skip.add(blob_id)
+        return checked
 
     def tensor_info(self, tensor_id: int, rank: int = 0) -> TensorInfo:
         """The stored metadata of a tensor; reads no tensor bytes."""

@@ -313,12 +313,14 @@ class Writer:
             with _folder_lock(self.path.parent):
                 report = Report(self.path, "a", chunk_size=self.config.chunk_size, compression=self.config.compression)
             if not self.config.durable:
-                report._conn.execute("PRAGMA synchronous=OFF")
+                with report.connection() as conn:
+                    conn.execute("PRAGMA synchronous=OFF")
             return report
 
         self._report = self._retry(attempt, "open the report")
-        self._unique_rows = _unique_tensor_rows(self._report._conn)
-        self._file_tables = {r[0] for r in self._report._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        with self._report.connection() as conn:
+            self._unique_rows = _unique_tensor_rows(conn)
+            self._file_tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         return self._report
 
     def _retry(self, action: Callable[[], T], what: str) -> T:
@@ -458,9 +460,8 @@ class Writer:
         """Commit what is queued, then run a read-only SELECT on this writer's connection."""
         self.flush()
         with self._io:
-            report = self._open()
-            with report._lock:
-                return report._conn.execute(sql, tuple(parameters)).fetchall()
+            with self._open().connection() as conn:
+                return conn.execute(sql, tuple(parameters)).fetchall()
 
     def flush(self) -> None:
         """Write and COMMIT everything queued; when this returns, a crash cannot lose it."""
@@ -514,9 +515,8 @@ class Writer:
         of one of them is skipped before any conversion and no put needs a query of its own. Ids another process
         stores later are skipped when the batch is written."""
         with self._io:
-            report = self._open()
-            with report._lock:
-                stored = report._conn.execute("SELECT tensor_id FROM rdb_tensor WHERE rank=?", (rank,)).fetchall()
+            with self._open().connection() as conn:
+                stored = conn.execute("SELECT tensor_id FROM rdb_tensor WHERE rank=?", (rank,)).fetchall()
         with self._lock:
             for (tensor_id,) in stored:
                 self._known[(tensor_id, rank)] = True
@@ -661,15 +661,10 @@ class Writer:
         report = self._open()
 
         def transaction() -> None:
-            try:
-                with report.batch():
-                    self._write_rows(report._conn, batch)
-                    if batch.tensors:
-                        self._write_tensors(report, batch.tensors)
-            except BaseException:
-                if report._conn.in_transaction:  # a failed COMMIT leaves the transaction open
-                    report._conn.execute("ROLLBACK")
-                raise
+            with report.batch(), report.connection() as conn:
+                self._write_rows(conn, batch)
+                if batch.tensors:
+                    self._write_tensors(report, conn, batch.tensors)
 
         try:
             self._retry(transaction, "write to the report")
@@ -700,18 +695,18 @@ class Writer:
                 f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", group
             )
 
-    def _write_tensors(self, report: Any, items: list[_TensorItem]) -> None:
+    def _write_tensors(self, report: Any, conn: sqlite3.Connection, items: list[_TensorItem]) -> None:
         """The legacy ``tensors`` rows, then every value in one ``put_tensors`` call (small ones set-based)."""
         columns = ("shape", "dtype", "layout", "memory_config", "device_id", "address", "buffer_type", "storage_type", "size")
         insert = ("INSERT INTO tensors(tensor_id, shape, dtype, layout, memory_config, device_id, address, buffer_type,"
                   " storage_type, size, rank)")
         if self._unique_rows:  # a file reportdb created: the constraint skips stored ids, 3x faster
-            report._conn.executemany(
+            conn.executemany(
                 insert.replace("INSERT", "INSERT OR IGNORE") + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(item.tensor_id, *(item.row.get(c) for c in columns), item.rank) for item in items],
             )
         else:
-            report._conn.executemany(
+            conn.executemany(
                 insert + " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM tensors WHERE tensor_id=? AND rank=?)",
                 [
                     (item.tensor_id, *(item.row.get(c) for c in columns), item.rank, item.tensor_id, item.rank)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import zlib
 from pathlib import Path
 
 import ml_dtypes
@@ -126,6 +127,25 @@ def test_flipped_byte_in_file_is_detected(tmp_path: Path) -> None:
         assert report.tensor_info(42).shape == (64, 64)  # metadata still readable
         with pytest.raises(CorruptionError, match="tensor 42"):
             report.tensor(42)
+
+
+def test_verify_tensor_rehashes_what_the_crc_cannot_catch(tmp_path: Path) -> None:
+    """A chunk changed together with its crc32 (a bug, not bit rot) still reads; its sha256 address exposes it."""
+    path = tmp_path / "r.sqlite"
+    arr = RNG.standard_normal((64, 64)).astype(np.float32)
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, arr)
+        report.put_tensor(2, arr)  # the same blob
+        seen: set[int] = set()
+        assert report.verify_tensor(1, skip=seen) == arr.nbytes
+        assert report.verify_tensor(2, skip=seen) == 0  # checked once
+        altered = arr.copy()
+        altered[0, 0] += 1
+        with report.batch(), report.connection() as conn:
+            conn.execute("UPDATE rdb_chunk SET data=?, crc32=?", (altered.tobytes(), zlib.crc32(altered.tobytes())))
+        np.testing.assert_array_equal(report.tensor(1), altered)
+        with pytest.raises(CorruptionError, match="tensor 1 .*sha256"):
+            report.verify_tensor(1)
 
 
 def test_dedupe_across_tensors_and_replicated_shards(report) -> None:
