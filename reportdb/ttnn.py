@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -359,15 +359,17 @@ def patch_database(*, rank: int = 0, **writer_options: Any) -> Patch:
         )
 
     def insert_buffer_pages(report_path: Any, operation_id: int, devices: Any) -> None:
-        writer_for(report_path).add_rows(
-            "buffer_pages",
-            [
-                {"operation_id": operation_id, "device_id": p.device_id, "address": p.address, "core_y": p.core_y,
-                 "core_x": p.core_x, "bank_id": p.bank_id, "page_index": p.page_index,
-                 "page_address": p.page_address, "page_size": p.page_size, "buffer_type": p.buffer_type.value}
-                for p in ttnn._ttnn.reports.get_buffer_pages(list(devices))
-            ],
-        )
+        pages = [
+            {"operation_id": operation_id, "device_id": p.device_id, "address": p.address, "core_y": p.core_y,
+             "core_x": p.core_x, "bank_id": p.bank_id, "page_index": p.page_index,
+             "page_address": p.page_address, "page_size": p.page_size, "buffer_type": p.buffer_type.value}
+            for p in ttnn._ttnn.reports.get_buffer_pages(list(devices))
+        ]
+        writer = writer_for(report_path)
+        writer.add_rows("buffer_pages", pages)
+        # The visualizer reads buffer_chunks whenever the table exists, as it does in a new report: the chunks
+        # it would have made of these pages go there too.
+        writer.add_rows("buffer_chunks", _buffer_chunks(pages))
 
     def insert_captured_graph(report_path: Any, operation_id: int, captured_graph: Any) -> None:
         writer_for(report_path).add_rows(
@@ -408,6 +410,25 @@ def patch_database(*, rank: int = 0, **writer_options: Any) -> Patch:
     for name, function in replacements.items():
         setattr(db, name, function)
     return Patch(db, originals, writers)
+
+
+def _buffer_chunks(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``buffer_chunks`` rows of legacy ``buffer_pages`` rows, grouped as ttnn-visualizer groups them: per operation,
+    device, buffer address, bank, core and buffer type, from the lowest page address to the end of the highest page."""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for page in pages:
+        key = tuple(page[k] for k in ("operation_id", "device_id", "address", "bank_id", "core_x", "core_y", "buffer_type"))
+        groups.setdefault(key, []).append(page)
+    chunks = []
+    for (operation_id, device_id, address, bank_id, core_x, core_y, buffer_type), group in groups.items():
+        start = min(p["page_address"] for p in group)
+        chunks.append({
+            "operation_id": operation_id, "device_id": device_id, "address": address, "bank_id": bank_id,
+            "core_x": core_x, "core_y": core_y, "chunk_address": start,
+            "chunk_size": max(p["page_address"] + p["page_size"] for p in group) - start,
+            "page_size": max(p["page_size"] for p in group), "num_pages": len(group), "buffer_type": buffer_type,
+        })
+    return chunks
 
 
 _DEVICE_FIELDS = (

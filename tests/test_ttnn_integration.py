@@ -165,9 +165,10 @@ DEVICE_REPORT_SCRIPT = textwrap.dedent(
                 for d in devs for k in range(3)]
 
     def pages(devs):
-        return [types.SimpleNamespace(device_id=d.id(), address=4096 * d.id(), core_y=k // 2, core_x=k % 2, bank_id=k,
+        # two banks on two cores, three pages each, one buffer per device
+        return [types.SimpleNamespace(device_id=d.id(), address=4096 * d.id(), core_y=0, core_x=k % 2, bank_id=k % 2,
                                       page_index=k, page_address=8192 + 32 * k, page_size=32, buffer_type=kind(1))
-                for d in devs for k in range(4)]
+                for d in devs for k in range(6)]
 
     for name, made in (("BufferInfo", buffers(devices)[0]), ("BufferPageInfo", pages(devices)[0])):
         assert sorted(vars(made)) == fields[name], (name, sorted(vars(made)), fields[name])
@@ -207,6 +208,14 @@ def test_legacy_062_devices_and_buffers_through_patch_database(tmp_path: Path) -
             assert expected, table
             assert ours.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall() == expected, table
         assert len(device_fields) == 17
+        # The chunks ttnn-visualizer makes of ttnn's pages (its GROUP BY), stored where it reads them in a new report.
+        chunks = ("SELECT operation_id, device_id, address, bank_id, core_x, core_y, MIN(page_address),"
+                  " MAX(page_address + page_size) - MIN(page_address), MAX(page_size), COUNT(*), buffer_type FROM buffer_pages"
+                  " GROUP BY operation_id, device_id, address, bank_id, core_x, core_y, buffer_type ORDER BY 1, 2, 3, 4, 5, 6")
+        stored = ("SELECT operation_id, device_id, address, bank_id, core_x, core_y, chunk_address, chunk_size, page_size,"
+                  " num_pages, buffer_type FROM buffer_chunks ORDER BY 1, 2, 3, 4, 5, 6")
+        assert ours.execute(stored).fetchall() == ref.execute(chunks).fetchall()
+        assert {row[0] for row in ours.execute("SELECT num_pages FROM buffer_chunks")} == {3}
     finally:
         ref.close()
         ours.close()

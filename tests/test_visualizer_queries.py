@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import FIXTURES
@@ -178,3 +179,44 @@ def test_visualizer_answers_unchanged_by_upgrade(folder: str, tmp_path: Path, vi
     before = answers(visualizer_python, runner, db)
     reportdb.upgrade(tmp_path)
     assert_same_answers(before, answers(visualizer_python, runner, db))
+
+
+def _errors(answers: dict) -> set[str]:
+    return {name for name, value in answers.items() if isinstance(value, dict) and "error" in value}
+
+
+def test_visualizer_reads_a_report_the_writer_made(tmp_path: Path, visualizer_python: str, runner: Path) -> None:
+    """A run recorded through the Writer reads in the visualizer as a report ttnn 0.81.1 writes itself does: every
+    query that answers on ttnn's own schema answers here too, with the rows written (quotes and all)."""
+    memory_config = ("MemoryConfig(memory_layout=TensorMemoryLayout::INTERLEAVED,buffer_type=BufferType::DRAM,"
+                     "shard_spec=std::nullopt)")
+    rng = np.random.default_rng(0)
+    with reportdb.Writer(tmp_path / "run", batch_seconds=0) as w:
+        w.add_device(0, num_y_cores=10, num_x_cores=12, l1_num_banks=64, l1_bank_size=1364928, worker_l1_size=1499136)
+        for op in (1, 2, 3):
+            a, b = 10 * op, 10 * op + 1
+            for t in (a, b):
+                w.put_tensor(t, rng.standard_normal((1, 1, 32, 64)).astype(np.float32), memory_config=memory_config,
+                             device_id=0, address=1024 * t, buffer_type=0, layout="TILE", ttnn_dtype="BFLOAT16")
+            w.add_operation(op, "ttnn.add", duration=0.25 * op, arguments={"note": "it's \"quoted\"\n✓"},
+                            stack_trace=f'File "model.py", line {op}', inputs=[a], outputs=[b])
+            w.add_rows("buffers", [{"operation_id": op, "device_id": 0, "address": 1024 * a, "max_size_per_bank": 4096,
+                                    "buffer_type": 0}])
+            w.add_rows("buffer_chunks", [{"operation_id": op, "device_id": 0, "address": 1024 * a, "bank_id": 0, "core_x": 1,
+                                          "core_y": 1, "chunk_address": 1024 * a, "chunk_size": 4096, "page_size": 2048,
+                                          "num_pages": 2, "buffer_type": 0}])
+        w.add_rows("local_tensor_comparison_records",
+                   [{"tensor_id": 21, "golden_tensor_id": 11, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 0.999}])
+    ours = answers(visualizer_python, runner, tmp_path / "run" / "db.sqlite")
+    shutil.copyfile(FIXTURES / "report-schemas" / "ttnn_0.81.1_schema_3.5.sqlite", tmp_path / "ttnn.sqlite")
+    assert _errors(ours) <= _errors(answers(visualizer_python, runner, tmp_path / "ttnn.sqlite"))
+    assert [(o["operation_id"], o["name"], o["duration"]) for o in ours["query_operations"]] == [
+        (1, "ttnn.add", 0.25), (2, "ttnn.add", 0.5), (3, "ttnn.add", 0.75)]
+    assert {a["value"] for a in ours["query_operation_arguments"]} == {"it's \"quoted\"\n✓"}
+    tensors = {t["tensor_id"]: t for t in ours["query_tensors"]}
+    assert sorted(tensors) == [10, 11, 20, 21, 30, 31]
+    assert tensors[10]["shape"] == "Shape([1, 1, 32, 64])" and tensors[10]["dtype"] == "DataType.BFLOAT16"
+    assert tensors[10]["memory_config"]["memory_layout"] == "TensorMemoryLayout::INTERLEAVED"
+    assert [(c["producers"], c["consumers"]) for c in ours["query_producers_consumers"] if c["tensor_id"] == 11] == [([1], [])]
+    assert len(ours["query_buffer_chunks"]) == 3 and len(ours["query_buffers"]) == 3 and ours["query_devices"]
+    assert ours["query_tensor_comparisons"][0][0]["actual_pcc"] == 0.999
