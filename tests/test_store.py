@@ -294,11 +294,13 @@ def _put_tensors_cases() -> list[dict]:
     ]
 
 
-def test_put_tensors_stores_what_put_tensor_stores(tmp_path: Path) -> None:
-    """The set-based path for small tensors writes the same rows as put_tensor, one tensor at a time."""
+def test_put_tensors_stores_what_put_tensor_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The set-based path for small tensors writes the same rows as put_tensor, one tensor at a time; so it does
+    with the statistics of its larger arrays computed in a helper thread ("beside": every array here)."""
     dumps = []
     cases = _put_tensors_cases()
-    for name, together in (("one", False), ("many", True)):
+    for name, together in (("one", False), ("many", True), ("beside", True)):
+        monkeypatch.setattr(reportdb.report, "_STATS_BESIDE_SMALL_MIN", 0 if name == "beside" else 256 << 10)
         with reportdb.open(tmp_path / f"{name}.sqlite", "a") as r:
             r.chunk_size = 1 << 16
             if together:
@@ -331,6 +333,7 @@ def test_put_tensors_stores_what_put_tensor_stores(tmp_path: Path) -> None:
     for a, b in zip(stats_one, stats_many, strict=True):  # mean and std: another summation order, same to ~1 ulp
         assert a[:5] + a[7:] == b[:5] + b[7:]
         assert (b[5:7] == a[5:7]) if None in a[5:7] else (b[5:7] == pytest.approx(a[5:7], rel=1e-12, abs=1e-300))
+    assert dumps[2] == dumps[0] != dumps[1]  # compute_stats beside, as put_tensor computes it
     assert reportdb.verify(tmp_path / "many.sqlite")["ok"]
 
 
