@@ -257,6 +257,16 @@ def _single_tensor(obj: Any, name: str) -> _TensorRef:
     )
 
 
+def _registered(storages: dict[str, _Storage], pid: Any, name: str, *, legacy: bool) -> tuple[_Storage, Any]:
+    """The storage a persistent id names, recorded in ``storages`` (a key must keep one type and size), and the
+    view the id carries (legacy streams only; else None)."""
+    storage_type, key, numel, view = _storage_pid(pid, legacy=legacy)
+    storage = _Storage(key, storage_type.dtype, numel)
+    if storages.setdefault(key, storage) != storage:
+        raise FormatError(f"{name}: storage {key!r:.200} is referenced with two different types or sizes")
+    return storage, view
+
+
 def _read_zip(fh: IO[bytes], name: str) -> tuple[_TensorRef, np.ndarray, bool]:
     """Parse a zip-format ``.pt``; return the tensor, its storage's bytes and whether they are big-endian."""
     with zipfile.ZipFile(fh) as zf:
@@ -270,11 +280,7 @@ def _read_zip(fh: IO[bytes], name: str) -> tuple[_TensorRef, np.ndarray, bool]:
         storages: dict[str, _Storage] = {}
 
         def load_storage(pid: Any) -> _Storage:
-            storage_type, key, numel, _view = _storage_pid(pid, legacy=False)
-            storage = _Storage(key, storage_type.dtype, numel)
-            if storages.setdefault(key, storage) != storage:
-                raise FormatError(f"{name}: storage {key!r:.200} is referenced with two different types or sizes")
-            return storage
+            return _registered(storages, pid, name, legacy=False)[0]
 
         ref = _single_tensor(_SafeUnpickler(io.BytesIO(zf.read(pickles[0])), name, load_storage).load(), name)
         record = f"{prefix}data/{ref.storage.key}"
@@ -338,10 +344,8 @@ def _read_legacy(fh: IO[bytes], name: str) -> tuple[_TensorRef, np.ndarray, bool
     roots: dict[str, _Storage] = {}
 
     def load_storage(pid: Any) -> _Storage:
-        storage_type, key, numel, view = _storage_pid(pid, legacy=True)
-        root = _Storage(key, storage_type.dtype, numel)
-        if roots.setdefault(key, root) != root:
-            raise FormatError(f"{name}: storage {key!r:.200} is referenced with two different types or sizes")
+        root, view = _registered(roots, pid, name, legacy=True)
+        key, numel = root.key, root.numel
         if view is None:
             return root
         if not (isinstance(view, tuple) and len(view) == 3 and _is_count(view[1]) and _is_count(view[2])):
