@@ -63,6 +63,7 @@ from .dtypes import canonical, dtype_name
 from .errors import ReportDBError
 from .spec import TensorSpec
 from .store import blobs
+from .store.checkpoint import Checkpointer
 from .store.codec import Compression, codec_for
 
 StorePolicy = Literal["all", "outputs", "none"]
@@ -200,6 +201,15 @@ def _report_columns() -> dict[str, frozenset[str]]:
 #: The background thread starts once 1/_EAGER of a batch (count or bytes) is queued.
 _EAGER = 8
 
+#: The checkpoint thread is poked after this many tensor bytes or commits (whichever comes first).
+_CHECKPOINT_BYTES = 16 << 20
+_CHECKPOINT_COMMITS = 64
+#: SQLite's automatic checkpoint in the committing thread, kept as a backstop: 4000 pages of 64 KiB (250 MiB).
+_AUTOCHECKPOINT_PAGES = 4000
+
+#: Objects a forked child inherited (connections it must neither use nor close).
+_INHERITED: list[Any] = []
+
 _LIVE: "weakref.WeakSet[Writer]" = weakref.WeakSet()
 
 
@@ -286,6 +296,8 @@ class Writer:
         self._report: Any = None
         self._unique_rows = False  # the report's tensors table has UNIQUE(tensor_id, rank); known once opened
         self._file_tables: set[str] = set()  # tables the report file holds; known once opened
+        self._checkpointer: Checkpointer | None = None  # this process's WAL checkpoints, off the committing thread
+        self._unchecked = (0, 0)  # tensor bytes and commits since the checkpointer was last poked
         self._known: dict[tuple[int, int], bool] = {}  # id -> whether its values are recorded
         self._loaded_ranks: set[int] = set()  # ranks whose stored ids are in _known
         self._outputs: set[tuple[int, int]] = set()
@@ -297,6 +309,8 @@ class Writer:
     def _forget_parent(self) -> None:
         """In a forked child: drop the parent's connection (never use or close it), queue and thread."""
         if self._pid != os.getpid():
+            # Never use or close a connection carried across fork (SQLite's rule): keep them from being collected.
+            _INHERITED.append((self._report, self._checkpointer))
             self._init_process_state()
 
     # --- opening ------------------------------------------------------------------------------
@@ -321,6 +335,13 @@ class Writer:
         with self._report.connection() as conn:
             self._unique_rows = _unique_tensor_rows(conn)
             self._file_tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if self.config.durable:
+                # Checkpoints (a copy and two fsyncs) go to a thread of their own, so commits do not wait for the
+                # disk; SQLite's own stays as a backstop at 4x its default size, for a WAL that grows faster than
+                # that thread copies it back. Without fsyncs a checkpoint is a copy, cheaper in the committing
+                # thread than beside it (measured), so durable=False keeps SQLite's.
+                conn.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
+                self._checkpointer = Checkpointer(self.path, synchronous="NORMAL")
         return self._report
 
     def _retry(self, action: Callable[[], T], what: str) -> T:
@@ -485,8 +506,11 @@ class Writer:
             self._raise_background_error()
         finally:
             with self._io:
+                if self._checkpointer is not None:
+                    self._checkpointer.close()
+                    self._checkpointer = None
                 if self._report is not None:
-                    self._report.close()
+                    self._report.close()  # the last connection to close checkpoints what is left
                     self._report = None
             _LIVE.discard(self)
 
@@ -673,6 +697,11 @@ class Writer:
                 for t in batch.tensors:
                     self._known.pop((t.tensor_id, t.rank), None)
             raise
+        nbytes, commits = self._unchecked
+        self._unchecked = (nbytes + sum(t.nbytes for t in batch.tensors), commits + 1)
+        if self._checkpointer is not None and (self._unchecked[0] >= _CHECKPOINT_BYTES or self._unchecked[1] >= _CHECKPOINT_COMMITS):
+            self._checkpointer.poke()
+            self._unchecked = (0, 0)
 
     def _write_rows(self, conn: sqlite3.Connection, batch: _Pending) -> None:
         for op, rank, name, duration in batch.operations:

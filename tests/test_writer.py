@@ -138,6 +138,29 @@ def test_a_known_table_the_file_lacks_is_created_with_its_rows(tmp_path: Path) -
     assert reportdb.verify(tmp_path)["ok"]
 
 
+def test_checkpoints_run_beside_the_writer(tmp_path: Path) -> None:
+    """Committed pages reach the database file while the writer is open, copied there by its checkpoint thread (the
+    committing thread no longer waits for it); close leaves one file, no WAL."""
+    db = tmp_path / "db.sqlite"
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(2 << 20).astype(np.float32) for _ in range(3)]  # 8 MiB each
+    with Writer(tmp_path, batch_seconds=0) as w:
+        w.put_tensor(0, np.zeros(1))
+        w.flush()
+        empty = db.stat().st_size
+        for i, a in enumerate(arrays, 1):
+            w.put_tensor(i, a)
+            w.flush()  # 16 MiB committed after the second: the checkpoint thread is poked
+        deadline = time.monotonic() + 30
+        while db.stat().st_size < empty + 16 * 2**20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert db.stat().st_size >= empty + 16 * 2**20
+    assert not Path(f"{db}-wal").exists()
+    with reportdb.open(db) as r:
+        for i, a in enumerate(arrays, 1):
+            np.testing.assert_array_equal(r.tensor(i), a)
+
+
 def test_stored_ids_are_skipped_without_converting(tmp_path: Path) -> None:
     with Writer(tmp_path) as w:
         assert w.put_tensor(1, np.arange(3, dtype=np.int32))

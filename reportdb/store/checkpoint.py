@@ -1,0 +1,50 @@
+"""WAL checkpoints in a thread of their own, so a writer's commits do not wait for them.
+
+In WAL mode every committed page is written twice: into the WAL, then, at a checkpoint, into the database
+file, with an fsync of each under ``synchronous=NORMAL``. SQLite runs that checkpoint inside the COMMIT that
+crosses ``wal_autocheckpoint`` pages, so the committing thread waits for the copy and both fsyncs while it
+could be hashing and storing the next tensors. A writer turns automatic checkpoints off on its connection and
+hands them to a :class:`Checkpointer`: a second connection that runs ``PRAGMA wal_checkpoint(PASSIVE)`` when
+poked. PASSIVE never blocks writers or readers (frames a reader still needs wait for the next round); the
+connection that closes last checkpoints whatever is left, as SQLite always does. Crash safety is the WAL's
+and does not depend on when checkpoints run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+
+class Checkpointer:
+    """Runs a PASSIVE checkpoint of ``path`` each time it is poked (pokes while one runs fold into one)."""
+
+    def __init__(self, path: Path, *, synchronous: str = "NORMAL") -> None:
+        self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._conn.execute(f"PRAGMA synchronous={synchronous}")  # the fsyncs a checkpoint makes, as the writer's
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="reportdb-checkpoint", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except sqlite3.Error:  # another process's checkpoint holds the lock: the next poke tries again
+                pass
+
+    def close(self) -> None:
+        """Stop the thread (after the checkpoint it is running, if any) and close the connection."""
+        self._stopping = True
+        self._wake.set()
+        self._thread.join()
+        self._conn.close()
