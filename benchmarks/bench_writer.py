@@ -4,7 +4,8 @@ Baselines: ``torch.save`` of one ``.pt`` per tensor (how reports kept torch tens
 ``ttnn.dump_tensor`` of one ``.tensorbin`` per tensor (needs a ttnn wheel; run in its own venv and
 given here with ``--ttnn-python``, or found in the venvs ``tests/ttnn_env.py`` caches). In the ttnn
 venv the writer stores the same ``ttnn.Tensor`` objects (conversion included), so that ratio compares
-like with like. Float32 random values (incompressible), 4 KiB to 64 MiB; each cell is the best of
+like with like. Random normal values (incompressible), float32 or (``--dtype bfloat16``) bfloat16, ttnn's
+usual activation dtype (there as TILE tensors), 4 KiB to 64 MiB; each cell is the best of
 ``--repeat`` runs of a whole sequence (writer: puts, flush and close, so every commit is counted).
 
 Columns: the default writer (statistics on, ``durable``: SQLite fsyncs at every WAL checkpoint, which
@@ -159,12 +160,26 @@ def in_run_count(n: int, gap: float) -> int:
     return max(3, min(n, int(1.0 / gap)))
 
 
-def arrays(nbytes: int, n: int) -> list[np.ndarray]:
+def arrays(nbytes: int, n: int, dtype: str = "float32") -> list[np.ndarray]:
+    """``n`` random normal arrays of ``nbytes`` each, float32 or bfloat16 (ml_dtypes), shaped (rows, 32)."""
     rng = np.random.default_rng(nbytes)
-    return [rng.standard_normal(nbytes // 4, dtype=np.float32) for _ in range(n)]
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return [rng.standard_normal(nbytes // 2, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(-1, 32) for _ in range(n)]
+    return [rng.standard_normal(nbytes // 4, dtype=np.float32).reshape(-1, 32) for _ in range(n)]
 
 
-def measure_numpy(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[str, float]]:
+def torch_tensor(array: np.ndarray) -> Any:
+    """The same values as a torch tensor (bfloat16 through an int16 view: torch.from_numpy refuses ml_dtypes)."""
+    import torch
+
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+def measure_numpy(sizes: list[int], budget: int, repeat: int, dtype: str) -> dict[int, dict[str, float]]:
     """Writer (stats on and off) and torch.save, seconds per tensor, in this interpreter."""
     try:
         import torch
@@ -173,7 +188,7 @@ def measure_numpy(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[
     out: dict[int, dict[str, float]] = {}
     for nbytes in sizes:
         n = count_for(nbytes, budget)
-        data = arrays(nbytes, n)
+        data = arrays(nbytes, n, dtype)
         puts: list[float] = []
         row = {
             "writer": best(writer_run(data, puts), repeat) / n,
@@ -184,7 +199,7 @@ def measure_numpy(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[
         gap = op_seconds(nbytes)
         row["writer_in_run"] = in_run_writer(data[: in_run_count(n, gap)], gap, repeat)
         if torch is not None:
-            torch_data = [torch.from_numpy(a) for a in data]
+            torch_data = [torch_tensor(a) for a in data]
             row["torch_save"] = best(files_run(torch.save, torch_data, "pt"), repeat) / n
             row["torch_in_run"] = in_run_files(torch.save, torch_data[: in_run_count(n, gap)], "pt", gap, repeat)
         out[nbytes] = row
@@ -192,14 +207,18 @@ def measure_numpy(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[
     return out
 
 
-def measure_ttnn(sizes: list[int], budget: int, repeat: int) -> dict[int, dict[str, float]]:
+def measure_ttnn(sizes: list[int], budget: int, repeat: int, dtype: str) -> dict[int, dict[str, float]]:
     """Inside a ttnn venv: ttnn.dump_tensor per file against the writer storing the same ttnn tensors."""
     import ttnn
 
     out: dict[int, dict[str, float]] = {}
     for nbytes in sizes:
         n = count_for(nbytes, budget)
-        tensors = [ttnn.Tensor(a, data_type=ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT) for a in arrays(nbytes, n)]
+        if dtype == "bfloat16":  # as ttnn keeps activations: bfloat16 in 32x32 tiles
+            tensors = [ttnn.Tensor(a.astype(np.float32), data_type=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT)
+                       for a in arrays(nbytes, n, dtype)]
+        else:
+            tensors = [ttnn.Tensor(a, data_type=ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT) for a in arrays(nbytes, n)]
 
         puts: list[float] = []
         row = {
@@ -232,28 +251,32 @@ def main() -> None:
     parser.add_argument("--sizes", default="4K,64K,1M,16M,64M")
     parser.add_argument("--budget", default="256M", help="bytes stored per size and method (at least 3 tensors)")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="bfloat16: numpy/torch bfloat16, and ttnn bfloat16 TILE tensors (ttnn's usual activations)")
     parser.add_argument("--ttnn-python", help="python of a venv with ttnn (default: the cached 0.81 test venv)")
     parser.add_argument("--ttnn-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     budget = parse_size(args.budget)
     if args.ttnn_child:
-        print(json.dumps(measure_ttnn(sizes, budget, args.repeat)))
+        print("RESULT", json.dumps(measure_ttnn(sizes, budget, args.repeat, args.dtype)), flush=True)  # ttnn logs to stdout too
         return
     for name in list(os.environ):
         if name.startswith("REPORTDB_"):
             del os.environ[name]  # defaults only: the figures describe the default configuration
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; seconds per tensor")
-    results = {int(k): v for k, v in measure_numpy(sizes, budget, args.repeat).items()}
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs, {args.dtype}; seconds per tensor")
+    results = {int(k): v for k, v in measure_numpy(sizes, budget, args.repeat, args.dtype).items()}
     python = ttnn_python(args.ttnn_python)
     if python:
         proc = subprocess.run(
-            [python, __file__, "--ttnn-child", "--sizes", args.sizes, "--budget", args.budget, "--repeat", str(args.repeat)],
+            [python, __file__, "--ttnn-child", "--sizes", args.sizes, "--budget", args.budget, "--repeat", str(args.repeat),
+             "--dtype", args.dtype],
             capture_output=True, text=True,
             env={**os.environ, "TT_METAL_MOCK_CLUSTER_DESC_PATH": str(ROOT.parent / "shared/tools/mock-cluster/wormhole_N150.yaml")},
         )
         if proc.returncode == 0:
-            for size, row in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+            result = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))
+            for size, row in json.loads(result[len("RESULT "):]).items():
                 results[int(size)].update(row)
         else:
             print(f"ttnn run failed:\n{proc.stderr[-2000:]}")
