@@ -341,12 +341,22 @@ def _pattern_stats(arr: np.ndarray, bins: int, block: int) -> dict[str, Any]:
     patterns = 1 << (8 * dtype.itemsize)
 
     def count(span: tuple[int, int]) -> np.ndarray:
-        counts = np.zeros(patterns, dtype=np.int64)
+        # Added into the first block's counts: every fresh 512 KiB array costs page faults (a 32K-element
+        # bfloat16 tensor spent 1 ms in three of them, against 0.06 ms counting).
+        counts: np.ndarray | None = None
         for blk in flat_blocks(arr, block, *span):
-            counts += np.bincount(np.ascontiguousarray(blk).view(width), minlength=patterns)
+            found = np.bincount(np.ascontiguousarray(blk).view(width), minlength=patterns)
+            if counts is None:
+                counts = found
+            else:
+                counts += found
+        assert counts is not None
         return counts
 
-    counts = sum(parallel_map(count, split_range(arr.size, block)), np.zeros(patterns, dtype=np.int64))
+    spans = parallel_map(count, split_range(arr.size, block))
+    counts = spans[0]
+    for more in spans[1:]:
+        counts += more
     present = np.flatnonzero(counts)
     values = _pattern_values(dtype)[present]
     weights = counts[present]
