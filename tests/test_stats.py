@@ -37,6 +37,7 @@ def assert_stats_match(result: dict, array: np.ndarray, bins: int = 64) -> None:
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> int:
     """Shrink the block so modest arrays exercise the streaming combine and the second histogram pass."""
     monkeypatch.setattr(stats_mod, "BLOCK_ELEMENTS", 1000)
+    monkeypatch.setattr(stats_mod, "PATTERN_MIN_ELEMENTS", 1000)
     return 1000
 
 
