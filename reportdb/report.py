@@ -339,22 +339,27 @@ class Report:
         """Store many tensors in one transaction; each mapping holds ``put_tensor``'s arguments (``tensor_id``,
         ``array`` or ``shards``, ``rank``, metadata). Returns ``put_tensor``'s answer for each, in order.
 
-        Single arrays that fit in one chunk go in together: a few set-based statements for the whole call instead
-        of seven per tensor, and their statistics in one vectorized pass; much faster for many small tensors.
+        Tensors of one array or one shard (a single-device ttnn tensor) that fit in one chunk go in together: a few
+        set-based statements for the whole call instead of seven per tensor, and their statistics in one vectorized
+        pass; much faster for many small tensors.
         """
         self._check_writable()
         self._require_store()
         entries = [dict(t) for t in tensors]
         results = [False] * len(entries)
-        small: list[tuple[int, tuple[int, int], np.ndarray, dict[str, Any]]] = []
+        small: list[tuple[int, tuple[int, int], MeshCoordinate, np.ndarray, dict[str, Any]]] = []
         with self._lock, self.batch():
             for i, kw in enumerate(entries):
-                array = kw.get("array")
-                if if_exists != "replace" and array is not None and "shards" not in kw and "_prepared" not in kw:
-                    kw["array"] = arr = canonical(array)  # put_tensor then keeps it as it is
-                    if arr.nbytes <= self.chunk_size and kw.get("distribution") is None:
-                        small.append((i, (int(kw.pop("tensor_id")), int(kw.pop("rank", 0))), arr, kw))
+                one = _single(kw) if if_exists != "replace" and "_prepared" not in kw else None
+                if one is not None:
+                    coord, arr = one
+                    if arr.nbytes <= self.chunk_size:
+                        kw.pop("array", None)
+                        kw.pop("shards", None)
+                        small.append((i, (int(kw.pop("tensor_id")), int(kw.pop("rank", 0))), coord, arr, kw))
                         continue
+                    if "array" in kw:
+                        kw["array"] = arr  # canonical already: put_tensor keeps it as it is
                 results[i] = self.put_tensor(if_exists=if_exists, stats=stats, **kw)
             if small:
                 for i, stored in zip((s[0] for s in small), self._put_small(small, if_exists, stats)):
@@ -362,11 +367,12 @@ class Report:
         return results
 
     def _put_small(
-        self, small: list[tuple[int, tuple[int, int], np.ndarray, dict[str, Any]]], if_exists: str, stats: bool
+        self, small: list[tuple[int, tuple[int, int], MeshCoordinate, np.ndarray, dict[str, Any]]], if_exists: str,
+        stats: bool,
     ) -> list[bool]:
-        """``put_tensors`` for single arrays of one chunk each; the caller holds the transaction."""
+        """``put_tensors`` for tensors of one array or shard of one chunk each; the caller holds the transaction."""
         conn = self._conn
-        keys = [key for _, key, _, _ in small]
+        keys = [key for _, key, _, _, _ in small]
         taken: set[tuple[int, int]] = set()
         for marks, key_piece in bulk.in_lists(keys):
             taken.update(conn.execute(
@@ -374,17 +380,18 @@ class Report:
                 [v for key in key_piece for v in key],
             ).fetchall())
         fresh = []
+        coords = []
         results = []
-        for _, key, arr, kw in small:
+        for _, key, coord, arr, kw in small:
             if key in taken:
                 if if_exists == "error":
                     raise _exists(*key)
                 results.append(False)
                 continue
             taken.add(key)
-            kw.pop("array")
             spec, source = _spec_and_source(kw)
-            fresh.append((_tensor_row(key[0], key[1], [((), arr)], spec, source), arr))
+            fresh.append((_tensor_row(key[0], key[1], [(coord, arr)], spec, source), arr))
+            coords.append(_json_ints(coord))
             results.append(True)
         if not fresh:
             return results
@@ -403,8 +410,9 @@ class Report:
             [(pk + n, *row) for n, (row, _) in enumerate(fresh)],
         )
         conn.executemany(
-            "INSERT INTO rdb_shard(tensor_pk, shard_index, mesh_coordinate, dtype, shape, blob_id) VALUES (?, 0, '[]', ?, ?, ?)",
-            [(pk + n, row[2], _json_ints(arr.shape), blob_id) for n, ((row, arr), (blob_id, _)) in enumerate(zip(fresh, refs))],
+            "INSERT INTO rdb_shard(tensor_pk, shard_index, mesh_coordinate, dtype, shape, blob_id) VALUES (?, 0, ?, ?, ?, ?)",
+            [(pk + n, coord, row[2], _json_ints(arr.shape), blob_id)
+             for n, ((row, arr), coord, (blob_id, _)) in enumerate(zip(fresh, coords, refs))],
         )
         if with_stats:
             wanted: dict[tuple[int, str], np.ndarray] = {}  # (blob id, dtype) -> values; once per pair
@@ -648,6 +656,18 @@ def _tensor_row(tensor_id: int, rank: int, items: Shards, spec: TensorSpec, sour
         _json(spec.memory_config), _json(spec.distribution.to_json() if spec.distribution else None),
         _json(source), time.time(),
     )
+
+
+def _single(kw: dict[str, Any]) -> tuple[MeshCoordinate, np.ndarray] | None:
+    """The one canonical array of a put's arguments and its mesh coordinate: ``array=`` without a distribution,
+    or ``shards=`` of length one; None for anything else (``put_tensor`` checks and stores those)."""
+    if "array" in kw and "shards" not in kw and kw["array"] is not None and kw.get("distribution") is None:
+        return (), canonical(kw["array"])
+    shards = kw.get("shards")
+    if "array" not in kw and shards is not None and len(shards) == 1:
+        coord, array = shards[0]
+        return tuple(int(c) for c in coord), canonical(array)
+    return None
 
 
 def _exists(tensor_id: int, rank: int) -> TensorExistsError:

@@ -291,6 +291,11 @@ def _put_tensors_cases() -> list[dict]:
         {"tensor_id": 7, "array": np.array([np.nan, np.inf, 0.0], np.float32)},
         {"tensor_id": 8, "array": RNG.standard_normal(70_000).astype(np.float32)},  # several chunks
         {"tensor_id": 9, "shards": [((0,), small[:2]), ((1,), small[2:])], "distribution": dist},
+        # one shard, as a single-device ttnn tensor converts: set-based too
+        {"tensor_id": 10, "shards": [((0, 0), small * 2)],
+         "distribution": Distribution((1,), (Placement("replicate"),), device_coords=((0, 0),))},
+        {"tensor_id": 11, "shards": [((0,), RNG.standard_normal(70_000).astype(np.float32))],  # over a chunk
+         "distribution": Distribution((1,), (Placement("replicate"),))},
     ]
 
 
