@@ -35,10 +35,11 @@ argument                 environment variable          meaning
 ``lock_timeout``         ``REPORTDB_LOCK_TIMEOUT``     seconds to keep retrying a locked database
 ``durable``              ``REPORTDB_DURABLE``          1: ``synchronous=NORMAL`` (commits survive a
                                                        process crash; an OS crash may drop the last
-                                                       ones). 0: ``synchronous=OFF`` on this writer's
-                                                       connection: still safe against a process crash
-                                                       or SIGKILL, not against power loss; ~1.8x faster
-                                                       for large tensors (no fsync at checkpoints)
+                                                       ones); WAL checkpoints, which fsync, run in a
+                                                       thread of their own. 0: ``synchronous=OFF`` on
+                                                       this writer's connection: still safe against a
+                                                       process crash or SIGKILL, not against power
+                                                       loss; 10-25% faster (no fsync at checkpoints)
 =======================  ============================  =============================================
 """
 
