@@ -353,13 +353,12 @@ class Report:
                 one = _single(kw) if if_exists != "replace" and "_prepared" not in kw else None
                 if one is not None:
                     coord, arr = one
+                    kw.pop("array", None)
                     if arr.nbytes <= self.chunk_size:
-                        kw.pop("array", None)
                         kw.pop("shards", None)
                         small.append((i, (int(kw.pop("tensor_id")), int(kw.pop("rank", 0))), coord, arr, kw))
                         continue
-                    if "array" in kw:
-                        kw["array"] = arr  # canonical already: put_tensor keeps it as it is
+                    kw["shards"] = [(coord, arr)]  # canonical already: put_tensor keeps it as it is
                 results[i] = self.put_tensor(if_exists=if_exists, stats=stats, **kw)
             if small:
                 for i, stored in zip((s[0] for s in small), self._put_small(small, if_exists, stats)):

@@ -344,17 +344,16 @@ def _pattern_stats(arr: np.ndarray, bins: int, block: int) -> dict[str, Any]:
     width = np.uint8 if dtype.itemsize == 1 else np.uint16
     patterns = 1 << (8 * dtype.itemsize)
 
+    def bincount(blk: np.ndarray) -> np.ndarray:
+        return np.bincount(np.ascontiguousarray(blk).view(width), minlength=patterns)
+
     def count(span: tuple[int, int]) -> np.ndarray:
         # Added into the first block's counts: every fresh 512 KiB array costs page faults (a 32K-element
-        # bfloat16 tensor spent 1 ms in three of them, against 0.06 ms counting).
-        counts: np.ndarray | None = None
-        for blk in flat_blocks(arr, block, *span):
-            found = np.bincount(np.ascontiguousarray(blk).view(width), minlength=patterns)
-            if counts is None:
-                counts = found
-            else:
-                counts += found
-        assert counts is not None
+        # bfloat16 tensor spent 1 ms in three of them, against 0.06 ms counting). Spans are never empty.
+        blocks = flat_blocks(arr, block, *span)
+        counts = bincount(next(blocks))
+        for blk in blocks:
+            counts += bincount(blk)
         return counts
 
     spans = parallel_map(count, split_range(arr.size, block))
@@ -435,9 +434,8 @@ def _compute_stats(array: np.ndarray, bins: int) -> dict[str, Any]:
     if arr.size <= min(BLOCK_ELEMENTS, SMALL_ELEMENTS):
         return _small_stats(arr, bins)
     block = BLOCK_ELEMENTS
-    if arr.dtype.itemsize == 1 or (arr.dtype.itemsize == 2 and arr.size >= PATTERN_MIN_ELEMENTS):
-        if arr.dtype.isnative:
-            return _pattern_stats(arr, bins, block)
+    if arr.dtype.isnative and (arr.dtype.itemsize == 1 or (arr.dtype.itemsize == 2 and arr.size >= PATTERN_MIN_ELEMENTS)):
+        return _pattern_stats(arr, bins, block)
     spans = split_range(arr.size, block)
 
     def first_pass(span: tuple[int, int]) -> _StatsAccumulator:

@@ -189,14 +189,17 @@ class _Pending:
         return len(self.operations) + len(self.rows) + len(self.tensors)
 
 
-def _report_columns() -> dict[str, frozenset[str]]:
-    """Writable columns of every report table (from the ORM models, which mirror the newest schema)."""
+def _report_tables() -> dict[str, list[Any]]:
+    """The writable columns (SQLAlchemy ``Column`` objects) of every report table, from the ORM models, which mirror
+    the newest schema."""
     from .models import REPORT_MODELS
 
-    return {
-        m.__tablename__: frozenset(c.name for c in m.__table__.columns if c.name not in ("rowid", "id"))
-        for m in REPORT_MODELS
-    }
+    return {m.__tablename__: [c for c in m.__table__.columns if c.name not in ("rowid", "id")] for m in REPORT_MODELS}
+
+
+def _report_columns() -> dict[str, frozenset[str]]:
+    """Writable column names of every report table."""
+    return {table: frozenset(c.name for c in columns) for table, columns in _report_tables().items()}
 
 
 #: The background thread starts once 1/_EAGER of a batch (count or bytes) is queued.
@@ -298,7 +301,7 @@ class Writer:
         self._unique_rows = False  # the report's tensors table has UNIQUE(tensor_id, rank); known once opened
         self._file_tables: set[str] = set()  # tables the report file holds; known once opened
         self._checkpointer: Checkpointer | None = None  # this process's WAL checkpoints, off the committing thread
-        self._unchecked = (0, 0)  # tensor bytes and commits since the checkpointer was last poked
+        self._unchecked_bytes = self._unchecked_commits = 0  # committed since the checkpointer was last poked
         self._known: dict[tuple[int, int], bool] = {}  # id -> whether its values are recorded
         self._loaded_ranks: set[int] = set()  # ranks whose stored ids are in _known
         self._outputs: set[tuple[int, int]] = set()
@@ -698,11 +701,13 @@ class Writer:
                 for t in batch.tensors:
                     self._known.pop((t.tensor_id, t.rank), None)
             raise
-        nbytes, commits = self._unchecked
-        self._unchecked = (nbytes + sum(t.nbytes for t in batch.tensors), commits + 1)
-        if self._checkpointer is not None and (self._unchecked[0] >= _CHECKPOINT_BYTES or self._unchecked[1] >= _CHECKPOINT_COMMITS):
+        self._unchecked_bytes += sum(t.nbytes for t in batch.tensors)
+        self._unchecked_commits += 1
+        if self._checkpointer is not None and (
+            self._unchecked_bytes >= _CHECKPOINT_BYTES or self._unchecked_commits >= _CHECKPOINT_COMMITS
+        ):
             self._checkpointer.poke()
-            self._unchecked = (0, 0)
+            self._unchecked_bytes = self._unchecked_commits = 0
 
     def _write_rows(self, conn: sqlite3.Connection, batch: _Pending) -> None:
         for op, rank, name, duration in batch.operations:
@@ -743,14 +748,11 @@ class Writer:
                     for item in items
                 ],
             )
-        values = []
-        for item in items:
-            if item.shards is None:
-                continue
-            if len(item.shards) == 1 and not item.shards[0][0] and "distribution" not in item.metadata:
-                values.append({"tensor_id": item.tensor_id, "rank": item.rank, "array": item.shards[0][1], **item.metadata})
-            else:
-                values.append({"tensor_id": item.tensor_id, "rank": item.rank, "shards": item.shards, **item.metadata})
+        values = [
+            {"tensor_id": item.tensor_id, "rank": item.rank, "shards": item.shards, **item.metadata}
+            for item in items
+            if item.shards is not None
+        ]
         if values:
             report.put_tensors(values, if_exists="skip", stats=self.config.stats)
 
@@ -770,13 +772,8 @@ def _create_table_sql(table: str) -> str:
     """``CREATE TABLE IF NOT EXISTS`` for a report table, with the columns and types of its ORM model."""
     from sqlalchemy import Float, Integer
 
-    from .models import REPORT_MODELS
-
-    model = next(m for m in REPORT_MODELS if m.__tablename__ == table)
     columns = []
-    for column in model.__table__.columns:
-        if column.name in ("rowid", "id"):
-            continue
+    for column in _report_tables()[table]:
         kind = "int" if isinstance(column.type, Integer) else "float" if isinstance(column.type, Float) else "text"
         columns.append(f"{column.name} {kind}" + (" NOT NULL DEFAULT 0" if column.name == "rank" else ""))
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})"
