@@ -52,3 +52,12 @@ class TensorNotFoundError(ReportDBError, KeyError):
 
 class AssemblyError(ReportDBError):
     """A multi-device tensor cannot be assembled into one array; read its shards instead."""
+
+
+class UnsafeReportError(ReportDBError):
+    """The report holds something reportdb refuses to run or write through: a view or a non-table under one of
+    reportdb's ``rdb_*`` names, triggers on reportdb's tables, or (for writes) triggers anywhere."""
+
+
+class QueryTimeoutError(ReportDBError):
+    """A query on the report ran longer than reportdb allows (a hostile or damaged schema can make one spin)."""
