@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -224,7 +225,12 @@ _RAMPS: dict[int, np.ndarray] = {}
 
 def _hist_range(lo: float, hi: float, bins: int) -> tuple[float, float, np.ndarray]:
     """``np.histogram``'s range and edges for finite values spanning ``lo..hi`` (a constant gets ±0.5)."""
-    first, last = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
+    first, last = lo, hi
+    if lo == hi:
+        # A constant so large that ±0.5 is lost in rounding (np.histogram refuses it) is widened by a part of its own
+        # magnitude instead, so its bins stay finite and distinct and it still lands in the middle one.
+        pad = 0.5 if lo - 0.5 != lo else abs(lo) * 2.0**-20
+        first, last = max(lo - pad, -sys.float_info.max), min(hi + pad, sys.float_info.max)
     step = (last - first) / bins
     if math.isinf(step) and math.isfinite(first) and math.isfinite(last):
         # Wider than the largest float (np.histogram refuses it): the same edges, built from half steps.

@@ -168,6 +168,8 @@ def test_edges_equal_linspace_over_many_ranges() -> None:
         hi = lo + width
         _, _, edges = stats_mod._hist_range(float(lo), float(hi), int(bins))
         first, last = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
+        if lo == hi and first == lo:  # ±0.5 lost in rounding: widened by 2**-20 of the value (np.histogram refuses it)
+            first, last = lo - abs(lo) * 2.0**-20, hi + abs(lo) * 2.0**-20
         assert edges.tolist() == np.linspace(first, last, bins + 1).tolist()
     assert stats_mod._hist_range(0.0, 5e-324, 64)[2].tolist() == np.linspace(0.0, 5e-324, 65).tolist()
 
@@ -254,3 +256,16 @@ def test_moments_near_the_float64_limit_stay_finite(size: int, nan: bool) -> Non
             assert result["std"] == pytest.approx(finite.std() * 1.5e308, rel=1e-9)
             assert result["nan_count"] == int(np.isnan(x).sum())
             json.dumps(result, allow_nan=False)
+
+
+@pytest.mark.parametrize("value", [3e38, -3e38, float(np.finfo(np.float32).max), 2.0**60])
+@pytest.mark.parametrize("size", [2, 70_000])  # the small path and the blocked one
+def test_constant_too_large_for_half_a_unit(value: float, size: int) -> None:
+    # ±0.5 around such a constant rounds back to it (np.histogram refuses it: "Too many bins"); it raised
+    # ZeroDivisionError, so `reportdb show` of such a file was an internal error.
+    stats = compute_stats(np.full(size, value, np.float32))
+    assert stats["min"] == stats["max"] == float(np.float32(value))
+    assert stats["hist_counts"][32] == size and sum(stats["hist_counts"]) == size
+    edges = stats["hist_edges"]
+    assert all(np.isfinite(edges)) and edges[32] <= stats["min"] <= edges[33]
+    assert stats_mod.compute_stats_many([np.full(size, value, np.float32)])[0]["hist_counts"] == stats["hist_counts"]
