@@ -1,4 +1,10 @@
-"""Shared test fixtures: where the real ttnn/torch files live, and helpers to compare values."""
+"""Shared test fixtures: where the real ttnn/torch files live, and helpers to compare values.
+
+The project carries its own real fixtures in ``tests/data`` (``FIXTURES``; made by
+``tests/data/make/make_all.py`` with the real ttnn wheels and torch, see ``tests/data/README.md``), so
+the suite runs on a plain clone. A ``shared/fixtures`` folder beside the checkout, when present, is an
+extra corpus (``EXTRA_FIXTURES``, else None) that tests may add; nothing requires it.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +16,42 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "data"
+_SHARED = ROOT.parent / "shared" / "fixtures"
+EXTRA_FIXTURES: Path | None = _SHARED if _SHARED.is_dir() else None
+
+
+def fixture_roots() -> list[Path]:
+    """The fixture roots present here: the project's own first, then ``EXTRA_FIXTURES`` if it exists."""
+    return [FIXTURES] + ([EXTRA_FIXTURES] if EXTRA_FIXTURES is not None else [])
+
+
+OWN_FOLDERS = ("ttnn-0.62.2-bin", "ttnn-0.81.1-tensorbin", "ttnn-0.64.5-report-tensorbin", "torch-2.13-pt", "report-schemas")
 
 
 def manifest(folder: str) -> list[dict[str, Any]]:
-    """The entries of ``FIXTURES/folder/manifest.json`` (one per file)."""
+    """The entries of ``FIXTURES/folder/manifest.json`` (one per file).
+
+    A folder that only an extra corpus has (``tt-mlir-public``) gives no entries here, so collection
+    never fails on a plain clone; ``manifest_entries`` finds it in every root that has it. The
+    project's own folders must exist (``tests/test_fixture_data.py`` checks them).
+    """
+    if folder not in OWN_FOLDERS and not (FIXTURES / folder).is_dir():
+        return []
     data = json.loads((FIXTURES / folder / "manifest.json").read_text())
     return data["files"] if isinstance(data, dict) else data
+
+
+def manifest_entries(folder: str) -> list[tuple[Path, dict[str, Any]]]:
+    """``(folder path, entry)`` for every manifest entry of ``folder`` in every fixture root that has it:
+    the project's own first, then ``EXTRA_FIXTURES``. Empty when no root has it."""
+    found = []
+    for root in fixture_roots():
+        path = root / folder / "manifest.json"
+        if path.is_file():
+            data = json.loads(path.read_text())
+            found += [(root / folder, entry) for entry in (data["files"] if isinstance(data, dict) else data)]
+    return found
 
 
 def assert_values_equal(actual: np.ndarray, expected: np.ndarray) -> None:
@@ -32,6 +67,7 @@ def assert_values_equal(actual: np.ndarray, expected: np.ndarray) -> None:
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
+    """The project's own fixture root (always present in a checkout)."""
     if not FIXTURES.is_dir():
-        pytest.fail(f"real fixtures not found at {FIXTURES}: shared/ must sit beside the checkout")
+        pytest.fail(f"the project's fixtures are missing at {FIXTURES}: restore tests/data from git")
     return FIXTURES

@@ -1,13 +1,15 @@
 """ttnn-visualizer's own query layer gives the same answers on a legacy report and on its migration.
 
 The PyPI package ``ttnn-visualizer`` pins many heavy dependencies, so it is not one of ours: the
-test builds a separate venv once per session (or uses the python named by
-``REPORTDB_TEST_VISUALIZER_PYTHON``), runs every ``DatabaseQueries`` method there on a database
-and compares the JSON answers. It skips only when pip cannot install the package.
+tests run it from a venv of its own, built once and kept in the cache of ``ttnn_env.py`` (keyed by the
+pinned version; or the python named by ``REPORTDB_TEST_VISUALIZER_PYTHON``), run every
+``DatabaseQueries`` method there on a database and compare the JSON answers. Building that venv
+downloads, so the tests are ``slow``; they skip, saying pip's error, only when pip cannot download.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -21,7 +23,11 @@ import pytest
 from conftest import FIXTURES
 import reportdb
 from reportdb.migration import migrate
+from ttnn_env import EnvBuildError, EnvUnavailable, cached_venv
 
+pytestmark = pytest.mark.slow
+
+VISUALIZER_VERSION = "0.108.0"  # the query layer these tests were written against; a new one is a new venv
 REPORTS = ["ttnn-0.62.2-bin", "ttnn-0.64.5-report-tensorbin"]
 SCHEMAS = ["visualizer_empty_2024-09.sqlite", "ttnn_0.81.1_schema_3.5.sqlite"]
 
@@ -100,19 +106,21 @@ main(sys.argv[1])
 
 
 @pytest.fixture(scope="session")
-def visualizer_python(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A python with ``ttnn-visualizer`` installed from PyPI, built once per session."""
+def visualizer_python() -> str:
+    """A python with ``ttnn-visualizer`` installed from PyPI, built once and reused across runs."""
     given = os.environ.get("REPORTDB_TEST_VISUALIZER_PYTHON")
     if given:
         return given
-    venv = tmp_path_factory.mktemp("ttnn-visualizer-venv")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    result = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "ttnn-visualizer"], capture_output=True, text=True, timeout=1800
-    )
-    if result.returncode != 0:
-        pytest.skip(f"pip could not download/install ttnn-visualizer from PyPI: {result.stderr.strip()[-800:]}")
+    interpreter = Path(sys.executable)
+    minor = f"{sys.version_info.major}.{sys.version_info.minor}"
+    tag = hashlib.sha256(f"{sys.base_prefix} {sys.version}".encode()).hexdigest()[:8]
+    try:
+        python = cached_venv(f"ttnn-visualizer-{VISUALIZER_VERSION}-py{minor}-{tag}", interpreter,
+                             [f"ttnn-visualizer=={VISUALIZER_VERSION}"], f"ttnn-visualizer {VISUALIZER_VERSION}")
+    except EnvUnavailable as exc:
+        pytest.skip(str(exc))
+    except EnvBuildError as exc:
+        pytest.fail(str(exc))
     return str(python)
 
 
@@ -220,3 +228,31 @@ def test_visualizer_reads_a_report_the_writer_made(tmp_path: Path, visualizer_py
     assert [(c["producers"], c["consumers"]) for c in ours["query_producers_consumers"] if c["tensor_id"] == 11] == [([1], [])]
     assert len(ours["query_buffer_chunks"]) == 3 and len(ours["query_buffers"]) == 3 and ours["query_devices"]
     assert ours["query_tensor_comparisons"][0][0]["actual_pcc"] == 0.999
+
+
+# --- the cached environment itself ----------------------------------------------------------------------
+
+
+def test_env_that_cannot_download_skips_with_pips_error_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline (here: pip told to use no index), building the venv raises EnvUnavailable naming the package
+    and pip's own error, and no half-built venv stays in the cache to be taken for a ready one."""
+    monkeypatch.setenv("REPORTDB_TTNN_ENVS", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    with pytest.raises(EnvUnavailable, match=rf"cannot install ttnn-visualizer {VISUALIZER_VERSION}: .*ttnn-visualizer=={VISUALIZER_VERSION}"):
+        cached_venv("visualizer-offline", Path(sys.executable), [f"ttnn-visualizer=={VISUALIZER_VERSION}"],
+                    f"ttnn-visualizer {VISUALIZER_VERSION}")
+    assert not (tmp_path / "cache" / "visualizer-offline").exists()
+
+
+def test_ready_env_is_reused_without_running_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A venv with its .ready marker is returned as it is: no interpreter is run, nothing is installed."""
+    monkeypatch.setenv("REPORTDB_TTNN_ENVS", str(tmp_path))
+    (tmp_path / "made-before" / "bin").mkdir(parents=True)
+    (tmp_path / "made-before" / ".ready").write_text("ttnn-visualizer==0.108.0\n")
+    python = cached_venv("made-before", tmp_path / "no-such-python", ["ttnn-visualizer==0.108.0"], "ttnn-visualizer")
+    assert python == tmp_path / "made-before" / "bin" / "python"
+    with pytest.raises(EnvBuildError, match="cannot make a venv"):  # without the marker it is rebuilt, with that python
+        cached_venv("not-ready", tmp_path / "no-such-python", ["ttnn-visualizer==0.108.0"], "ttnn-visualizer")
