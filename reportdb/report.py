@@ -23,9 +23,12 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from .dtypes import canonical, dtype_name, numpy_dtype
-from .errors import NotAReportError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
+from .errors import (
+    CorruptionError, NotAReportError, QueryTimeoutError, ReportDBError, ReportNotFoundError, SchemaError,
+    TensorNotFoundError,
+)
 from .prepare import PreparedShard
-from .spec import Distribution, MeshCoordinate, Shards, TensorSpec, assemble, assembled_shape
+from .spec import MAX_SHARDS, Distribution, MeshCoordinate, Shards, TensorSpec, assemble, assembled_shape, shape_from_json
 from .stats import compute_stats, compute_stats_many, histogram_edges
 from .store import blobs, bulk, codec as codec_mod, engine as engine_mod, pools, schema
 from .store.codec import Compression
@@ -135,6 +138,8 @@ class Report:
     ) -> None:
         if mode not in ("r", "a"):
             raise ReportDBError(f"mode must be 'r' or 'a', not {mode!r}")
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or not 0 < chunk_size <= blobs.MAX_CHUNK_SIZE:
+            raise ReportDBError(f"chunk_size must be a number of bytes from 1 to {blobs.MAX_CHUNK_SIZE}, not {chunk_size!r}")
         self._codec = codec_mod.codec_for(compression)
         self.path = resolve_path(path)
         self.mode = mode
@@ -143,8 +148,11 @@ class Report:
         self._lock = threading.RLock()
         self._depth = 0
         self._upgraded_tensors = False
+        self._wal = False  # this connection has put the file in WAL mode (at its first write)
         self._conn, self.schema_revision = self._connect()
-        self._engine = engine_mod.engine_for(self._conn, readonly=mode == "r")
+        self._engine = engine_mod.engine_for(
+            self._conn, readonly=mode == "r", before_write=self._start_writing if mode == "a" else None
+        )
         self._sessions = sessionmaker(bind=self._engine)
         self._tables = self._table_names()
         self._has_codec = "rdb_chunk" in self._tables and any(
@@ -171,6 +179,7 @@ class Report:
         except sqlite3.Error as exc:
             raise ReportDBError(f"{self.path}: cannot open: {exc}") from exc
         try:
+            schema.check_safety(conn, self.path, writing=self.mode == "a")
             state = schema.inspect(conn, self.path)
             if self.mode == "a":
                 self._prepare_for_writing(conn, state)
@@ -181,26 +190,49 @@ class Report:
             if not existed:
                 for suffix in ("", "-wal", "-shm", "-journal"):
                     Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
+                raise ReportDBError(
+                    f"{self.path}: cannot be read without write access ({exc}): a hot journal beside it needs rolling "
+                    "back. Open it once where it is writable (reportdb.open(path, 'a')), then read it"
+                ) from exc
             if isinstance(exc, sqlite3.DatabaseError):
                 raise NotAReportError(f"{self.path}: not a SQLite report database ({exc})") from exc
             raise
 
     def _prepare_for_writing(self, conn: sqlite3.Connection, state: schema.SchemaState) -> None:
-        if state.kind is schema.SchemaKind.EMPTY:
-            engine_mod.set_write_mode(conn, new_file=True)
+        new_file = state.kind is schema.SchemaKind.EMPTY
+        engine_mod.set_write_mode(conn, new_file=new_file)
+        self._wal = new_file
         if state.kind is not schema.SchemaKind.CURRENT:
             # Upgrade in the file's own journal mode first, so a failure leaves it byte-for-byte as it was.
             schema.upgrade(engine_mod.engine_for(conn, readonly=False))
-        engine_mod.set_write_mode(conn, new_file=False)
         self._upgraded_tensors = state.kind is schema.SchemaKind.OLDER
+
+    def _start_writing(self) -> None:
+        """Put the file in WAL mode before this connection's first write transaction (an open that writes nothing
+        leaves the file as it was; ``close`` puts it back in rollback-journal mode)."""
+        if not self._wal:
+            engine_mod.start_wal(self._conn)
+            self._wal = True
 
     def _table_names(self) -> set[str]:
         return {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
     def close(self) -> None:
+        """Close the connection. In mode "a", the last connection to the file puts it back into rollback-journal
+        mode first, so a finished report is one self-contained file (copyable alone, readable from read-only media);
+        while other connections are open (writer processes) this is left, silently, to the last of them."""
         with self._lock:
-            self._engine.dispose()
-            self._conn.close()
+            try:
+                if self.mode == "a" and not self._conn.in_transaction:
+                    engine_mod.finish_writing(self._conn)
+            except sqlite3.Error as exc:
+                mapped = engine_mod.translate(exc, self.path, what="closing")
+                assert mapped is not None
+                raise mapped from exc
+            finally:
+                self._engine.dispose()  # StaticPool: closes the connection too
+                self._conn.close()
 
     def __enter__(self) -> "Report":
         return self
@@ -229,6 +261,7 @@ class Report:
         with self._lock:
             outer = self._depth == 0
             if outer:
+                self._start_writing()
                 self._conn.execute("BEGIN IMMEDIATE")
             self._depth += 1
             try:
@@ -246,6 +279,22 @@ class Report:
                     if self._conn.in_transaction:  # a failed COMMIT leaves the transaction open: all or nothing
                         self._conn.execute("ROLLBACK")
                     raise
+
+    @contextlib.contextmanager
+    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
+        """The connection, held for the block, with every SQLite error in it raised as the ReportDBError it stands
+        for (damage, a timeout, a schema not laid out as expected), naming ``what`` (a table or a tensor)."""
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                mapped = engine_mod.translate(exc, self.path, what=what)
+                assert mapped is not None
+                raise mapped from exc
+            except (CorruptionError, QueryTimeoutError) as exc:
+                if what in str(exc):
+                    raise
+                raise type(exc)(f"{what}: {exc}") from exc
 
     def _check_writable(self) -> None:
         if self.mode != "a":
@@ -431,13 +480,17 @@ class Report:
     def fill_missing_stats(self) -> int:
         """Compute the statistics of every stored shard that has none (older schema, or ``stats=False``)."""
         self._check_writable()
-        with self._lock:
-            missing = self._conn.execute(
+        with self._reading("table rdb_shard") as conn:
+            missing = conn.execute(
                 "SELECT DISTINCT s.blob_id, s.dtype, s.shape FROM rdb_shard s LEFT JOIN rdb_stats st"
                 " ON st.blob_id = s.blob_id AND st.dtype = s.dtype WHERE st.blob_id IS NULL"
             ).fetchall()
-            for blob_id, dtype, shape in missing:
-                array = self._read(blob_id, numpy_dtype(dtype), tuple(json.loads(shape)), f"blob {blob_id}")
+            for blob_id, dtype, shape_text in missing:
+                what = f"blob {blob_id}"
+                shape = _Stored(self.path, what).shape("rdb_shard", "shape", shape_text)
+                assert shape is not None
+                shard = ShardInfo((), dtype, shape, math.prod(shape) * numpy_dtype(dtype).itemsize)
+                array = self._read(blob_id, shard, what)
                 with self.batch():
                     self._put_stats(blob_id, dtype, array)
         return len(missing)
@@ -486,79 +539,153 @@ class Report:
         """The ids of the tensors stored for ``rank``, ascending."""
         if "rdb_tensor" not in self._tables:
             return []
-        with self._lock:
-            return [r[0] for r in self._conn.execute("SELECT tensor_id FROM rdb_tensor WHERE rank=? ORDER BY tensor_id", (rank,))]
+        with self._reading("table rdb_tensor") as conn:
+            return [r[0] for r in conn.execute("SELECT tensor_id FROM rdb_tensor WHERE rank=? ORDER BY tensor_id", (rank,))]
 
     def tensor_keys(self) -> list[tuple[int, int]]:
         """Every stored ``(tensor_id, rank)``."""
         if "rdb_tensor" not in self._tables:
             return []
-        with self._lock:
-            return [(r[0], r[1]) for r in self._conn.execute("SELECT tensor_id, rank FROM rdb_tensor ORDER BY rank, tensor_id")]
+        with self._reading("table rdb_tensor") as conn:
+            return [(r[0], r[1]) for r in conn.execute("SELECT tensor_id, rank FROM rdb_tensor ORDER BY rank, tensor_id")]
 
     def has_tensor(self, tensor_id: int, rank: int = 0) -> bool:
         if "rdb_tensor" not in self._tables:
             return False
-        with self._lock:
-            return self._conn.execute(
-                "SELECT 1 FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank)
-            ).fetchone() is not None
+        with self._reading("table rdb_tensor") as conn:
+            return conn.execute("SELECT 1 FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank)).fetchone() is not None
 
     def verify_tensor(
         self, tensor_id: int, rank: int = 0, *, pool: Executor | None = None, skip: set[int] | None = None
     ) -> int:
-        """Re-read a tensor's chunks and re-hash them against their sha256 addresses (a deeper check than the crc32
-        every read makes); raise CorruptionError on a mismatch, return the bytes checked. ``pool`` hashes in its
-        threads; blob ids in ``skip`` are not checked again, and the ones checked here are added to it."""
-        _, blob_ids = self._info(tensor_id, rank)
+        """Prove a tensor complete and intact; raise CorruptionError (naming the tensor and the table) otherwise,
+        return the bytes checked.
+
+        Checks that all its ``n_shards`` shard rows are there, each shard's blob is, with its chunks all present and of
+        consistent sizes (shape x itemsize = blob nbytes = the chunks' sizes), the blob's address is that of its
+        chunks, and every chunk re-read (decompressed) matches its sha256 address (a deeper check than the crc32
+        every read makes). ``pool`` hashes in its threads; blob ids in ``skip`` are not checked again, and the ones
+        checked here are added to it."""
+        info, blob_ids = self._info(tensor_id, rank)
+        what = f"tensor {tensor_id} (rank {rank})"
         checked = 0
-        with self._lock:
-            for blob_id in blob_ids:
+        with self._reading(what) as conn:
+            for shard, blob_id in zip(info.shards, blob_ids):
                 if skip is None or blob_id not in skip:
-                    checked += blobs.verify_blob(self._conn, blob_id, what=f"tensor {tensor_id} (rank {rank})",
-                                                 pool=pool, has_codec=self._has_codec)
+                    checked += blobs.verify_blob(conn, blob_id, shard.nbytes, what=what, pool=pool, has_codec=self._has_codec)
                     if skip is not None:
                         skip.add(blob_id)
         return checked
+
+    def check_store(self) -> list[str]:
+        """Find dangling references in the tensor tables without reading any tensor bytes (a few aggregate queries):
+        tensors missing shard rows, shards whose blob is missing, blobs whose chunk list is incomplete or points at
+        missing chunks, chunk sizes that do not add up. Returns one sentence per problem found (empty: none).
+
+        Unreferenced blobs and chunks are not problems: a replaced tensor leaves its blob behind by design."""
+        if "rdb_tensor" not in self._tables:
+            return []
+        missing = [t for t in ("rdb_shard", "rdb_blob", "rdb_blob_chunk", "rdb_chunk") if t not in self._tables]
+        if missing:
+            return [f"{self.path}: table {', '.join(missing)} is missing; the database file is damaged"]
+        checks = (
+            ("rdb_tensor rows whose shard rows are not all there (n_shards)",
+             "SELECT t.tensor_id, t.rank FROM rdb_tensor t LEFT JOIN rdb_shard s ON s.tensor_pk = t.id"
+             " GROUP BY t.id HAVING COUNT(s.id) != t.n_shards OR COUNT(DISTINCT s.shard_index) != t.n_shards"
+             " OR MIN(s.shard_index) != 0 OR MAX(s.shard_index) != t.n_shards - 1"),
+            ("rdb_shard rows whose tensor is missing",
+             "SELECT s.id, s.tensor_pk FROM rdb_shard s LEFT JOIN rdb_tensor t ON t.id = s.tensor_pk WHERE t.id IS NULL"),
+            ("rdb_shard rows whose blob is missing from rdb_blob",
+             "SELECT t.tensor_id, t.rank, s.blob_id FROM rdb_shard s JOIN rdb_tensor t ON t.id = s.tensor_pk"
+             " LEFT JOIN rdb_blob b ON b.id = s.blob_id WHERE b.id IS NULL"),
+            ("rdb_blob rows with impossible sizes",
+             "SELECT id, nbytes, chunk_size, n_chunks FROM rdb_blob WHERE typeof(nbytes) != 'integer'"
+             " OR typeof(chunk_size) != 'integer' OR chunk_size <= 0 OR chunk_size > ? OR nbytes < 0"
+             " OR n_chunks != (nbytes + chunk_size - 1) / chunk_size"),
+            ("rdb_blob rows whose chunk list (rdb_blob_chunk) is incomplete, points at missing chunks or does not add "
+             "up to the blob's size",
+             "SELECT b.id, b.n_chunks, COUNT(bc.idx), COALESCE(SUM(c.nbytes), 0), b.nbytes FROM rdb_blob b"
+             " LEFT JOIN rdb_blob_chunk bc ON bc.blob_id = b.id LEFT JOIN rdb_chunk c ON c.id = bc.chunk_id GROUP BY b.id"
+             " HAVING COUNT(bc.idx) != b.n_chunks OR COUNT(c.id) != COUNT(bc.idx) OR COALESCE(SUM(c.nbytes), 0) != b.nbytes"
+             " OR COUNT(DISTINCT bc.idx) != COUNT(bc.idx) OR COALESCE(MIN(bc.idx), 0) != 0"
+             " OR COALESCE(MAX(bc.idx), -1) != b.n_chunks - 1"),
+            ("rdb_chunk rows whose stored bytes do not fit their size",
+             "SELECT id, nbytes, length(data) FROM rdb_chunk WHERE typeof(data) != 'blob' OR typeof(nbytes) != 'integer'"
+             " OR nbytes <= 0 OR " + ("CASE WHEN codec IS NULL THEN length(data) != nbytes ELSE length(data) > nbytes END"
+                                      if self._has_codec else "length(data) != nbytes")),
+        )
+        problems = []
+        with self._reading("the tensor tables") as conn:
+            for description, sql in checks:
+                rows = conn.execute(sql + " LIMIT 11", (blobs.MAX_CHUNK_SIZE,) if "?" in sql else ()).fetchall()
+                if rows:
+                    listed = "; ".join(", ".join(map(str, r)) for r in rows[:10]) + ("; ..." if len(rows) > 10 else "")
+                    problems.append(f"{self.path}: {description}: {listed}; the database file is damaged")
+        return problems
 
     def tensor_info(self, tensor_id: int, rank: int = 0) -> TensorInfo:
         """The stored metadata of a tensor; reads no tensor bytes."""
         return self._info(tensor_id, rank)[0]
 
     def _info(self, tensor_id: int, rank: int) -> tuple[TensorInfo, list[int]]:
+        """A tensor's metadata and its shards' blob ids, every stored value checked (a malformed one is a
+        CorruptionError naming the tensor, the table and the column)."""
         self._require_store()
-        with self._lock:
-            row = self._conn.execute(
+        what = f"tensor {tensor_id} (rank {rank})"
+        with self._reading(what) as conn:
+            row = conn.execute(
                 "SELECT id, dtype, shape, nbytes, ttnn_dtype, layout, tile_shape, transpose_tile, padded_shape,"
-                " storage_type, memory_config, distribution, source FROM rdb_tensor WHERE tensor_id=? AND rank=?",
+                " storage_type, memory_config, distribution, source, n_shards FROM rdb_tensor WHERE tensor_id=? AND rank=?",
                 (tensor_id, rank),
             ).fetchone()
             if row is None:
                 raise TensorNotFoundError(f"{self.path}: no tensor {tensor_id} (rank {rank}) is stored")
-            shard_rows = self._conn.execute(
-                "SELECT s.mesh_coordinate, s.dtype, s.shape, s.blob_id, b.nbytes FROM rdb_shard s"
-                " JOIN rdb_blob b ON b.id = s.blob_id WHERE s.tensor_pk=? ORDER BY s.shard_index",
-                (row[0],),
+            stored = _Stored(self.path, what)
+            n_shards = row[13]
+            if type(n_shards) is not int or not 1 <= n_shards <= MAX_SHARDS:
+                raise stored.damaged("rdb_tensor", f"n_shards is {n_shards!r}, not a count from 1 to {MAX_SHARDS}")
+            shard_rows = conn.execute(
+                "SELECT s.shard_index, s.mesh_coordinate, s.dtype, s.shape, s.blob_id, b.id FROM rdb_shard s"
+                " LEFT JOIN rdb_blob b ON b.id = s.blob_id WHERE s.tensor_pk=? ORDER BY s.shard_index LIMIT ?",
+                (row[0], n_shards + 1),
             ).fetchall()
-        spec = TensorSpec.from_json(
-            {
-                "ttnn_dtype": row[4], "layout": row[5], "tile_shape": _unjson(row[6]), "transpose_tile": bool(row[7]),
-                "padded_shape": _unjson(row[8]), "storage_type": row[9], "memory_config": _unjson(row[10]),
-                "distribution": _unjson(row[11]), "logical_shape": _unjson(row[2]),
-            }
-        )
-        shards = tuple(ShardInfo(tuple(json.loads(c)), d, tuple(json.loads(s)), n) for c, d, s, _, n in shard_rows)
-        shape = _unjson(row[2])
+        if [r[0] for r in shard_rows] != list(range(n_shards)):
+            raise stored.damaged("rdb_shard", f"has shards {[r[0] for r in shard_rows][:8]} of the {row[13]!r} "
+                                              "rdb_tensor.n_shards says")
+        spec_fields = {
+            "ttnn_dtype": row[4], "layout": row[5], "tile_shape": stored.json("rdb_tensor", "tile_shape", row[6]),
+            "transpose_tile": bool(row[7]), "padded_shape": stored.json("rdb_tensor", "padded_shape", row[8]),
+            "storage_type": row[9], "memory_config": stored.json("rdb_tensor", "memory_config", row[10]),
+            "distribution": stored.json("rdb_tensor", "distribution", row[11]),
+            "logical_shape": stored.json("rdb_tensor", "shape", row[2]),
+        }
+        try:
+            spec = TensorSpec.from_json(spec_fields)
+        except ReportDBError as exc:
+            raise stored.damaged("rdb_tensor", f"its metadata is malformed ({exc})") from None
+        shards = []
+        for index, coord, dtype, shape_text, blob_id, found in shard_rows:
+            if found is None:
+                raise stored.damaged("rdb_shard", f"shard {index} points at blob {blob_id!r}, which is missing from rdb_blob")
+            shape = stored.shape("rdb_shard", "shape", shape_text)
+            assert shape is not None
+            try:
+                itemsize = numpy_dtype(dtype).itemsize
+            except ReportDBError as exc:
+                raise stored.damaged("rdb_shard", f"shard {index}: {exc}") from None
+            shards.append(ShardInfo(stored.shape("rdb_shard", "mesh_coordinate", coord) or (), dtype, shape,
+                                    math.prod(shape) * itemsize))
+        shape = stored.shape("rdb_tensor", "shape", row[2], optional=True)
         info = TensorInfo(
-            tensor_id, rank, row[1], None if shape is None else tuple(shape), row[3], spec, _unjson(row[12]), shards
+            tensor_id, rank, row[1], shape, row[3], spec, stored.json("rdb_tensor", "source", row[12]), tuple(shards)
         )
-        return info, [r[3] for r in shard_rows]
+        return info, [r[4] for r in shard_rows]
 
     def shards(self, tensor_id: int, rank: int = 0) -> Shards:
         """Every device shard of a tensor as ``[(mesh_coordinate, array), ...]``."""
         info, blob_ids = self._info(tensor_id, rank)
         return [
-            (s.mesh_coordinate, self._read(blob_id, numpy_dtype(s.dtype), s.shape, f"tensor {tensor_id} (rank {rank})"))
+            (s.mesh_coordinate, self._read(blob_id, s, f"tensor {tensor_id} (rank {rank})"))
             for s, blob_id in zip(info.shards, blob_ids)
         ]
 
@@ -574,21 +701,22 @@ class Report:
             start, stop, step = rows.indices(shard.shape[0])
             if step != 1:
                 raise ReportDBError("rows must be a contiguous slice (step 1)")
-            dtype = numpy_dtype(shard.dtype)
-            row_bytes = int(np.prod(shard.shape[1:], dtype=np.int64)) * dtype.itemsize
-            return self._read(
-                blob_ids[0], dtype, (max(0, stop - start),) + shard.shape[1:], f"tensor {tensor_id} (rank {rank})",
-                offset=start * row_bytes,
-            )
+            return self._read(blob_ids[0], shard, f"tensor {tensor_id} (rank {rank})", rows=(start, max(start, stop)))
         array = assemble(self.shards(tensor_id, rank), info.spec.distribution)
         return array if rows is None else array[rows]
 
-    def _read(self, blob_id: int, dtype: np.dtype, shape: tuple[int, ...], what: str, offset: int = 0) -> np.ndarray:
-        out = np.empty(shape, dtype=dtype)
-        with self._lock:
-            blobs.read_blob_into(
-                self._conn, blob_id, out.reshape(-1).view(np.uint8), offset=offset, what=what, has_codec=self._has_codec
-            )
+    def _read(self, blob_id: int, shard: ShardInfo, what: str, rows: tuple[int, int] | None = None) -> np.ndarray:
+        """A shard's values (``rows``: only rows ``start..stop`` of its first axis). The blob's rows are checked to
+        describe the shard's shape and dtype, complete, before anything is allocated."""
+        dtype = numpy_dtype(shard.dtype)
+        shape, offset = shard.shape, 0
+        if rows is not None:
+            row_bytes = math.prod(shape[1:]) * dtype.itemsize
+            shape, offset = (rows[1] - rows[0],) + shape[1:], rows[0] * row_bytes
+        with self._reading(what) as conn:
+            layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=self._has_codec)
+            out = np.empty(shape, dtype=dtype)
+            blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), offset=offset, what=what)
         return out
 
     def tensor_stats(self, tensor_id: int, rank: int = 0) -> dict[str, Any]:
@@ -596,17 +724,24 @@ class Report:
         info, blob_ids = self._info(tensor_id, rank)
         if "rdb_stats" not in self._tables:
             raise SchemaError(f"{self.path} has no statistics table; run `reportdb upgrade {self.path}`")
+        what = f"tensor {tensor_id} (rank {rank})"
+        stored = _Stored(self.path, what)
         per_shard = []
-        with self._lock:
+        with self._reading(what) as conn:
             for shard, blob_id in zip(info.shards, blob_ids):
-                row = self._conn.execute(
+                row = conn.execute(
                     "SELECT count, min, max, mean, std, absmax, nan_count, inf_count, zero_count, histogram"
                     " FROM rdb_stats WHERE blob_id=? AND dtype=?",
                     (blob_id, shard.dtype),
                 ).fetchone()
                 if row is None:
                     raise TensorNotFoundError(f"tensor {tensor_id} (rank {rank}) was stored without statistics")
-                counts = json.loads(row[9])["counts"] if row[9] else None
+                histogram = stored.json("rdb_stats", "histogram", row[9])
+                counts = histogram.get("counts") if isinstance(histogram, dict) else None
+                if (histogram is not None and not isinstance(counts, list)) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*(counts or ()), *(x for x in row[1:3] if x is not None))
+                ):
+                    raise stored.damaged("rdb_stats", f"its histogram or range is malformed ({str(row[9])[:60]!r})")
                 edges = None if counts is None or row[1] is None else histogram_edges(row[1], row[2], len(counts))
                 per_shard.append(
                     dict(zip(("count", "min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "zero_count"), row[:9]))
@@ -619,9 +754,9 @@ class Report:
     def summary(self) -> dict[str, Any]:
         """Schema version, row counts of the report tables, tensors and bytes stored (compressed chunks at their
         stored size; SQLite's ``length()`` of a blob reads no overflow page) against logical bytes."""
-        with self._lock:
+        with self._reading("summary") as conn:
             tables = sorted(self._table_names())
-            counts = {t: self._conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
+            counts = {t: conn.execute(f"SELECT COUNT(*) FROM {_quoted(t)}").fetchone()[0] for t in tables}
             result: dict[str, Any] = {
                 "path": str(self.path),
                 "schema_revision": self.schema_revision,
@@ -634,14 +769,61 @@ class Report:
                 "stored_bytes": 0,
             }
             if "report_metadata" in tables:
-                found = self._conn.execute("SELECT value FROM report_metadata WHERE key='schema_version'").fetchone()
+                found = conn.execute("SELECT value FROM report_metadata WHERE key='schema_version'").fetchone()
                 result["report_schema_version"] = found[0] if found else None
             if "rdb_tensor" in tables:
                 result["tensors"] = counts["rdb_tensor"]
-                result["shards"] = counts["rdb_shard"]
-                result["logical_bytes"] = self._conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM rdb_tensor").fetchone()[0]
-                result["stored_bytes"] = self._conn.execute("SELECT COALESCE(SUM(length(data)), 0) FROM rdb_chunk").fetchone()[0]
+                result["shards"] = counts.get("rdb_shard", 0)
+                result["logical_bytes"] = conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM rdb_tensor").fetchone()[0]
+                if "rdb_chunk" in tables:
+                    result["stored_bytes"] = conn.execute("SELECT COALESCE(SUM(length(data)), 0) FROM rdb_chunk").fetchone()[0]
         return result
+
+
+class _Stored:
+    """Decodes the stored values of one tensor: JSON columns and shapes, each malformed one a CorruptionError that
+    names the tensor, the table and the column, and says what to do."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self.what = what
+
+    def damaged(self, table: str, problem: str) -> CorruptionError:
+        return CorruptionError(
+            f"{self.path}: {self.what}: table {table}: {problem}; the database file is damaged or was changed by "
+            "another tool. `reportdb verify` lists every damaged tensor; restore the file from a copy or migrate the "
+            "report again"
+        )
+
+    def json(self, table: str, column: str, text: Any) -> Any:
+        """The decoded JSON of a column (None for NULL)."""
+        if text is None:
+            return None
+        if not isinstance(text, str) or len(text) > _MAX_JSON:
+            raise self.damaged(table, f"column {column} holds {type(text).__name__} {str(text)[:40]!r}, not JSON text")
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; deep nesting recurses
+            raise self.damaged(table, f"column {column} is not valid JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+    def shape(self, table: str, column: str, text: Any, *, optional: bool = False) -> tuple[int, ...] | None:
+        """A JSON shape or mesh coordinate: a list of non-negative ints of sane rank (NULL only if ``optional``)."""
+        value = self.json(table, column, text)
+        if value is None and optional:
+            return None
+        try:
+            return shape_from_json(value, f"column {column}")
+        except ReportDBError as exc:
+            raise self.damaged(table, str(exc)) from None
+
+
+#: The longest JSON text a metadata column may hold (a memory config is a few KiB).
+_MAX_JSON = 16 << 20
+
+
+def _quoted(name: str) -> str:
+    """``name`` as an SQL identifier: in double quotes, each double quote doubled."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _tensor_row(tensor_id: int, rank: int, items: Shards, spec: TensorSpec, source: Any) -> tuple[Any, ...]:
@@ -722,6 +904,3 @@ def _json(value: Any) -> str | None:
         return None
     return json.dumps(list(value) if isinstance(value, tuple) else value)
 
-
-def _unjson(text: str | None) -> Any:
-    return None if text is None else json.loads(text)

@@ -7,12 +7,13 @@ so a tensor read from a ``.bin`` keeps everything its file said once it is store
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import AssemblyError
+from .errors import AssemblyError, ReportDBError
 
 MeshCoordinate = tuple[int, ...]
 Shards = list[tuple[MeshCoordinate, np.ndarray]]
@@ -30,7 +31,11 @@ class Placement:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Placement":
-        return cls(kind=str(data["kind"]), dim=None if data.get("dim") is None else int(data["dim"]))
+        data = _mapping(data, "placement")
+        kind = data.get("kind")
+        if kind not in ("shard", "replicate"):
+            raise ReportDBError(f"placement kind must be 'shard' or 'replicate', not {_show(kind)}")
+        return cls(kind=kind, dim=None if data.get("dim") is None else _int(data["dim"], "placement dim"))
 
 
 @dataclass(frozen=True)
@@ -61,15 +66,19 @@ class Distribution:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Distribution":
+        """A distribution from its ``to_json`` form; a value of the wrong type raises ReportDBError."""
+        data = _mapping(data, "distribution")
         placements = data.get("placements")
+        if "mesh_shape" not in data:
+            raise ReportDBError("distribution has no mesh_shape")
         return cls(
-            mesh_shape=tuple(int(v) for v in data["mesh_shape"]),
-            placements=None if placements is None else tuple(Placement.from_json(p) for p in placements),
-            strategy=data.get("strategy"),
-            params=dict(data.get("params") or {}),
+            mesh_shape=_ints(data["mesh_shape"], "distribution mesh_shape"),
+            placements=None if placements is None else tuple(Placement.from_json(p) for p in _list(placements, "placements")),
+            strategy=_str(data.get("strategy"), "distribution strategy"),
+            params=dict(_mapping(data.get("params") or {}, "distribution params")),
             device_coords=None
             if data.get("device_coords") is None
-            else tuple(tuple(int(v) for v in c) for c in data["device_coords"]),
+            else tuple(_ints(c, "distribution device_coords") for c in _list(data["device_coords"], "device_coords")),
         )
 
 
@@ -103,11 +112,21 @@ class TensorSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TensorSpec":
+        """A spec from its ``to_json`` form (or ``put_tensor``'s metadata); a value of the wrong type raises
+        ReportDBError naming the field, whether it came from a caller or from a stored report."""
         known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs = {k: v for k, v in _mapping(data, "tensor spec").items() if k in known}
         for key in ("tile_shape", "logical_shape", "padded_shape"):
             if kwargs.get(key) is not None:
-                kwargs[key] = tuple(int(v) for v in kwargs[key])
+                kwargs[key] = _ints(kwargs[key], key)
+        if kwargs.get("tile_shape") is not None and len(kwargs["tile_shape"]) != 2:
+            raise ReportDBError(f"tile_shape must be [height, width], not {_show(kwargs['tile_shape'])}")
+        for key in ("ttnn_dtype", "layout", "storage_type"):
+            kwargs[key] = _str(kwargs.get(key), key)
+        if kwargs.get("memory_config") is not None:
+            kwargs["memory_config"] = _mapping(kwargs["memory_config"], "memory_config")
+        if "transpose_tile" in kwargs:
+            kwargs["transpose_tile"] = bool(kwargs["transpose_tile"])
         if kwargs.get("distribution") is not None and not isinstance(kwargs["distribution"], Distribution):
             kwargs["distribution"] = Distribution.from_json(kwargs["distribution"])
         return cls(**kwargs)
@@ -115,6 +134,65 @@ class TensorSpec:
     def as_metadata(self) -> dict[str, Any]:
         """The keyword arguments that ``Report.put_tensor`` takes for this spec."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+#: The highest tensor rank accepted (numpy 1.26's limit).
+MAX_RANK = 32
+#: At most this many device shards per tensor: far above any real mesh, low enough to bound the work a stored or
+#: decoded count can ask for.
+MAX_SHARDS = 65536
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ReportDBError(f"{what} must be a mapping, not {_show(value)}")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any] | tuple[Any, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise ReportDBError(f"{what} must be a list, not {_show(value)}")
+    return value
+
+
+def _str(value: Any, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ReportDBError(f"{what} must be a string, not {_show(value)}")
+    return value
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise ReportDBError(f"{what} must be an integer, not {_show(value)}")
+    try:
+        return operator.index(value)  # int and numpy integers; not floats or strings
+    except TypeError:
+        raise ReportDBError(f"{what} must be an integer, not {_show(value)}") from None
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    """A shape-like value (a list of non-negative integers of rank <= MAX_RANK) as a tuple of ints."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise ReportDBError(f"{what} must be a list of integers, not {_show(value)}")
+    items = list(value)
+    if len(items) > MAX_RANK:
+        raise ReportDBError(f"{what} has {len(items)} dimensions; at most {MAX_RANK} are supported")
+    ints = tuple(_int(v, what) for v in items)
+    if any(v < 0 for v in ints):
+        raise ReportDBError(f"{what} must not be negative: {_show(list(ints))}")
+    return ints
+
+
+def shape_from_json(value: Any, what: str) -> tuple[int, ...]:
+    """A stored shape or mesh coordinate (decoded JSON) checked to be a list of non-negative ints of sane rank."""
+    if not isinstance(value, list):
+        raise ReportDBError(f"{what} must be a list of integers, not {_show(value)}")
+    return _ints(value, what)
 
 
 @dataclass

@@ -140,16 +140,106 @@ def _put_compressed_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: byte
     return rowid
 
 
+#: The largest chunk size a blob may declare (SQLite stores no value over 1e9 bytes): bounds what one chunk can make
+#: a read allocate.
+MAX_CHUNK_SIZE = 1 << 30
+_DAMAGED = "the database file is damaged; restore it from a copy or migrate the report again"
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """One chunk of a blob as its rows describe it, checked against the blob's layout."""
+
+    idx: int
+    id: int
+    nbytes: int  # raw size
+    crc32: int  # of the stored bytes
+    codec: str | None
+    digest: bytes  # sha256 of the raw bytes
+
+
+@dataclass(frozen=True)
+class BlobLayout:
+    """A blob whose rows were checked to describe ``nbytes`` bytes in complete ``chunk_size`` chunks."""
+
+    id: int
+    nbytes: int
+    chunk_size: int
+    chunks: tuple[ChunkRow, ...]
+    digest: bytes  # the blob's content address as stored
+
+    def expected(self, idx: int) -> int:
+        """The raw size chunk ``idx`` must have: ``chunk_size``, the last one the remainder."""
+        return min(self.chunk_size, self.nbytes - idx * self.chunk_size)
+
+
+def _corrupt(what: str, problem: str) -> CorruptionError:
+    return CorruptionError(f"{what}: {problem}; {_DAMAGED}")
+
+
+def blob_layout(conn: sqlite3.Connection, blob_id: int, nbytes: int, *, what: str = "blob", has_codec: bool = True) -> BlobLayout:
+    """Check, before anything is allocated, that the rows of blob ``blob_id`` describe ``nbytes`` bytes (what the
+    shard's shape and dtype need): a sane chunk size, a chunk count that fits, the index list complete, every chunk
+    present with a raw size in (0, chunk size] and a stored size that fits it. Raise CorruptionError naming ``what``
+    otherwise. Raw chunks are also checked to be exactly their expected size here; a compressed chunk's size is
+    checked once its frame has been (see :func:`read_blob_into`)."""
+    found = conn.execute("SELECT nbytes, chunk_size, n_chunks, digest FROM rdb_blob WHERE id=?", (blob_id,)).fetchone()
+    if found is None:
+        raise _corrupt(what, f"its blob {blob_id} is missing from table rdb_blob")
+    row = found[:3]
+    stored_nbytes, chunk_size, n_chunks = row
+    if not all(type(v) is int for v in row) or not 0 < chunk_size <= MAX_CHUNK_SIZE or stored_nbytes < 0:
+        raise _corrupt(what, f"table rdb_blob gives blob {blob_id} impossible sizes (nbytes {stored_nbytes!r}, chunk_size "
+                             f"{chunk_size!r}, at most {MAX_CHUNK_SIZE})")
+    if stored_nbytes != nbytes:
+        raise _corrupt(what, f"table rdb_blob says blob {blob_id} holds {stored_nbytes} bytes; the shard's shape and dtype "
+                             f"need {nbytes}")
+    if n_chunks != -(-nbytes // chunk_size):
+        raise _corrupt(what, f"table rdb_blob says blob {blob_id} has {n_chunks!r} chunks; {nbytes} bytes in "
+                             f"{chunk_size}-byte chunks need {-(-nbytes // chunk_size)}")
+    rows = conn.execute(
+        f"SELECT bc.idx, c.id, c.nbytes, c.crc32, {'c.codec' if has_codec else 'NULL'}, c.digest, length(c.data),"
+        " typeof(c.data) FROM rdb_blob_chunk bc LEFT JOIN rdb_chunk c ON c.id = bc.chunk_id WHERE bc.blob_id=?"
+        " ORDER BY bc.idx LIMIT ?",
+        (blob_id, n_chunks + 1),
+    ).fetchall()
+    if [r[0] for r in rows] != list(range(n_chunks)):
+        have = [r[0] for r in rows]
+        raise _corrupt(what, f"table rdb_blob_chunk lists chunks {_brief(have)} of blob {blob_id}, which needs chunks "
+                             f"0..{n_chunks - 1}")
+    layout = BlobLayout(blob_id, nbytes, chunk_size, (), b"")
+    chunks = []
+    for idx, chunk_id, raw, crc, codec, digest_, stored, kind in rows:
+        if chunk_id is None:
+            raise _corrupt(what, f"chunk {idx} of blob {blob_id} is missing from table rdb_chunk")
+        if type(raw) is not int or not 0 < raw <= chunk_size or type(crc) is not int or kind != "blob":
+            raise _corrupt(what, f"table rdb_chunk row {chunk_id} (chunk {idx}) claims {raw!r} bytes of {kind} data in "
+                                 f"{chunk_size}-byte chunks")
+        if codec is None:
+            if stored != raw:
+                raise _corrupt(what, f"chunk {idx} holds {stored} bytes, not {raw}")
+            _check_size(layout, idx, raw, what)
+        elif stored > raw:  # reportdb stores a frame only where it saves 10%
+            raise _corrupt(what, f"chunk {idx} is a {stored}-byte frame for {raw} bytes")
+        chunks.append(ChunkRow(idx, chunk_id, raw, crc, codec, digest_ if isinstance(digest_, bytes) else b""))
+    return BlobLayout(blob_id, nbytes, chunk_size, tuple(chunks), found[3] if isinstance(found[3], bytes) else b"")
+
+
+def _brief(values: list[int]) -> str:
+    return "[" + ", ".join(map(str, values[:8])) + (", ...]" if len(values) > 8 else "]")
+
+
+def _check_size(layout: BlobLayout, idx: int, nbytes: int, what: str) -> None:
+    if nbytes != layout.expected(idx):
+        raise _corrupt(what, f"chunk {idx} of blob {layout.id} holds {nbytes} bytes; a {layout.nbytes}-byte blob in "
+                             f"{layout.chunk_size}-byte chunks needs {layout.expected(idx)} there")
+
+
 def read_blob_into(
-    conn: sqlite3.Connection,
-    blob_id: int,
-    out: np.ndarray,
-    *,
-    offset: int = 0,
-    what: str = "blob",
-    has_codec: bool = True,
+    conn: sqlite3.Connection, layout: BlobLayout, out: np.ndarray, *, offset: int = 0, what: str = "blob"
 ) -> None:
-    """Fill ``out`` (a flat uint8 array) with the blob's bytes from ``offset``, reading only the chunks that hold them.
+    """Fill ``out`` (a flat uint8 array) with the bytes of a checked blob from ``offset``, reading only the chunks
+    that hold them.
 
     Every chunk read is checked against its crc32 (of the stored bytes, before any decompression); a mismatch
     raises CorruptionError naming ``what``.
@@ -157,44 +247,48 @@ def read_blob_into(
     length = int(out.nbytes)
     if length == 0:
         return
-    chunk_size, total = conn.execute("SELECT chunk_size, nbytes FROM rdb_blob WHERE id=?", (blob_id,)).fetchone()
-    if offset + length > total:
+    chunk_size, total = layout.chunk_size, layout.nbytes
+    if offset < 0 or offset + length > total:
         raise CorruptionError(f"{what}: asked for bytes {offset}..{offset + length} of a {total}-byte blob")
     first, last = offset // chunk_size, (offset + length - 1) // chunk_size
-    rows = conn.execute(
-        f"SELECT bc.idx, c.id, c.nbytes, c.crc32, {'c.codec' if has_codec else 'NULL'} FROM rdb_blob_chunk bc"
-        " JOIN rdb_chunk c ON c.id = bc.chunk_id WHERE bc.blob_id=? AND bc.idx BETWEEN ? AND ? ORDER BY bc.idx",
-        (blob_id, first, last),
-    ).fetchall()
-    if [r[0] for r in rows] != list(range(first, last + 1)):
-        raise CorruptionError(f"{what}: chunks of bytes {offset}..{offset + length} are missing; the database file is damaged")
     # The crc32 of a large chunk (and the decompression of a compressed one) runs in a helper thread while the
     # next chunk is read (both release the GIL), so it costs little wall time; ``out`` is the caller's and is
     # discarded if a check fails.
     with _ChecksBehind(pools.pool("check", 2)) as checks:
-        for idx, chunk_id, nbytes, crc, codec in rows:
-            data = _chunk_bytes(conn, chunk_id)
+        for chunk in layout.chunks[first : last + 1]:
+            idx, nbytes = chunk.idx, chunk.nbytes
+            data = _chunk_bytes(conn, chunk.id)
             chunk_start = idx * chunk_size
             lo = max(offset, chunk_start)
             hi = min(offset + length, chunk_start + nbytes)
             target = out[lo - offset : hi - offset]
             inline = nbytes < _THREADED_CRC_MIN
-            if codec is not None:
-                checks.run(_decode_into, target, lo - chunk_start, idx, crc, codec, data, nbytes, what, inline=inline)
+            if chunk.codec is not None:
+                checks.run(_decode_into, layout, target, lo - chunk_start, chunk, data, what, inline=inline)
                 continue
             if len(data) != nbytes:
-                raise CorruptionError(f"{what}: chunk {idx} holds {len(data)} bytes, not {nbytes}; the database file is damaged")
-            checks.run(_check_crc, idx, crc, data, what, inline=inline)
+                raise _corrupt(what, f"chunk {idx} holds {len(data)} bytes, not {nbytes}")
+            checks.run(_check_crc, idx, chunk.crc32, data, what, inline=inline)
             target[:] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo - chunk_start)
 
 
 def _decode_into(
-    target: np.ndarray, start: int, idx: int, crc: int, codec: str, data: bytes, nbytes: int, what: str
+    layout: BlobLayout, target: np.ndarray, start: int, chunk: ChunkRow, data: bytes, what: str
 ) -> None:
-    """Check a compressed chunk's crc32, decompress it and copy its bytes from ``start`` into ``target``."""
-    _check_crc(idx, crc, data, what)
-    raw = codec_mod.decompress(codec, data, nbytes, f"{what}: chunk {idx}")
+    """Check a compressed chunk's crc32, decompress it, check its size and copy its bytes from ``start`` into
+    ``target``."""
+    raw = _decoded(layout, chunk, data, what, crc=True)
     target[:] = np.frombuffer(raw, dtype=np.uint8, count=target.nbytes, offset=start)
+
+
+def _decoded(layout: BlobLayout, chunk: ChunkRow, data: bytes, what: str, *, crc: bool) -> bytes:
+    """The raw bytes of a compressed chunk (its crc32 checked first when ``crc``), of the size the layout needs."""
+    if crc:
+        _check_crc(chunk.idx, chunk.crc32, data, what)
+    assert chunk.codec is not None
+    raw = codec_mod.decompress(chunk.codec, data, chunk.nbytes, f"{what}: chunk {chunk.idx}")
+    _check_size(layout, chunk.idx, chunk.nbytes, what)
+    return raw
 
 
 # Two threads: zstd decodes ~350 MB/s per thread on a 2-core VM, so compressed reads nearly double with the
@@ -247,29 +341,32 @@ def _chunk_bytes(conn: sqlite3.Connection, chunk_id: int) -> bytes:
 
 
 def verify_blob(
-    conn: sqlite3.Connection, blob_id: int, *, what: str = "blob", pool: Executor | None = None, has_codec: bool = True
+    conn: sqlite3.Connection, blob_id: int, nbytes: int, *, what: str = "blob", pool: Executor | None = None,
+    has_codec: bool = True,
 ) -> int:
-    """Re-read every chunk of a blob, decompress it if stored compressed and re-hash it with sha256 (its content
-    address); return the raw bytes checked.
+    """Prove blob ``blob_id`` complete and intact: its rows describe ``nbytes`` bytes in complete chunks of consistent
+    sizes (:func:`blob_layout`), its address is that of its chunks (as :func:`digest` computes it), and every chunk, re-read and decompressed if stored compressed, matches its sha256
+    (its content address). Return the raw bytes checked; raise CorruptionError naming ``what``.
 
     With ``pool``, chunks are decoded and hashed in its threads while the next ones are read (zstd, hashlib and
     blob reads release the GIL), at most a few chunks ahead, so memory stays bounded whatever the blob size.
     """
-    rows = conn.execute(
-        f"SELECT bc.idx, c.id, c.digest, c.nbytes, {'c.codec' if has_codec else 'NULL'} FROM rdb_blob_chunk bc"
-        " JOIN rdb_chunk c ON c.id = bc.chunk_id WHERE bc.blob_id=? ORDER BY bc.idx",
-        (blob_id,),
-    ).fetchall()
+    layout = blob_layout(conn, blob_id, nbytes, what=what, has_codec=has_codec)
+    address = hashlib.sha256(f"{nbytes}:{layout.chunk_size}:".encode())
+    for chunk in layout.chunks:
+        address.update(chunk.digest)
+    if address.digest() != layout.digest:  # identical content is found by this address: it must be the chunks' own
+        raise CorruptionError(f"{what}: blob {blob_id}'s address does not match its chunks; {_DAMAGED}")
 
-    def check(idx: int, digest: bytes, data: bytes, nbytes: int, codec: str | None) -> None:
-        if codec is not None:
-            data = codec_mod.decompress(codec, data, nbytes, f"{what}: chunk {idx}")
-        if hashlib.sha256(data).digest() != digest:
-            raise CorruptionError(f"{what}: chunk {idx} does not match its sha256 digest; the database file is damaged")
+    def check(chunk: ChunkRow, data: bytes) -> None:
+        if chunk.codec is not None:
+            data = _decoded(layout, chunk, data, what, crc=False)
+        elif len(data) != chunk.nbytes:
+            raise _corrupt(what, f"chunk {chunk.idx} holds {len(data)} bytes, not {chunk.nbytes}")
+        if hashlib.sha256(data).digest() != chunk.digest:
+            raise CorruptionError(f"{what}: chunk {chunk.idx} does not match its sha256 digest; {_DAMAGED}")
 
-    checked = 0
     with _ChecksBehind(pool) as checks:
-        for idx, chunk_id, digest, nbytes, codec in rows:
-            checks.run(check, idx, digest, _chunk_bytes(conn, chunk_id), nbytes, codec)
-            checked += nbytes
-    return checked
+        for chunk in layout.chunks:
+            checks.run(check, chunk, _chunk_bytes(conn, chunk.id))
+    return nbytes

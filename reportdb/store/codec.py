@@ -40,7 +40,7 @@ class _Zstd(Protocol):
 
     def content_size(self, frame: bytes) -> int | None: ...
 
-    def decompress(self, frame: bytes) -> bytes: ...
+    def decompress(self, frame: bytes, nbytes: int) -> bytes: ...
 
 
 class _Stdlib:
@@ -58,8 +58,9 @@ class _Stdlib:
     def content_size(self, frame: bytes) -> int | None:
         return self._zstd.get_frame_info(frame).decompressed_size
 
-    def decompress(self, frame: bytes) -> bytes:
-        return self._zstd.decompress(frame)
+    def decompress(self, frame: bytes, nbytes: int) -> bytes:
+        # One frame, at most ``nbytes`` out: the one-shot ``decompress`` would decode every concatenated frame.
+        return self._zstd.ZstdDecompressor().decompress(frame, max_length=nbytes)
 
 
 class _Zstandard:
@@ -81,10 +82,10 @@ class _Zstandard:
         size = self._zstd.frame_content_size(frame)
         return None if size < 0 else size
 
-    def decompress(self, frame: bytes) -> bytes:
+    def decompress(self, frame: bytes, nbytes: int) -> bytes:
         if not hasattr(self._local, "dctx"):
             self._local.dctx = self._zstd.ZstdDecompressor()
-        return self._local.dctx.decompress(frame)
+        return self._local.dctx.decompress(frame, max_output_size=nbytes)  # the first frame only
 
 
 @functools.cache
@@ -144,16 +145,19 @@ def compress(piece: np.ndarray) -> bytes | None:
 def decompress(codec: str, stored: bytes, nbytes: int, where: str) -> bytes:
     """The ``nbytes`` raw bytes of a stored chunk (already crc-checked); ``where`` names it in errors.
 
-    The frame's declared size is checked before decoding, so a damaged one cannot make it allocate more.
+    The frame must declare its size (reportdb always writes it) and declare ``nbytes``, checked before decoding,
+    and no more than ``nbytes`` are decoded, so a damaged or hostile frame cannot make it allocate more.
     """
     if codec != ZSTD:
         raise CorruptionError(f"{where} is stored with unknown codec {codec!r}; the database file is damaged")
     zstd = _zstd(f"{where} is zstd-compressed and no zstd library is installed to read it")
     try:
         declared = zstd.content_size(stored)
-        if declared is not None and declared != nbytes:
+        if declared is None:
+            raise CorruptionError(f"{where} is a zstd frame that does not declare its size; the database file is damaged")
+        if declared != nbytes:
             raise CorruptionError(f"{where} decompresses to {declared} bytes, not {nbytes}; the database file is damaged")
-        raw = zstd.decompress(stored)
+        raw = zstd.decompress(stored, nbytes)
     except zstd.error as exc:
         raise CorruptionError(f"{where} cannot be decompressed ({exc}); the database file is damaged") from None
     if len(raw) != nbytes:

@@ -1,7 +1,9 @@
 """The one decision made when a report database is opened: what schema it has, and what to do.
 
 Cases: a new (empty) file; a report of any pre-reportdb age; an older reportdb schema; the current
-one; a newer one, which is refused before anything touches the file.
+one; a newer one, which is refused before anything touches the file. Before any of that, :func:`check_safety`
+refuses a schema that would make reportdb run the report's own SQL: views or other non-tables under reportdb's
+names, triggers on its tables, and (for writes) any trigger at all.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from ..errors import SchemaError, SchemaTooNewError
+from ..errors import SchemaError, SchemaTooNewError, UnsafeReportError
 
 VERSION_TABLE = "reportdb_alembic_version"
+#: Where the migrations live in a source checkout (the wheel ships them as ``reportdb.migrations``).
+_SOURCE_MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 class SchemaKind(enum.Enum):
@@ -34,12 +38,55 @@ class SchemaState:
     revision: str | None
 
 
-def _alembic_config() -> Config:
-    import reportdb.migrations
+def _migrations_folder() -> Path:
+    """The alembic scripts: ``reportdb.migrations`` when installed, else ``migrations/`` beside the package (a
+    checkout's source tree imported ahead of a non-editable install has no ``reportdb.migrations``)."""
+    try:
+        import reportdb.migrations
+    except ModuleNotFoundError as exc:
+        if exc.name != "reportdb.migrations" or not (_SOURCE_MIGRATIONS / "env.py").is_file():
+            raise
+        return _SOURCE_MIGRATIONS
+    return Path(reportdb.migrations.__file__).parent
 
+
+def _alembic_config() -> Config:
     config = Config()
-    config.set_main_option("script_location", str(Path(reportdb.migrations.__file__).parent))
+    config.set_main_option("script_location", str(_migrations_folder()))
     return config
+
+
+def _is_ours(name: str) -> bool:
+    """Whether ``name`` is one of reportdb's table names (``rdb_*`` and the alembic version table)."""
+    return name.startswith("rdb_") or name == VERSION_TABLE
+
+
+def check_safety(conn: sqlite3.Connection, path: Path, *, writing: bool) -> None:
+    """Refuse a report whose schema would make reportdb run report-supplied SQL: a view, virtual table or trigger
+    under one of reportdb's names (a recursive view named ``rdb_shard`` made every read spin), triggers on
+    reportdb's tables, and, when ``writing``, any trigger (reportdb never runs someone else's SQL on its writes:
+    triggers made a later ``put_tensor`` read back another tensor's values)."""
+    rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    impostors = sorted(
+        f"{kind} {name!r}"
+        for kind, name, _, sql in rows
+        if isinstance(name, str) and _is_ours(name)
+        and (kind not in ("table", "index") or str(sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL")
+    )
+    if impostors:
+        raise UnsafeReportError(
+            f"{path}: {', '.join(impostors)} stands where reportdb keeps a plain table; reportdb will not read or "
+            "write through it. The file is not a report reportdb wrote: check where it came from"
+        )
+    triggers = sorted((str(name), str(table)) for kind, name, table, _ in rows if kind == "trigger")
+    on_ours = [f"{name!r} on {table}" for name, table in triggers if _is_ours(table)]
+    if on_ours or (writing and triggers):
+        listed = ", ".join(on_ours) if on_ours else ", ".join(f"{name!r} on {table}" for name, table in triggers)
+        raise UnsafeReportError(
+            f"{path}: the report has triggers ({listed}); reportdb never runs report-supplied SQL on "
+            + ("its tables" if on_ours else "its writes")
+            + ". `reportdb migrate` copies a report without them"
+        )
 
 
 def head_revision() -> str:
@@ -71,13 +118,25 @@ def inspect(conn: sqlite3.Connection, path: Path) -> SchemaState:
             written_by = found[0] if found else None
         from .. import __version__
 
-        need = f"reportdb>={written_by}" if written_by else "a newer reportdb"
+        need = f"reportdb>={written_by}" if written_by and _newer(str(written_by), __version__) else (
+            f"a reportdb newer than {__version__}"
+        )
         raise SchemaTooNewError(
             f"{path}: schema revision {revision!r} is newer than this reportdb {__version__} "
             f"(which knows up to {head_revision()!r}); install {need} to open it. The file was not changed."
         )
     kind = SchemaKind.CURRENT if revision == head_revision() else SchemaKind.OLDER
     return SchemaState(kind, revision)
+
+
+def _newer(version: str, than: str) -> bool:
+    """Whether release ``version`` (dotted numbers; anything else compares as not newer) is newer than ``than``."""
+    def parts(text: str) -> tuple[int, ...] | None:
+        pieces = text.split("+")[0].split(".")
+        return tuple(int(p) for p in pieces) if all(p.isdigit() for p in pieces) else None
+
+    mine, theirs = parts(than), parts(version)
+    return mine is not None and theirs is not None and theirs > mine
 
 
 def upgrade(engine: Engine, target: str = "head") -> None:

@@ -1,0 +1,434 @@
+"""A report database is untrusted input: read-only opens change nothing, a hostile schema cannot run, hang or mislead
+reportdb, stored sizes are checked before they size an allocation, and every malformed value is a ReportDBError.
+
+Each test builds its hostile file in tmp_path from a report reportdb wrote, then changes it with plain sqlite3.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+import tracemalloc
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reportdb
+from reportdb.errors import CorruptionError, ReportDBError, SchemaTooNewError, UnsafeReportError
+from reportdb.store import engine, schema
+
+from conftest import ROOT
+
+ARRAY = np.arange(6 * 1024, dtype=np.float32).reshape(6, 1024)  # 24 KiB: 3 chunks of 8 KiB
+
+
+def _report(path: Path, *, compression: str = "none", array: np.ndarray = ARRAY) -> Path:
+    with reportdb.open(path, "a", chunk_size=8192, compression=compression) as report:  # type: ignore[arg-type]
+        report.put_tensor(1, array, ttnn_dtype="FLOAT32", layout="TILE", tile_shape=(32, 32))
+        report.put_tensor(2, array + 1)
+    return path
+
+
+def _sql(path: Path, *statements: str, params: tuple = ()) -> None:
+    con = sqlite3.connect(path, isolation_level=None)
+    for statement in statements:
+        con.execute(statement, params if "?" in statement else ())
+    con.close()
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(folder.iterdir())}
+
+
+# --- 1. read-only opens change nothing ------------------------------------------------------------------------------
+
+
+def _wal_report(folder: Path) -> Path:
+    """A report left in WAL mode with no side files (as a crashed-then-recovered or copied writer output is)."""
+    path = _report(folder / "db.sqlite")
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.close()  # the last connection checkpoints and removes -wal and -shm; the header stays WAL
+    assert path.read_bytes()[18:20] == b"\x02\x02" and sorted(p.name for p in folder.iterdir()) == ["db.sqlite"]
+    return path
+
+
+def test_reading_a_wal_report_creates_and_changes_no_file(tmp_path: Path) -> None:
+    path = _wal_report(tmp_path)
+    before = _files(tmp_path)
+    with reportdb.open(path) as report:
+        np.testing.assert_array_equal(report.tensor(1), ARRAY)
+        assert report.summary()["tensors"] == 2
+    assert _files(tmp_path) == before  # no -wal or -shm appeared, no byte or mtime changed
+
+
+def test_read_only_connections_refuse_writes(tmp_path: Path) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    with reportdb.open(path) as report, report.connection() as conn:
+        assert conn.execute("PRAGMA query_only").fetchone()[0] == 1
+        with pytest.raises(sqlite3.OperationalError):
+            conn.execute("DELETE FROM rdb_tensor")
+
+
+def test_reader_sees_what_a_live_writer_committed_and_touches_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    read = f"import reportdb; r = reportdb.open({str(path)!r}); print([float(r.tensor(t).sum()) for t in r.tensor_ids()])"
+    with reportdb.open(path, "a", chunk_size=8192) as writer:
+        with writer.connection() as conn:
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # keep the commits in the -wal
+        writer.put_tensor(1, ARRAY)
+        assert Path(f"{path}-wal").stat().st_size > 0
+        before = _files(tmp_path)
+        reader = _run(read)  # another process, as a reader of a running writer's report is
+        assert reader.stdout.strip() == f"[{float(ARRAY.sum())}]", reader.stderr
+        assert _files(tmp_path) == before
+        writer.put_tensor(2, ARRAY + 1)
+        reader = _run(read)
+        assert reader.stdout.strip() == f"[{float(ARRAY.sum())}, {float((ARRAY + 1).sum())}]", reader.stderr
+
+
+def test_committed_wal_content_without_shm_is_refused_not_dropped(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    path = live / "db.sqlite"
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    with reportdb.open(path, "a") as writer:
+        with writer.connection() as conn:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+        writer.put_tensor(1, ARRAY)
+        shutil.copy(path, copy / "db.sqlite")  # a copy taken while the writer runs, without its -shm
+        shutil.copy(f"{path}-wal", copy / "db.sqlite-wal")
+    before = _files(copy)
+    with pytest.raises(ReportDBError, match=r"db.sqlite-wal holds \d+ bytes of committed changes.*reportdb upgrade"):
+        reportdb.open(copy)
+    assert _files(copy) == before
+    with reportdb.open(copy, "a"):  # with write access it folds them in
+        pass
+    with reportdb.open(copy) as report:
+        np.testing.assert_array_equal(report.tensor(1), ARRAY)
+
+
+# --- 2. a finished report is one file ---------------------------------------------------------------------------------
+
+
+def test_closing_the_last_writer_leaves_one_self_contained_file(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    first = reportdb.open(path, "a")
+    second = reportdb.open(path, "a")
+    first.put_tensor(1, ARRAY)
+    second.put_tensor(2, ARRAY + 1)
+    first.close()  # another connection is open: the file stays in WAL, silently
+    assert Path(f"{path}-wal").exists()
+    second.close()
+    assert path.read_bytes()[18:20] == b"\x01\x01"  # rollback journal
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["db.sqlite"]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(path, alone / "db.sqlite")
+    with reportdb.open(alone) as report:
+        np.testing.assert_array_equal(report.tensor(2), ARRAY + 1)
+
+
+def test_an_append_open_that_writes_nothing_changes_nothing(tmp_path: Path) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    before = _files(tmp_path)
+    with reportdb.open(path, "a") as report:
+        assert report.tensor_ids() == [1, 2]
+    assert _files(tmp_path) == before
+
+
+# --- 3. hostile schema ------------------------------------------------------------------------------------------------
+
+
+def _run(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter, bounded: a hang fails the test instead of stalling the suite."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_recursive_view_under_a_reportdb_name_is_refused_not_spun_on(tmp_path: Path) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    _sql(
+        path,
+        "ALTER TABLE rdb_shard RENAME TO real_shard",
+        "CREATE VIEW rdb_shard AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n)"
+        " SELECT s.id, s.tensor_pk, s.shard_index, s.mesh_coordinate, s.dtype, s.shape, s.blob_id FROM real_shard s, n",
+    )
+    result = _run(f"""
+        import reportdb
+        for mode in ("r", "a"):
+            try:
+                reportdb.open({str(path)!r}, mode).tensor(1)
+            except reportdb.ReportDBError as exc:
+                print(type(exc).__name__, exc)
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("UnsafeReportError") and "view 'rdb_shard'" in line for line in lines)
+
+
+@pytest.mark.parametrize("statement, named", [
+    ("CREATE TABLE x(a); DROP TABLE rdb_chunk; CREATE VIEW rdb_chunk AS SELECT * FROM x", "view 'rdb_chunk'"),
+    ("ALTER TABLE reportdb_alembic_version RENAME TO v; CREATE VIEW reportdb_alembic_version AS SELECT * FROM v",
+     "view 'reportdb_alembic_version'"),
+    ("CREATE TRIGGER steal AFTER INSERT ON rdb_blob BEGIN UPDATE rdb_blob SET digest = NULL; END", "'steal' on rdb_blob"),
+])
+def test_views_and_triggers_on_reportdb_tables_are_refused_in_both_modes(tmp_path: Path, statement: str, named: str) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    con = sqlite3.connect(path)
+    con.executescript(statement)
+    con.close()
+    before = _files(tmp_path)
+    for mode in ("r", "a"):
+        with pytest.raises(UnsafeReportError, match=named):
+            reportdb.open(path, mode)
+    assert _files(tmp_path) == before
+
+
+def test_any_trigger_is_refused_for_writing_and_harmless_for_reading(tmp_path: Path) -> None:
+    """Triggers in a report made a later put_tensor read back another tensor's values: reportdb never writes
+    through report-supplied SQL."""
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, "CREATE TRIGGER swap AFTER INSERT ON operations BEGIN UPDATE rdb_shard SET blob_id = 1; END")
+    with reportdb.open(path) as report:
+        np.testing.assert_array_equal(report.tensor(2), ARRAY + 1)
+    with pytest.raises(UnsafeReportError, match=r"'swap' on operations.*reportdb migrate"):
+        reportdb.open(path, "a")
+
+
+def test_report_schema_cannot_call_application_functions(tmp_path: Path) -> None:
+    """trusted_schema=OFF: a view may not call a function with side effects that the application registered."""
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, "CREATE VIEW leak AS SELECT side_effect() AS x")
+    calls = []
+    with reportdb.open(path) as report, report.connection() as conn:
+        conn.create_function("side_effect", 0, lambda: calls.append(1) or 1)
+        assert conn.execute("SELECT side_effect()").fetchone() == (1,)  # direct use is the caller's own SQL
+        with pytest.raises(sqlite3.OperationalError, match="unsafe use"):
+            conn.execute("SELECT x FROM leak").fetchall()
+    assert calls == [1]
+
+
+def test_a_spinning_query_is_stopped_with_a_clear_error(tmp_path: Path) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    _sql(
+        path,
+        "DROP TABLE operations",
+        "CREATE VIEW operations AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n)"
+        " SELECT i AS operation_id, 'op' AS name, 0 AS duration, 0 AS rank FROM n",
+    )
+    result = _run(f"""
+        import reportdb, reportdb.store.engine as engine
+        from sqlalchemy import select
+        from reportdb import models
+        engine.STATEMENT_TIMEOUT = 0.5
+        with reportdb.open({str(path)!r}) as report:
+            for how in ("raw", "orm"):
+                try:
+                    if how == "raw":
+                        with report.connection() as conn:
+                            conn.execute("SELECT COUNT(*) FROM operations").fetchone()
+                    else:
+                        with report.session() as session:
+                            session.scalars(select(models.Operation.operation_id)).all()
+                except reportdb.ReportDBError as exc:
+                    print(how, type(exc).__name__, exc)
+            print(report.tensor(1).shape)  # the connection still works
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("raw QueryTimeoutError") and "longer than 0.5 s" in lines[0], result.stdout
+    assert lines[1].startswith("orm QueryTimeoutError"), result.stdout
+    assert lines[2] == "(6, 1024)"
+
+
+def test_the_statement_bound_is_per_call_not_per_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "STATEMENT_TIMEOUT", 0.2)
+    path = _report(tmp_path / "db.sqlite")
+    with reportdb.open(path) as report:
+        with report.connection() as conn:
+            rows = conn.execute("SELECT tensor_id FROM rdb_tensor")
+            time.sleep(0.4)  # the caller's own time between fetches does not count
+            assert [r[0] for r in rows] == [1, 2]
+        np.testing.assert_array_equal(report.tensor(1), ARRAY)
+
+
+# --- 4. stored sizes are checked before they size an allocation ------------------------------------------------------
+
+
+def _peak_during(action) -> int:  # type: ignore[no-untyped-def]
+    tracemalloc.start()
+    try:
+        action()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize("tamper, message", [
+    ("UPDATE rdb_shard SET shape = '[4294967296]' WHERE blob_id = 1", r"rdb_blob says blob 1 holds 24576 bytes.*need 17179869184"),
+    ("UPDATE rdb_blob SET nbytes = 17179869184, n_chunks = 2097152 WHERE id = 1", "holds 17179869184 bytes.*need 24576"),
+    ("UPDATE rdb_chunk SET nbytes = 8589934592", r"claims 8589934592 bytes"),
+    ("UPDATE rdb_blob SET chunk_size = 8589934592", "impossible sizes"),
+    ("UPDATE rdb_blob SET chunk_size = 0", "impossible sizes"),
+    ("DELETE FROM rdb_blob_chunk WHERE idx = 1", r"lists chunks \[0, 2\].*needs chunks 0..2"),
+    ("DELETE FROM rdb_chunk WHERE id = 2", "chunk 1 of blob 1 is missing from table rdb_chunk"),
+    ("UPDATE rdb_chunk SET data = zeroblob(100000) WHERE id = 1", "chunk 0 holds 100000 bytes, not 8192"),
+])
+def test_stored_sizes_are_checked_before_allocating(tmp_path: Path, tamper: str, message: str) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, tamper)
+    with reportdb.open(path) as report:
+        def read() -> None:
+            with pytest.raises(CorruptionError, match=f"tensor 1 .*{message}"):
+                report.tensor(1)
+        assert _peak_during(read) < 4 << 20
+    assert not reportdb.verify(path)["ok"]
+
+
+def test_a_zstd_frame_must_declare_the_size_it_claims(tmp_path: Path) -> None:
+    zstandard = pytest.importorskip("zstandard")
+    zeros = np.zeros(8192, np.uint8)
+    path = _report(tmp_path / "db.sqlite", compression="zstd", array=np.zeros((6, 1024), np.float32))
+    for n, frame in enumerate((
+        zstandard.ZstdCompressor(write_content_size=False).compress(zeros.tobytes()),  # no declared size
+        zstandard.ZstdCompressor().compress(np.zeros(1 << 20, np.uint8).tobytes()),  # declares 1 MiB, not 8 KiB
+    )):
+        copy = tmp_path / f"{n}.sqlite"
+        shutil.copy(path, copy)
+        _sql(copy, "UPDATE rdb_chunk SET data = ?, crc32 = ? WHERE codec = 'zstd'", params=(frame, zlib.crc32(frame)))
+        with reportdb.open(copy) as report, pytest.raises(CorruptionError, match="does not declare its size|decompresses to 1048576"):
+            report.tensor(1)
+
+
+# --- 5. every malformed value is a ReportDBError -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tamper, message", [
+    ("UPDATE rdb_shard SET shape = '[-6, -1024]'", "rdb_shard: column shape must not be negative"),
+    ("UPDATE rdb_shard SET shape = '[6, 1024'", "rdb_shard: column shape is not valid JSON"),
+    ("UPDATE rdb_shard SET shape = '{\"a\": 1}'", "rdb_shard: column shape must be a list of integers"),
+    ("UPDATE rdb_shard SET shape = '[6.5, 1024]'", "rdb_shard: column shape must be an integer"),
+    ("UPDATE rdb_shard SET shape = x'00ff'", "rdb_shard: column shape holds bytes"),
+    ("UPDATE rdb_shard SET mesh_coordinate = '[\"a\"]'", "rdb_shard: column mesh_coordinate must be an integer"),
+    ("UPDATE rdb_tensor SET memory_config = '" + "[" * 200_000 + "]" * 200_000 + "'", "memory_config is not valid JSON .*RecursionError"),
+    ("UPDATE rdb_tensor SET tile_shape = '\"abc\"'", "tile_shape must be a list of integers"),
+    ("UPDATE rdb_tensor SET tile_shape = '5'", "tile_shape must be a list of integers"),
+    ("UPDATE rdb_tensor SET distribution = '[]'", "distribution must be a mapping"),
+    ("UPDATE rdb_tensor SET distribution = '{\"mesh_shape\": \"x\"}'", "mesh_shape must be a list of integers"),
+    ("UPDATE rdb_tensor SET distribution = '{\"mesh_shape\": [2], \"placements\": [{\"kind\": 3}]}'", "placement kind"),
+    ("UPDATE rdb_tensor SET memory_config = '7'", "memory_config must be a mapping"),
+    ("UPDATE rdb_tensor SET layout = x'07'", "layout must be a string"),
+    ("UPDATE rdb_shard SET dtype = 'complex256'", "unknown stored dtype name 'complex256'"),
+    ("UPDATE rdb_tensor SET n_shards = 2", r"has shards \[0\] of the 2"),
+    # found by the database fuzz: list(range(n_shards)) took all memory, LIMIT n_shards + 1 overflowed int64
+    ("UPDATE rdb_tensor SET n_shards = 4294967296", "n_shards is 4294967296, not a count from 1 to 65536"),
+    ("UPDATE rdb_tensor SET n_shards = 9223372036854775807", "n_shards is 9223372036854775807, not a count"),
+    ("UPDATE rdb_tensor SET n_shards = 0", "n_shards is 0, not a count"),
+    ("UPDATE rdb_shard SET blob_id = 999", "points at blob 999, which is missing"),
+])
+def test_malformed_values_are_corruption_naming_tensor_and_table(tmp_path: Path, tamper: str, message: str) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, tamper.replace("UPDATE rdb_shard SET", "UPDATE rdb_shard SET", 1) + (
+        " WHERE tensor_pk = 1" if tamper.startswith("UPDATE rdb_shard") else " WHERE tensor_id = 1" if tamper.startswith("UPDATE rdb_tensor") else ""
+    ))
+    with reportdb.open(path) as report:
+        for read in (report.tensor_info, report.tensor, report.verify_tensor):
+            with pytest.raises(CorruptionError, match=f"tensor 1 \\(rank 0\\).*{message}") as caught:
+                read(1)
+            assert "damaged" in str(caught.value)
+        np.testing.assert_array_equal(report.tensor(2), ARRAY + 1)  # the others still read
+    verified = reportdb.verify(path)
+    assert not verified["ok"] and 1 in [p["tensor_id"] for p in verified["problems"]]
+    assert 2 not in [p["tensor_id"] for p in verified["problems"]]
+
+
+def test_a_damaged_page_is_corruption(tmp_path: Path) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    con = sqlite3.connect(path)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    roots = [r[0] for r in con.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name='rdb_tensor' AND rootpage")]
+    con.close()
+    with path.open("r+b") as f:
+        for root in roots:  # the b-tree page headers of rdb_tensor and its indexes
+            f.seek((root - 1) * page_size)
+            f.write(b"\xff" * 64)
+    with reportdb.open(path) as report:
+        with pytest.raises(CorruptionError, match="rdb_tensor.*damaged.*malformed"):
+            report.tensor_ids()
+        with pytest.raises(CorruptionError, match="tensor 1 .*malformed"):
+            report.tensor(1)
+
+
+# --- 6. completeness --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tamper, found", [
+    ("DELETE FROM rdb_chunk", "rdb_blob rows whose chunk list"),
+    ("UPDATE rdb_shard SET blob_id = blob_id + 100", "rdb_shard rows whose blob is missing"),
+    ("UPDATE rdb_chunk SET nbytes = 1000000000000 WHERE id = 1", "rdb_chunk rows whose stored bytes do not fit"),
+    ("DELETE FROM rdb_shard WHERE tensor_pk = 2", "rdb_tensor rows whose shard rows are not all there"),
+    ("UPDATE rdb_blob SET chunk_size = 0", "rdb_blob rows with impossible sizes"),
+])
+def test_check_store_and_verify_find_incomplete_stores(tmp_path: Path, tamper: str, found: str) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    with reportdb.open(path) as report:
+        assert report.check_store() == []
+    _sql(path, tamper)
+    with reportdb.open(path) as report:
+        problems = report.check_store()
+    assert any(found in p for p in problems), problems
+    assert not reportdb.verify(path)["ok"]
+
+
+def test_verify_tensor_checks_the_blob_address(tmp_path: Path) -> None:
+    """Identical content is found by the blob's address: a blob whose address is not its chunks' would make a
+    later put of that content read back these chunks instead."""
+    path = _report(tmp_path / "db.sqlite")
+    con = sqlite3.connect(path)
+    other = con.execute("SELECT digest FROM rdb_blob WHERE id = 2").fetchone()[0]
+    con.execute("UPDATE rdb_blob SET digest = ? WHERE id = 1", (other[::-1],))
+    con.commit()
+    con.close()
+    with reportdb.open(path) as report, pytest.raises(CorruptionError, match="address does not match its chunks"):
+        report.verify_tensor(1)
+
+
+# --- 7. smaller ones ----------------------------------------------------------------------------------------------------
+
+
+def test_summary_quotes_table_names(tmp_path: Path) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, 'CREATE TABLE "odd ""name" (x)', 'INSERT INTO "odd ""name" VALUES (1)')
+    with reportdb.open(path) as report:
+        assert report.summary()["tables"]['odd "name'] == 1
+
+
+def test_a_newer_schema_from_this_very_version_asks_for_a_newer_one(tmp_path: Path) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, f"UPDATE {schema.VERSION_TABLE} SET version_num = '9999'")
+    with pytest.raises(SchemaTooNewError, match=f"install a reportdb newer than {reportdb.__version__}") as caught:
+        reportdb.open(path)
+    assert ">=" not in str(caught.value)
+
+
+def test_migrations_are_found_beside_the_package_when_not_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source tree imported ahead of a non-editable install has no reportdb.migrations package."""
+    monkeypatch.setitem(sys.modules, "reportdb.migrations", None)  # `import reportdb.migrations` now fails
+    assert (ROOT / "migrations" / "env.py").is_file()
+    with reportdb.open(tmp_path / "db.sqlite", "a") as report:
+        assert report.schema_revision == schema.head_revision()
+
+
+def test_chunk_size_is_checked_on_open(tmp_path: Path) -> None:
+    for bad in (0, -1, 1 << 40):
+        with pytest.raises(ReportDBError, match="chunk_size"):
+            reportdb.open(tmp_path / "db.sqlite", "a", chunk_size=bad)
+    assert not (tmp_path / "db.sqlite").exists()
