@@ -8,6 +8,7 @@ single writing process only writes what they prepared.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -75,12 +76,19 @@ class DecodedFile:
 
 
 def decode_file(path: str, stats: bool, chunk_size: int, spool: str | None = None) -> DecodedFile:
-    """Read a legacy tensor file, canonicalize its shards and prepare each; an unreadable file gives its error.
+    """Read a legacy tensor file, canonicalize its shards and prepare each; an unreadable file gives its error, and
+    so does a path that is not a regular file (checked with lstat: a link is not followed, a FIFO not opened).
 
     With ``spool``, the shards' bytes are left in that file (see :class:`DecodedFile`).
     """
     from .formats import load_tensor_file
 
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        return DecodedFile(None, None, f"{type(exc).__name__}: {exc}")
+    if not stat.S_ISREG(mode):  # replaced by a link, FIFO or device since the folder was scanned: never read it
+        return DecodedFile(None, None, f"{path}: no longer a regular file (a link or a special file); not read")
     try:
         loaded = load_tensor_file(path)
         loaded.shards = [(coord, canonical(np.asarray(a))) for coord, a in loaded.shards]  # not memmap views

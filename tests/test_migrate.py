@@ -206,6 +206,24 @@ def test_rowids_unknown_tables_and_indexes_are_kept(tmp_path: Path) -> None:
     conn.close()
 
 
+def test_tables_larger_than_a_copy_batch_keep_every_row_and_rowid(tmp_path: Path) -> None:
+    """Rows are copied in batches by rowid: gaps, the smallest rowid, an INTEGER PRIMARY KEY and a WITHOUT ROWID
+    table across several batches all come out as they were."""
+    src = writable_copy(FIXTURES / REPORTS[0] / "report", tmp_path / "report")
+    conn = sqlite3.connect(src / "db.sqlite")
+    conn.execute("CREATE TABLE big (v text)")
+    conn.executemany("INSERT INTO big(rowid, v) VALUES (?, ?)", [(-(1 << 63), "min"), *((3 * i, str(i)) for i in range(10_000))])
+    conn.execute("CREATE TABLE ipk (id INTEGER PRIMARY KEY, v int)")
+    conn.executemany("INSERT INTO ipk VALUES (?, ?)", [(i * 7 - 20_000, i) for i in range(9_000)])
+    conn.execute("CREATE TABLE wr (a text PRIMARY KEY, b int) WITHOUT ROWID")
+    conn.executemany("INSERT INTO wr VALUES (?, ?)", [(f"k{i}", i) for i in range(5_000)])
+    conn.commit()
+    conn.close()
+    summary = migrate(src, tmp_path / "out")
+    assert summary["tables"]["big"] == 10_001 and summary["tables"]["ipk"] == 9_000 and summary["tables"]["wr"] == 5_000
+    assert table_dump(tmp_path / "out" / "db.sqlite") == table_dump(src / "db.sqlite")
+
+
 # --- problem files ---------------------------------------------------------------------------------
 
 
