@@ -9,9 +9,13 @@ field and element is byte-swapped (flatbuffers stay little-endian, as on every h
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import resource
 import struct
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -487,3 +491,47 @@ def write_tensorbin(
     p = "<" if order == "little" else ">"
     with open(path, "wb") as f:
         f.write(struct.pack(p + "Q", len(header)) + header + b"".join(blobs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading hostile files under a memory cap
+
+#: Address space of the process that reads hostile files: a reader that trusts a size fails, not swaps.
+READ_LIMIT = 3 << 29  # 1.5 GiB
+
+_READER = """
+import json, sys
+from reportdb.errors import ReportDBError
+from reportdb.formats import load_tensor_file
+for path in sys.argv[1:]:
+    try:
+        load_tensor_file(path).array
+        outcome = ["ok", ""]
+    except ReportDBError as exc:
+        outcome = [type(exc).__name__, str(exc)]
+    except BaseException as exc:
+        outcome = ["other " + type(exc).__name__, str(exc)]
+    print(json.dumps(outcome), flush=True)
+"""
+
+
+def read_under_limit(paths: Sequence[Path], limit: int = READ_LIMIT, timeout: float = 120.0) -> list[tuple[str, str]]:
+    """Read each file with ``load_tensor_file`` (and assemble its array) in one subprocess whose address
+    space is capped at ``limit``; return (exception class name or "ok", message) per file.
+
+    A reader that allocates from a hostile size gets a MemoryError there (or crashes the subprocess,
+    which fails the caller's assertion on the return code) instead of swapping the machine.
+    """
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", _READER, *map(str, paths)],
+        capture_output=True, text=True, timeout=timeout, preexec_fn=cap, env=env,
+    )
+    assert proc.returncode == 0, f"the reader process died ({proc.returncode}): {proc.stderr[-3000:]}"
+    outcomes = [tuple(json.loads(line)) for line in proc.stdout.splitlines()]
+    assert len(outcomes) == len(paths), proc.stdout
+    return outcomes  # type: ignore[return-value]

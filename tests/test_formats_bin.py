@@ -375,5 +375,63 @@ def test_missing_and_unreadable_paths_raise_reportdb_errors(tmp_path) -> None:
 
     with pytest.raises(ReportNotFoundError, match="no such tensor file"):
         load_tensor_file(tmp_path / "missing.bin")
-    with pytest.raises(FormatError, match="cannot read"):
-        load_tensor_file(tmp_path)  # a folder
+    with pytest.raises(ReportNotFoundError, match="is a folder"):
+        load_tensor_file(tmp_path)
+    os.mkfifo(tmp_path / "pipe.bin")
+    [(kind, message)] = gen.read_under_limit([tmp_path / "pipe.bin"], timeout=30)  # must not block on the FIFO
+    assert kind == "FormatError" and "not a regular file" in message, message
+
+
+# ---------------------------------------------------------------- declared sizes far beyond the bytes present
+
+
+def _patched(path: Path, at: int, value: bytes) -> Path:
+    data = bytearray(path.read_bytes())
+    data[at : at + len(value)] = value
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_declared_counts_beyond_the_file_are_refused_before_allocating(tmp_path: Path) -> None:
+    """Counts, shapes and sizes claiming far more than the file holds: each refused, in a process whose
+    address space is capped, so a reader that allocated from the claim would fail here instead of swapping."""
+    values = _values((1, 1, 32, 32), "BFLOAT16")
+    cases: dict[str, tuple[Path, str]] = {}
+
+    def case(name: str, message: str) -> Path:
+        cases[name] = (tmp_path / f"{name}.bin", message)
+        return cases[name][0]
+
+    # v1: sentinel, version, 184-byte LegacyShape, DataType+Layout, StorageType: the element count is at 205
+    gen.write_legacy(case("element-count", "claims"), 1, values, "BFLOAT16")
+    _patched(cases["element-count"][0], 205, struct.pack("<Q", 1 << 62))
+    gen.write_legacy(case("shape", "needs"), 1, values, "BFLOAT16")  # LegacyShape dims: 4 x (2**32 - 1)
+    _patched(cases["shape"][0], 9 + 8, struct.pack("<4I", *[2**32 - 1] * 4))
+    # v3 multi-device: has_memory_config (205) = 0, then num_buffers at 206
+    gen.write_legacy(case("num-buffers", "num_buffers"), 3, [values, values], "BFLOAT16", storage=4, strategy=("Shard", 0))
+    _patched(cases["num-buffers"][0], 206, struct.pack("<Q", 1 << 40))
+    # v2 memory config: flag 205, mc version 206, layouts 207-214, has_shard_spec 215, core range count at 216
+    block = gen.memory_config_block(2, 2, 1, {"grid": [((0, 0), (1, 1))], "shape": [32, 32]})
+    gen.write_legacy(case("core-ranges", "core ranges"), 2, values, "BFLOAT16", memory_config=block)
+    _patched(cases["core-ranges"][0], 216, struct.pack("<Q", 1 << 40))
+    gen.write_v5(case("v5-spec-size", "implausible TensorSpec size"), values, gen.Spec("BFLOAT16", None))
+    _patched(cases["v5-spec-size"][0], 9, b"\x7f" * 8)  # implausible in either byte order
+    names = list(cases)
+    outcomes = gen.read_under_limit([cases[n][0] for n in names])
+    for name, (kind, message) in zip(names, outcomes):
+        assert kind == "FormatError" and cases[name][1] in message, (name, kind, message)
+
+
+def test_core_range_count_is_capped_even_when_the_bytes_are_there(tmp_path: Path) -> None:
+    """Each 32-byte core range becomes ~10x as Python lists: a grid larger than any chip's is refused."""
+    from reportdb.formats.tensorbin import MAX_CORE_RANGES
+
+    values = _values((1, 1, 32, 32), "BFLOAT16")
+    grid = [((0, 0), (1, 1))] * (MAX_CORE_RANGES + 1)
+    block = gen.memory_config_block(2, 2, 1, {"grid": grid, "shape": [32, 32]})
+    path = tmp_path / "grid.bin"
+    gen.write_legacy(path, 2, values, "BFLOAT16", memory_config=block)
+    with pytest.raises(FormatError, match=f"or than {MAX_CORE_RANGES}"):
+        load_tensor_file(path)
+    gen.write_legacy(path, 2, values, "BFLOAT16", memory_config=gen.memory_config_block(2, 2, 1, {"grid": grid[:100], "shape": [32, 32]}))
+    assert len(load_tensor_file(path).spec.memory_config["shard_spec"]["grid"]) == 100

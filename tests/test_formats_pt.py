@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import struct
 import subprocess
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,9 +20,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reportdb.errors import FormatError, ReportDBError, UnsafePickleError, UnsupportedDTypeError
-from reportdb.formats.pt import read_pt
+import reportdb
+from reportdb.errors import FormatError, ReportDBError, ReportNotFoundError, UnsafePickleError, UnsupportedDTypeError
+from reportdb.formats import load_tensor_file
+from reportdb.formats.pt import EXPANSION_SLACK, MAX_EXPANSION, MAX_PICKLE_BYTES, budget, read_pt
 
+import gen_legacy as gen
 from conftest import FIXTURES, assert_values_equal, manifest
 
 PT = FIXTURES / "torch-2.13-pt"
@@ -140,12 +145,23 @@ def test_fixture_corpus_covers_what_the_reader_claims() -> None:
 
 @pytest.mark.parametrize("path", REPORT_PTS, ids=[f"{p.parents[2].name}/{p.name}" for p in REPORT_PTS])
 def test_report_golden_pt(path: Path) -> None:
+    """Each report's golden .pt, read as migration reads it (format found from the bytes), equals torch's values
+    in torch's dtype and shape."""
     expected = np.load(path.parents[2] / "report_expected" / f"{path.stem}.npy")
-    assert_values_equal(read_pt(str(path)).array, expected)
+    loaded = load_tensor_file(path)
+    assert loaded.source["format"] == "pt" and loaded.source["path"] == str(path)
+    assert loaded.array.dtype == expected.dtype and loaded.array.shape == expected.shape
+    assert_values_equal(loaded.array, expected)
 
 
-def test_report_goldens_exist() -> None:
+def test_every_report_golden_is_checked() -> None:
+    """The glob above finds the reports' goldens (a moved fixture must not parametrize nothing), and every
+    expected array of a report has its tensor file: no golden goes unchecked."""
     assert len(REPORT_PTS) >= 10
+    for expected_dir in {path.parents[2] / "report_expected" for path in REPORT_PTS}:
+        tensors = {p.stem for p in (expected_dir.parent / "report" / "tensors").iterdir()}
+        orphans = [p.name for p in expected_dir.glob("*.npy") if p.name.split(".")[0] not in tensors]  # 7.shard0.npy
+        assert not orphans, f"{expected_dir}: expected arrays without a tensor file: {orphans}"
 
 
 def _rewrite_fixture(src: Path, dst: Path, edit: Callable[[str, bytes], bytes],
@@ -391,18 +407,29 @@ def test_truncated_legacy_stream_at_every_byte(tmp_path: Path) -> None:
 
 
 def test_zip_with_mutated_pickle_only_raises_reportdb_errors(tmp_path: Path) -> None:
+    """Every one-byte change of a real data.pkl either reads or raises a ReportDBError naming the file."""
     src = PT / "files" / "p004_float32_slice.pt"
     with zipfile.ZipFile(src) as zf:
         pkl_name = next(n for n in zf.namelist() if n.endswith("data.pkl"))
         pkl = zf.read(pkl_name)
+    outcomes: collections.Counter[str] = collections.Counter()
+    wrong: list[str] = []
     for position in range(len(pkl)):
         for byte in (0x00, 0x29, 0x4B, 0x7F, 0xFF):
             mutated = pkl[:position] + bytes([byte]) + pkl[position + 1 :]
             path = _rewrite_fixture(src, tmp_path / "m.pt", lambda n, d: mutated if n == pkl_name else d)
             try:
-                read_pt(path)
-            except ReportDBError:
-                pass
+                read_pt(path).array
+                outcomes["read"] += 1
+            except ReportDBError as exc:
+                outcomes[type(exc).__name__] += 1
+                if str(path) not in str(exc):
+                    wrong.append(f"byte {position} = {byte:#x}: message does not name the file: {exc}")
+            except Exception as exc:  # noqa: BLE001 - anything else is the failure this test looks for
+                wrong.append(f"byte {position} = {byte:#x}: {type(exc).__name__}: {exc}")
+    assert not wrong, "\n".join(wrong[:20])
+    assert sum(outcomes.values()) == 5 * len(pkl)
+    assert outcomes["read"] > 0 and outcomes["FormatError"] > 0 and outcomes["UnsafePickleError"] > 0, outcomes
 
 
 @pytest.mark.parametrize(
@@ -473,6 +500,165 @@ def test_not_a_pt_file(tmp_path: Path, content: bytes) -> None:
         read_pt(path)
 
 
-def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(FormatError, match="cannot read"):
-        read_pt(tmp_path / "absent.pt")
+def test_missing_paths_raise_report_not_found_like_the_public_api(tmp_path: Path) -> None:
+    """A missing path, a folder and a symlink loop are "no tensor file here" for the reader and the public API
+    alike: ReportNotFoundError, which is also a FileNotFoundError."""
+    loop = tmp_path / "loop.pt"
+    loop.symlink_to(loop)
+    cases = {tmp_path / "absent.pt": "no such tensor file", tmp_path: "is a folder", loop: "symlink loop",
+             tmp_path / "absent" / "x.pt": "no such tensor file"}
+    for path, message in cases.items():
+        for reader in (read_pt, reportdb.load_tensor_file):
+            with pytest.raises(ReportNotFoundError, match=message) as info:
+                reader(path)
+            assert isinstance(info.value, FileNotFoundError) and str(path) in str(info.value)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Opening a FIFO for reading blocks until a writer comes: the reader refuses it without waiting."""
+    fifo = tmp_path / "pipe.pt"
+    os.mkfifo(fifo)
+    [(kind, message)] = gen.read_under_limit([fifo], timeout=30)
+    assert kind == "FormatError" and "not a regular file" in message, message
+
+
+# ---------------------------------------------------------------- amplification: bounded by the file's size
+
+
+def deflated_zeros(nbytes: int) -> tuple[bytes, int]:
+    """A raw deflate stream of ``nbytes`` zero bytes (a multiple of 16 MiB) and its CRC-32, made in well under a
+    second: one 16 MiB block compressed after a full flush is independent of what precedes it, so it repeats."""
+    chunk = bytes(16 << 20)
+    assert nbytes % len(chunk) == 0
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = compressor.compress(chunk) + compressor.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(nbytes // len(chunk)):
+        crc = zlib.crc32(chunk, crc)
+    return block * (nbytes // len(chunk)) + compressor.flush(), crc
+
+
+def raw_zip(path: Path, members: list[tuple[str, bytes, int, int, int]]) -> Path:
+    """A zip archive written field by field: (name, stored bytes, method, crc, uncompressed size) per member,
+    so a member can be precompressed (zipfile cannot write a deflate stream it did not make)."""
+    local, central = b"", b""
+    for name, data, method, crc, size in members:
+        encoded = name.encode()
+        header = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, method, 0, 0, crc, len(data), size, len(encoded), 0)
+        central += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, method, 0, 0, crc, len(data), size,
+                               len(encoded), 0, 0, 0, 0, 0, len(local)) + encoded
+        local += header + encoded + data
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(local), 0)
+    path.write_bytes(local + central + end)
+    return path
+
+
+def stored(name: str, data: bytes) -> tuple[str, bytes, int, int, int]:
+    """An uncompressed member for ``raw_zip``."""
+    return name, data, 0, zlib.crc32(data), len(data)
+
+
+def test_zip_bomb_refused_before_inflating(tmp_path: Path) -> None:
+    """A 1 MB archive whose storage record inflates to 1 GiB: the declared size is refused against the
+    archive's size; the old reader inflated it (a MemoryError under the cap, 1 GiB of RAM without)."""
+    numel = 1 << 28
+    bomb, crc = deflated_zeros(4 * numel)
+    pkl = finish(tensor_body(size=(numel,), stride=(1,), numel=numel))
+    path = raw_zip(tmp_path / "bomb.pt", [stored("archive/data.pkl", pkl), stored("archive/byteorder", b"little"),
+                                          ("archive/data/0", bomb, zipfile.ZIP_DEFLATED, crc, 4 * numel)])
+    assert path.stat().st_size < 2 << 20
+    [(kind, message)] = gen.read_under_limit([path])
+    assert kind == "FormatError" and "zip bomb" in message, message
+
+
+def test_compressed_record_within_the_bound_reads(tmp_path: Path) -> None:
+    values = np.zeros(1 << 20, "<f4")  # 4 MiB of zeros deflate to 4 KB: within 16x the file + 16 MiB
+    path = simple_pt(tmp_path, tensor_body(size=(1 << 20,), stride=(1,), numel=1 << 20), values.tobytes(),
+                     compression=zipfile.ZIP_DEFLATED)
+    np.testing.assert_array_equal(read_pt(path).array, values)
+
+
+def test_byteorder_record_bomb_refused(tmp_path: Path) -> None:
+    bomb, crc = deflated_zeros(16 << 20)
+    pkl = finish(tensor_body(size=(1,), stride=(1,), numel=1))
+    path = raw_zip(tmp_path / "b.pt", [stored("archive/data.pkl", pkl), ("archive/byteorder", bomb, 8, crc, 16 << 20),
+                                       stored("archive/data/0", f32([1]))])
+    with pytest.raises(FormatError, match="byteorder record is larger"):
+        read_pt(path)
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [dict(size=(1 << 16, 1 << 14), stride=(0, 0), numel=1),  # stride 0: one element becomes 4 GiB
+     dict(size=(1 << 15, 1 << 15), stride=(1, 1), numel=1 << 16)],  # overlapping rows: 256 KiB becomes 4 GiB
+    ids=["stride-0", "overlapping-strides"],
+)
+def test_view_larger_than_the_file_allows_refused(tmp_path: Path, geometry: dict[str, Any]) -> None:
+    path = simple_pt(tmp_path, tensor_body(**geometry), bytes(4 * geometry["numel"]))
+    assert path.stat().st_size < 300_000
+    [(kind, message)] = gen.read_under_limit([path])
+    assert kind == "FormatError" and "would need 4294967296 bytes, more than the" in message, message
+
+
+def test_view_within_the_bound_reads(tmp_path: Path) -> None:
+    """A 4 MiB broadcast of a 4 KiB row is within the slack; the limit scales with the file's size."""
+    body = tensor_body(size=(1024, 1024), stride=(0, 1), numel=1024)
+    array = read_pt(simple_pt(tmp_path, body, f32(range(1024)))).array
+    assert array.shape == (1024, 1024) and (array == np.arange(1024, dtype="f4")).all()
+    assert budget(10 << 20) == 16 * (10 << 20) + EXPANSION_SLACK and MAX_EXPANSION == 16
+
+
+@pytest.mark.parametrize(
+    "memo",
+    [b"r" + struct.pack("<I", 1 << 28), b"p268435456\n", b"r" + struct.pack("<I", 0xFFFFFFFF)],
+    ids=["LONG_BINPUT-2^28", "PUT-2^28", "LONG_BINPUT-2^32-1"],
+)
+@pytest.mark.parametrize("container", ["zip", "legacy"])
+def test_huge_memo_index_allocates_nothing(tmp_path: Path, memo: bytes, container: str) -> None:
+    """A ~200-byte pickle that memoizes its tensor at index 2**28: the C unpickler sized a 2 GiB memo table
+    from it (a MemoryError under the cap, gigabytes of RAM without); the dict memo stores one entry."""
+    pkl = finish(tensor_body(size=(2,), stride=(1,), numel=2, legacy_view="zip" if container == "zip" else None)
+                 + memo)
+    path = tmp_path / "memo.pt"
+    if container == "zip":
+        write_zip(path, pkl, {"0": f32([3, 4])})
+    else:
+        path.write_bytes(legacy_stream(pkl, [("0", f32([3, 4]), 4)]))
+    assert path.stat().st_size < 2000
+    [(kind, message)] = gen.read_under_limit([path])
+    assert kind == "ok", message
+    np.testing.assert_array_equal(read_pt(path).array, [3, 4])
+
+
+def test_memo_get_of_an_unset_index_is_a_format_error(tmp_path: Path) -> None:
+    body = tensor_body(size=(1,), stride=(1,), numel=1) + b"0j" + struct.pack("<I", 1 << 28)  # POP, LONG_BINGET
+    with pytest.raises(FormatError, match=re.escape(str(tmp_path))):
+        read_pt(simple_pt(tmp_path, body, f32([1])))
+
+
+def test_oversized_pickles_refused(tmp_path: Path) -> None:
+    """A pickle over MAX_PICKLE_BYTES is refused unread; this one, a million nested tuples used as a dict key,
+    crashed the old reader (hashing it overflows the C stack: the process died with SIGSEGV)."""
+    deep = b"}" + b"N" + b"\x85" * 1_000_000 + b"N" + b"s"
+    zip_path = simple_pt(tmp_path, deep, f32([1]), name="deep.pt")
+    legacy_path = tmp_path / "deep-legacy.pt"
+    legacy_path.write_bytes(legacy_stream(finish(deep), [("0", f32([1]), 4)]))
+    outcomes = gen.read_under_limit([zip_path, legacy_path])
+    assert outcomes[0][0] == "FormatError" and f"larger than {MAX_PICKLE_BYTES} bytes" in outcomes[0][1], outcomes
+    assert outcomes[1][0] == "FormatError" and f"do not end within the first {MAX_PICKLE_BYTES}" in outcomes[1][1]
+
+
+@pytest.mark.parametrize("record", ["archive/data/0", "archive/data.pkl", "archive/byteorder"])
+def test_encrypted_records_refused(tmp_path: Path, record: str) -> None:
+    """An encrypted record (flag bit 0) is a FormatError, not zipfile's RuntimeError asking for a password."""
+    path = simple_pt(tmp_path, tensor_body(size=(1,), stride=(1,), numel=1), f32([1]))
+    data = bytearray(path.read_bytes())
+    for signature, flag_at, name_at in ((b"PK\x03\x04", 6, 30), (b"PK\x01\x02", 8, 46)):
+        start = 0
+        while (start := data.find(signature, start)) >= 0:
+            if data[start + name_at : start + name_at + len(record)] == record.encode():
+                data[start + flag_at] |= 1
+            start += 4
+    path.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=f"record {record} is encrypted"):
+        read_pt(path)

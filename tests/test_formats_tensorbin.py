@@ -10,20 +10,23 @@ import numpy as np
 import pytest
 
 import gen_legacy as gen
-from conftest import FIXTURES, assert_values_equal, manifest
+from conftest import FIXTURES, assert_values_equal, manifest, manifest_entries
 from reportdb.errors import AssemblyError, FormatError
 from reportdb.formats import blockfloat, load_tensor_file
 from reportdb.formats.tiles import TILE_SHAPES, padded_shape, untilize
 from reportdb.spec import Placement
 
-REAL = [(folder, entry) for folder in ("ttnn-0.81.1-tensorbin", "tt-mlir-public") for entry in manifest(folder)]
+# tt-mlir-public is only in the extra corpus (shared/fixtures), when that is present
+REAL = [(FIXTURES / "ttnn-0.81.1-tensorbin", e) for e in manifest("ttnn-0.81.1-tensorbin")] + manifest_entries(
+    "tt-mlir-public"
+)
 REPORT = "ttnn-0.64.5-report-tensorbin"
 
 
-@pytest.mark.parametrize("folder,entry", REAL, ids=lambda v: v if isinstance(v, str) else v["name"])
-def test_real_tensorbin_files(folder: str, entry: dict) -> None:
-    loaded = load_tensor_file(FIXTURES / folder / entry["file"])
-    expected_dir = FIXTURES / folder / "expected"
+@pytest.mark.parametrize("folder,entry", REAL, ids=lambda v: v.name if isinstance(v, Path) else v["name"])
+def test_real_tensorbin_files(folder: Path, entry: dict) -> None:
+    loaded = load_tensor_file(folder / entry["file"])
+    expected_dir = folder / "expected"
     assert len(loaded.shards) == entry.get("num_shards", 1)
     if len(loaded.shards) == 1:
         assert_values_equal(loaded.array, np.load(expected_dir / f"{entry['name']}.npy"))
@@ -279,12 +282,63 @@ def test_tensorbin_errors(tmp_path: Path) -> None:
 
 
 def test_shared_buffers_cannot_amplify_without_bound(tmp_path: Path) -> None:
-    """Many shards sharing one buffer: fine for a real mesh, rejected when the output would explode."""
-    values = np.zeros((512, 1024), dtype=np.float32)  # 2 MiB per shard
+    """Shards sharing one buffer: replicated ones decode once and share the array, whatever their number;
+    concatenated along a sharded mesh axis they are refused when the assembled tensor would explode."""
+    values = np.zeros((512, 1024), dtype=np.float32)  # 2 MiB per shard, 2 MiB in the file
     path = tmp_path / "t.tensorbin"
     spec = gen.Spec("FLOAT32", None)
     gen.write_tensorbin(path, [((0, i), values) for i in range(8)], spec, mesh_shape=(1, 8), dedup=True)
     assert len(load_tensor_file(path).shards) == 8
     gen.write_tensorbin(path, [((0, i), values) for i in range(200)], spec, mesh_shape=(1, 200), dedup=True)
-    with pytest.raises(FormatError, match="implausible"):
+    loaded = load_tensor_file(path)  # replicated: 200 shards, one decoded array
+    assert len(loaded.shards) == 200 and len({id(array) for _, array in loaded.shards}) == 1
+    assert loaded.array.shape == (512, 1024)
+    coords = [(0, i) for i in range(200)]
+    topology = ((1, 200), [("replicate", -1), ("shard", 0)], coords)
+    gen.write_tensorbin(path, [(c, values) for c in coords], spec, mesh_shape=(1, 200), topology=topology, dedup=True)
+    with pytest.raises(FormatError, match="implausible"):  # would assemble 400 MiB from 2 MiB
         load_tensor_file(path)
+    topology = ((1, 8), [("replicate", -1), ("shard", 0)], coords[:8])
+    gen.write_tensorbin(path, [(c, values) for c in coords[:8]], spec, mesh_shape=(1, 8), topology=topology, dedup=True)
+    assert load_tensor_file(path).array.shape == (8 * 512, 1024)  # 16 MiB from 2 MiB: within the bound
+
+
+def test_overlapping_shard_records_refused(tmp_path: Path) -> None:
+    """Records one byte apart over one region would describe N full shards with N extra bytes."""
+    values = np.arange(64, dtype=np.float32).reshape(8, 8)
+    path = tmp_path / "t.tensorbin"
+    gen.write_tensorbin(path, [((0, 0), values), ((0, 1), values + 1)], gen.Spec("FLOAT32", None), mesh_shape=(1, 2))
+    data = bytearray(path.read_bytes())
+    header = struct.unpack_from("<Q", data)[0]
+    second = data.find(struct.pack("<QQ", 256, 256), 8, 8 + header)  # the second record's (offset, size)
+    assert second > 0
+    struct.pack_into("<Q", data, second, 4)  # now at offset 4: overlaps the first
+    path.write_bytes(bytes(data[: 8 + header + 260]))
+    with pytest.raises(FormatError, match="overlap"):
+        load_tensor_file(path)
+
+
+def test_flatbuffer_vectors_are_bounded_before_they_become_lists(tmp_path: Path) -> None:
+    """A vector length is checked against what the caller can use (shards, rank) before the bytes, so no
+    count builds a list of Python objects (9-25x the vector's bytes)."""
+    from reportdb.formats.flatbuf import FlatBuffer
+    from reportdb.formats.tensorbin import MAX_RANK, MAX_SHARDS
+
+    values = np.arange(64, dtype=np.float32).reshape(8, 8)
+    path = tmp_path / "t.tensorbin"
+    gen.write_tensorbin(path, [((0, 0), values)], gen.Spec("FLOAT32", None), mesh_shape=(1, 1))
+    clean = path.read_bytes()
+    header = struct.unpack_from("<Q", clean)[0]
+    root = FlatBuffer(clean[8 : 8 + header]).root()
+    spec = root.table(0, "spec")
+    assert spec is not None
+    shards_at, shape_at = root._target(2), spec._target(0)
+    assert shards_at is not None and shape_at is not None
+    for at, count, message in ((shards_at, MAX_SHARDS + 1, f"more than the {MAX_SHARDS} allowed"),
+                               (shape_at, MAX_RANK + 1, f"more than the {MAX_RANK} allowed"),
+                               (shards_at, 2**32 - 1, "allowed")):
+        data = bytearray(clean)
+        struct.pack_into("<I", data, 8 + at, count)
+        path.write_bytes(bytes(data))
+        with pytest.raises(FormatError, match=message):
+            load_tensor_file(path)

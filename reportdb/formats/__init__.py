@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, ReportNotFoundError, UnsupportedDTypeError
+from ..errors import FormatError, UnsupportedDTypeError
 from ..spec import LoadedTensor
 from . import bin as legacy
+from .source import open_tensor_file
 from .tensorbin import read_tensorbin
 
 __all__ = ["load_tensor_file"]
@@ -33,26 +34,28 @@ def _is_pt(head: bytes) -> bool:
 def load_tensor_file(path: str | os.PathLike[str]) -> LoadedTensor:
     """Read a tensor file of any supported format, detected from its first bytes.
 
-    Raises FormatError (naming the file) for a truncated, corrupt or unknown file, and
-    ReportNotFoundError for a missing one.
+    Raises FormatError (naming the file) for a truncated, corrupt or unknown file or an unreadable
+    path, and ReportNotFoundError for a missing path, a folder or a symlink loop.
     """
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as handle:
+    handle, size = open_tensor_file(name)
+    with handle:
+        try:
             head = handle.read(8)
-    except FileNotFoundError:
-        raise ReportNotFoundError(f"{name}: no such tensor file") from None
-    except OSError as exc:
-        raise FormatError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    if _is_pt(head) and not legacy.is_legacy(head):
-        from .pt import read_pt  # written separately; imported only when a .pt file shows up
+        except OSError as exc:
+            raise FormatError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        if _is_pt(head) and not legacy.is_legacy(head):
+            from .pt import read_pt_file  # written separately; imported only when a .pt file shows up
 
-        return read_pt(path)
-    try:
-        buf = np.memmap(name, dtype=np.uint8, mode="r") if head else np.zeros(0, dtype=np.uint8)
-        loaded = _parse(buf)
-    except (FormatError, UnsupportedDTypeError) as exc:
-        raise type(exc)(f"{name}: {exc}") from None
+            return read_pt_file(handle, size, name)
+        try:
+            buf = np.memmap(handle, dtype=np.uint8, mode="r", shape=(size,)) if size else np.zeros(0, np.uint8)
+        except (OSError, ValueError) as exc:  # the file shrank between fstat and mmap
+            raise FormatError(f"{name}: cannot map the file: {exc}") from None
+        try:
+            loaded = _parse(buf.view(np.ndarray))
+        except (FormatError, UnsupportedDTypeError) as exc:
+            raise type(exc)(f"{name}: {exc}") from None
     loaded.source["path"] = str(Path(name))
     return loaded
 

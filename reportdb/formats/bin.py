@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import FormatError
 from ..spec import Distribution, LoadedTensor, Placement, Shards, TensorSpec
 from . import enums
-from .tensorbin import ParsedSpec, parse_tensor_spec
+from .tensorbin import MAX_CORE_RANGES, ParsedSpec, parse_tensor_spec
 from .tiles import LEGACY_TILE, BufferLayout, decode, legacy_layout
 
 SENTINEL = b"\xff" * 8
@@ -181,8 +181,10 @@ def _memory_config_block(cur: _Cursor) -> dict[str, Any]:
     shard_spec = None
     if cur.flag("has_shard_spec"):
         count = cur.u64("core range count")
-        if count > cur.remaining // 32:
-            raise FormatError(f"{count} core ranges do not fit in the {cur.remaining} remaining bytes")
+        if count > min(cur.remaining // 32, MAX_CORE_RANGES):  # each becomes ~10x its bytes as Python lists
+            raise FormatError(
+                f"{count} core ranges: more than fit in the {cur.remaining} remaining bytes or than {MAX_CORE_RANGES}"
+            )
         corners = np.frombuffer(cur.take(32 * count, "core ranges").tobytes(), dtype=cur.prefix + "u8")
         height, width, orientation = cur.unpack("IIi", "shard shape and orientation")
         shard_spec = {

@@ -2,8 +2,9 @@
 
 ttnn's flatbuffers carry no file identifier and only a handful of tables, so a generic schema
 library is not needed. Every offset is checked against the buffer before it is followed, and
-vector lengths against the bytes that remain, so a corrupt buffer raises FormatError and never
-indexes out of range or allocates from an untrusted count. Flatbuffers are little-endian on
+vector lengths against the bytes that remain and against the largest count the caller can use, so
+a corrupt buffer raises FormatError and never indexes out of range or allocates from an untrusted
+count (a vector becomes a list of Python objects, 9-25 times its bytes: a 1 GB header would not fit). Flatbuffers are little-endian on
 every host.
 """
 
@@ -127,25 +128,27 @@ class Table:
         self.fb.check(target, size, what)
         return target
 
-    def _vector(self, slot: int, elem_size: int, what: str) -> Optional[tuple[int, int]]:
+    def _vector(self, slot: int, elem_size: int, what: str, limit: int) -> Optional[tuple[int, int]]:
         target = self._target(slot)
         if target is None:
             return None
         length = self.fb.u32(target, f"{what} length")
+        if length > limit:
+            raise FormatError(f"flatbuffer {what} has {length} entries, more than the {limit} allowed")
         self.fb.check(target + 4, length * elem_size, what)
         return target + 4, length
 
-    def u32_vector(self, slot: int, what: str) -> Optional[list[int]]:
-        """A vector of u32 as Python ints, or None when absent."""
-        vec = self._vector(slot, 4, what)
+    def u32_vector(self, slot: int, what: str, limit: int) -> Optional[list[int]]:
+        """A vector of at most ``limit`` u32 as Python ints, or None when absent."""
+        vec = self._vector(slot, 4, what, limit)
         if vec is None:
             return None
         start, length = vec
         return list(struct.unpack_from(f"<{length}I", self.fb.data, start))
 
-    def tables(self, slot: int, what: str) -> Optional[list["Table"]]:
-        """A vector of tables, or None when absent."""
-        vec = self._vector(slot, 4, what)
+    def tables(self, slot: int, what: str, limit: int) -> Optional[list["Table"]]:
+        """A vector of at most ``limit`` tables, or None when absent."""
+        vec = self._vector(slot, 4, what, limit)
         if vec is None:
             return None
         start, length = vec

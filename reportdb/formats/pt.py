@@ -5,6 +5,22 @@ records, torch >= 1.6) and the legacy stream (magic, protocol and sys-info pickl
 the storage-key pickle, then raw storages). Pickles go through :class:`_SafeUnpickler`, which resolves
 only torch's tensor rebuild functions, storage types and dtypes to inert local stand-ins, so a file can
 describe a tensor but never make anything run. Every failure surfaces as a ``ReportDBError``.
+
+What a file can make the reader allocate is bounded by the file's own size:
+
+- a pickle is at most ``MAX_PICKLE_BYTES`` (64 KiB; torch writes a few hundred bytes for one tensor),
+  unpickled from memory by the pure-Python unpickler, whose memo is a dict: a ``LONG_BINPUT`` index of
+  2**28 stores one entry instead of sizing a 2 GiB table, no opcode's declared length reads past the
+  bytes present, and the pickle's size bounds the nesting depth (hashing a deeper tuple would overflow
+  the C stack);
+- a storage is the file's own bytes, memory-mapped in place: its declared size is checked against the
+  file (legacy stream, stored zip member), and a compressed zip member may decompress to at most
+  ``budget(file size)`` bytes, the declared size being checked before anything is decompressed
+  (zipfile never inflates past it);
+- the tensor, a strided view of its storage that stride 0 or overlapping strides can make larger than
+  the storage, is materialized only if it needs at most ``budget(file size)`` =
+  ``MAX_EXPANSION`` (16) x the file's size + ``EXPANSION_SLACK`` (16 MiB) bytes. Real torch files are
+  contiguous tensors or slices (at most the storage); the slack keeps small broadcast views readable.
 """
 
 from __future__ import annotations
@@ -24,11 +40,16 @@ import numpy as np
 from ..dtypes import DTYPES, numpy_dtype
 from ..errors import FormatError, ReportDBError, UnsafePickleError, UnsupportedDTypeError
 from ..spec import LoadedTensor, TensorSpec
+from .source import open_tensor_file
 
-#: Largest storage or result, in bytes, that a file may make us allocate (zip bombs, stride-0 views).
-MAX_TENSOR_BYTES = 1 << 34
-#: Largest object pickle accepted; a one-tensor ``data.pkl`` is a few hundred bytes.
-MAX_PICKLE_BYTES = 1 << 26
+#: A decompressed storage or a materialized view may take this many times the file's size (plus the slack).
+MAX_EXPANSION = 16
+#: Bytes any ``.pt`` may produce beyond ``MAX_EXPANSION`` times its size: small broadcast views of tiny files.
+EXPANSION_SLACK = 1 << 24
+#: Largest pickle accepted (a zip ``data.pkl``, or all the pickles of a legacy stream); one tensor's is ~200 bytes.
+MAX_PICKLE_BYTES = 1 << 16
+#: Largest ``byteorder`` record: the word ``little`` or ``big``.
+_MAX_BYTEORDER_BYTES = 16
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
@@ -105,24 +126,37 @@ class _TensorRef(_Inert):
     stride: tuple[int, ...]
 
 
+def budget(file_size: int) -> int:
+    """Most bytes a ``.pt`` file of ``file_size`` bytes may make the reader decompress or materialize."""
+    return MAX_EXPANSION * file_size + EXPANSION_SLACK
+
+
 def read_pt(path: str | os.PathLike[str]) -> LoadedTensor:
     """Read the tensor saved in ``path`` by ``torch.save`` (zip or legacy serializer).
 
     The top-level object must be a tensor, or a dict/list/tuple holding exactly one tensor.
-    Raises ``UnsafePickleError`` for any pickle global other than torch's tensor machinery,
+    Raises ``ReportNotFoundError`` for a missing path, a folder or a symlink loop,
+    ``UnsafePickleError`` for any pickle global other than torch's tensor machinery,
     ``UnsupportedDTypeError`` for complex/quantized dtypes, and ``FormatError`` for anything malformed.
     """
-    name = str(path)
+    name = os.fspath(path)
+    handle, size = open_tensor_file(name)
+    with handle:
+        return read_pt_file(handle, size, name)
+
+
+def read_pt_file(fh: IO[bytes], size: int, name: str) -> LoadedTensor:
+    """Read the ``.pt`` file open as ``fh`` (``size`` bytes long, ``name`` for messages); see ``read_pt``."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-            if head.startswith(b"PK"):
-                version = "zip"
-                ref, raw, big_endian = _read_zip(fh, name)
-            else:
-                version = "legacy"
-                ref, raw, big_endian = _read_legacy(fh, name)
-            array = _materialize(ref, raw, big_endian, name)
+        fh.seek(0)
+        head = fh.read(4)
+        if head.startswith(b"PK"):
+            version = "zip"
+            ref, raw, big_endian = _read_zip(fh, size, name)
+        else:
+            version = "legacy"
+            ref, raw, big_endian = _read_legacy(fh, size, name)
+        array = _materialize(ref, raw, big_endian, budget(size), name)
     except ReportDBError:
         raise
     except _BadContent as exc:
@@ -142,17 +176,26 @@ def read_pt(path: str | os.PathLike[str]) -> LoadedTensor:
     )
 
 
-class _SafeUnpickler(pickle.Unpickler):
+class _SafeUnpickler(pickle._Unpickler):
     """An unpickler whose globals are only inert stand-ins for torch's tensor rebuild machinery.
 
     ``find_class`` is the only way a pickle reaches a callable (GLOBAL, STACK_GLOBAL, INST and EXT
     all go through it), so refusing every other name there means nothing in the file can execute.
+    It is the pure-Python unpickler, whose memo is a dict: the C one sizes its memo table from the
+    largest index a PUT names, so a 173-byte pickle could make it allocate gigabytes.
     """
 
     def __init__(self, data: IO[bytes], name: str, persistent_load: Callable[[Any], Any] | None = None) -> None:
         super().__init__(data, encoding="utf-8")
         self._name = name
         self._load_storage = persistent_load
+
+    def load(self) -> Any:
+        """Unpickle one object; an unknown opcode (a KeyError in the pure-Python unpickler) is a bad pickle."""
+        try:
+            return super().load()
+        except KeyError as exc:
+            raise pickle.UnpicklingError(f"invalid pickle opcode or reference {exc}") from exc
 
     def find_class(self, module: str, name: str) -> Any:
         """Return the stand-in for an allowed torch global, or raise ``UnsafePickleError``."""
@@ -267,14 +310,14 @@ def _registered(storages: dict[str, _Storage], pid: Any, name: str, *, legacy: b
     return storage, view
 
 
-def _read_zip(fh: IO[bytes], name: str) -> tuple[_TensorRef, np.ndarray, bool]:
+def _read_zip(fh: IO[bytes], size: int, name: str) -> tuple[_TensorRef, np.ndarray, bool]:
     """Parse a zip-format ``.pt``; return the tensor, its storage's bytes and whether they are big-endian."""
     with zipfile.ZipFile(fh) as zf:
         pickles = [n for n in zf.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
         if len(pickles) != 1:
             raise FormatError(f"{name}: zip archive has {len(pickles)} top-level <folder>/data.pkl records, not 1")
         prefix = pickles[0][: -len("data.pkl")]
-        if zf.getinfo(pickles[0]).file_size > MAX_PICKLE_BYTES:
+        if _plain(zf.getinfo(pickles[0]), name).file_size > MAX_PICKLE_BYTES:
             raise FormatError(f"{name}: {pickles[0]} is larger than {MAX_PICKLE_BYTES} bytes")
         big_endian = _zip_byteorder(zf, prefix, name)
         storages: dict[str, _Storage] = {}
@@ -291,26 +334,43 @@ def _read_zip(fh: IO[bytes], name: str) -> tuple[_TensorRef, np.ndarray, bool]:
         expected = ref.storage.numel * DTYPES[ref.storage.dtype].itemsize
         if info.file_size != expected:
             raise FormatError(f"{name}: record {record} holds {info.file_size} bytes; the pickle says {expected}")
-        return ref, _zip_member_bytes(zf, info, fh, name), big_endian
+        return ref, _zip_member_bytes(zf, info, fh, size, name), big_endian
+
+
+def _plain(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
+    """``info``, after checking its record is not encrypted (torch never encrypts; zipfile would ask for a password)."""
+    if info.flag_bits & 0x1:
+        raise FormatError(f"{name}: record {info.filename} is encrypted")
+    return info
 
 
 def _zip_byteorder(zf: zipfile.ZipFile, prefix: str, name: str) -> bool:
     """True when the ``byteorder`` record says ``big``; archives without the record are little-endian."""
     if f"{prefix}byteorder" not in zf.namelist():
         return False
+    if _plain(zf.getinfo(f"{prefix}byteorder"), name).file_size > _MAX_BYTEORDER_BYTES:
+        raise FormatError(f"{name}: the byteorder record is larger than {_MAX_BYTEORDER_BYTES} bytes")
     order = zf.read(f"{prefix}byteorder")
     if order not in (b"little", b"big"):
         raise FormatError(f"{name}: unknown byteorder record {order[:16]!r}")
     return order == b"big"
 
 
-def _zip_member_bytes(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fh: IO[bytes], name: str) -> np.ndarray:
-    """The bytes of one zip member: memory-mapped in place when stored, else decompressed once."""
-    if info.file_size == 0:
+def _zip_member_bytes(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fh: IO[bytes], size: int, name: str) -> np.ndarray:
+    """The bytes of one zip member: memory-mapped in place when stored, else decompressed once.
+
+    A compressed member's declared size is bounded by ``budget(size)`` before it is inflated (zipfile
+    stops at the declared size), so a zip bomb is refused instead of filling memory.
+    """
+    if _plain(info, name).file_size == 0:
         return np.empty(0, np.uint8)
-    if info.file_size > MAX_TENSOR_BYTES:
-        raise FormatError(f"{name}: storage record {info.filename} is larger than {MAX_TENSOR_BYTES} bytes")
-    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+    if info.compress_type != zipfile.ZIP_STORED:
+        if info.file_size > budget(size):
+            raise FormatError(
+                f"{name}: compressed storage record {info.filename} declares {info.file_size} bytes, more than "
+                f"the {budget(size)} a {size}-byte .pt may expand to ({MAX_EXPANSION}x its size + "
+                f"{EXPANSION_SLACK}); a zip bomb?"
+            )
         return np.frombuffer(zf.read(info), dtype=np.uint8)
     fh.seek(info.header_offset)
     signature, name_len, extra_len = _ZIP_LOCAL_HEADER.unpack(fh.read(_ZIP_LOCAL_HEADER.size))
@@ -330,14 +390,53 @@ def _map_bytes(fh: IO[bytes], start: int, count: int, name: str) -> np.ndarray:
     return np.memmap(fh, dtype=np.uint8, mode="r", offset=start, shape=(count,)).view(np.ndarray)
 
 
-def _read_legacy(fh: IO[bytes], name: str) -> tuple[_TensorRef, np.ndarray, bool]:
-    """Parse a legacy-stream ``.pt``; return the tensor, its storage's bytes and whether they are big-endian."""
+def _read_legacy(fh: IO[bytes], size: int, name: str) -> tuple[_TensorRef, np.ndarray, bool]:
+    """Parse a legacy-stream ``.pt``; return the tensor, its storage's bytes and whether they are big-endian.
+
+    The five pickles are read from a copy of at most the first ``MAX_PICKLE_BYTES`` of the file, the
+    storages after them from the file itself.
+    """
     fh.seek(0)
+    head = fh.read(MAX_PICKLE_BYTES)
+    pickles = io.BytesIO(head)
+    try:
+        ref, keys, roots = _legacy_pickles(pickles, name)
+    except (EOFError, pickle.UnpicklingError) as exc:
+        if len(head) < size:
+            raise FormatError(
+                f"{name}: the legacy pickles do not end within the first {MAX_PICKLE_BYTES} bytes"
+            ) from exc
+        raise
+    fh.seek(pickles.tell())
+    for key in keys:
+        if key not in roots:
+            raise FormatError(f"{name}: storage {key!r:.200} is listed but never referenced")
+        # torch writes storages little-endian; writers on big-endian hosts before torch 1.x wrote them
+        # (count included) natively, so the count, which must match the pickle's, tells the byte order.
+        root = roots[key]
+        header = fh.read(8)
+        if header not in (struct.pack("<q", root.numel), struct.pack(">q", root.numel)):
+            raise FormatError(
+                f"{name}: storage {key!r:.200} does not start with its count {root.numel} ({header.hex()})"
+            )
+        big_endian = header != struct.pack("<q", root.numel)
+        nbytes = root.numel * DTYPES[root.dtype].itemsize
+        if key == ref.storage.key:
+            return ref, _map_bytes(fh, fh.tell(), nbytes, name), big_endian
+        if fh.tell() + nbytes > size:
+            raise FormatError(f"{name}: storage {key!r:.200} of {nbytes} bytes runs past the end of the file")
+        fh.seek(nbytes, os.SEEK_CUR)
+    raise FormatError(f"{name}: the tensor's storage {ref.storage.key!r:.200} is not in the file")
+
+
+def _legacy_pickles(fh: IO[bytes], name: str) -> tuple[_TensorRef, list[str], dict[str, _Storage]]:
+    """The legacy stream's pickles (magic, protocol, sys_info, object, storage keys), read from ``fh``:
+    the tensor, the storage keys in file order, and the root storages the object referenced."""
     if _SafeUnpickler(fh, name).load() != _LEGACY_MAGIC:
         raise FormatError(f"{name}: neither a zip archive nor a legacy torch stream (bad magic number)")
     protocol = _SafeUnpickler(fh, name).load()
     if protocol != _LEGACY_PROTOCOL:
-        raise FormatError(f"{name}: unsupported legacy protocol version {protocol!r}")
+        raise FormatError(f"{name}: unsupported legacy protocol version {protocol!r:.200}")
     sys_info = _SafeUnpickler(fh, name).load()
     if not isinstance(sys_info, dict):
         raise FormatError(f"{name}: legacy sys_info is {type(sys_info).__name__}, not a dict")
@@ -358,30 +457,15 @@ def _read_legacy(fh: IO[bytes], name: str) -> tuple[_TensorRef, np.ndarray, bool
     keys = _SafeUnpickler(fh, name).load()
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         raise FormatError(f"{name}: the legacy storage-key list is malformed")
-    for key in keys:
-        if key not in roots:
-            raise FormatError(f"{name}: storage {key!r:.200} is listed but never referenced")
-        # torch writes storages little-endian; writers on big-endian hosts before torch 1.x wrote them
-        # (count included) natively, so the count, which must match the pickle's, tells the byte order.
-        root = roots[key]
-        header = fh.read(8)
-        if header not in (struct.pack("<q", root.numel), struct.pack(">q", root.numel)):
-            raise FormatError(
-                f"{name}: storage {key!r:.200} does not start with its count {root.numel} ({header.hex()})"
-            )
-        big_endian = header != struct.pack("<q", root.numel)
-        nbytes = root.numel * DTYPES[root.dtype].itemsize
-        if key == ref.storage.key:
-            return ref, _map_bytes(fh, fh.tell(), nbytes, name), big_endian
-        fh.seek(nbytes, os.SEEK_CUR)
-    raise FormatError(f"{name}: the tensor's storage {ref.storage.key!r:.200} is not in the file")
+    return ref, keys, roots
 
 
-def _materialize(ref: _TensorRef, raw: np.ndarray, big_endian: bool, name: str) -> np.ndarray:
+def _materialize(ref: _TensorRef, raw: np.ndarray, big_endian: bool, limit: int, name: str) -> np.ndarray:
     """Copy the strided view out of the storage bytes as a C-contiguous little-endian array.
 
     Elements are gathered as unsigned integers of the dtype's width, so one vectorized ``astype``
-    both makes the copy contiguous and swaps big-endian bytes, whatever the dtype.
+    both makes the copy contiguous and swaps big-endian bytes, whatever the dtype. A view needing
+    more than ``limit`` bytes (stride 0 or overlapping strides over a small storage) is refused first.
     """
     target = numpy_dtype(ref.dtype)
     width = target.itemsize
@@ -389,8 +473,11 @@ def _materialize(ref: _TensorRef, raw: np.ndarray, big_endian: bool, name: str) 
     start = ref.storage.element_offset * storage_width
     count = ref.storage.numel * storage_width // width
     numel = math.prod(ref.size)
-    if numel * width > MAX_TENSOR_BYTES:
-        raise FormatError(f"{name}: tensor of shape {list(ref.size)} would need more than {MAX_TENSOR_BYTES} bytes")
+    if numel * width > limit:
+        raise FormatError(
+            f"{name}: tensor of shape {list(ref.size)} (stride {list(ref.stride)}) would need {numel * width} bytes, "
+            f"more than the {limit} this file may produce ({MAX_EXPANSION}x its size + {EXPANSION_SLACK})"
+        )
     if numel == 0:
         return np.zeros(ref.size, dtype=target)
     last = ref.offset + sum((n - 1) * s for n, s in zip(ref.size, ref.stride))

@@ -7,6 +7,7 @@ shared with legacy v5 ``.bin`` files, which embed the same flatbuffer.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -14,16 +15,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
-from ..spec import Distribution, LoadedTensor, Placement, TensorSpec
+from ..spec import MAX_RANK, MAX_SHARDS, Distribution, LoadedTensor, Placement, TensorSpec
 from . import enums
 from .flatbuf import FlatBuffer, Table
-from .tiles import BufferLayout, decode, spec_layout
+from .tiles import ELEMENT_DTYPES, BufferLayout, decode, spec_layout
 
-#: Highest tensor rank accepted (numpy 1.x arrays have at most 32 dimensions).
-MAX_RANK = 32
-#: At most this many shards per file: far above any real mesh, low enough to bound work.
-MAX_SHARDS = 65536
-#: Decoded bytes may exceed the file size this many times (dedup of replicated shards, block floats).
+#: At most this many core ranges in a shard grid (a chip has about a hundred cores).
+MAX_CORE_RANGES = 65536
+#: The assembled tensor may take this many times the file's size, plus ``_SLACK`` bytes. Shard records
+#: that share one offset (replicated shards written once) are decoded once and share their array, and
+#: distinct records may not overlap, so the shards themselves never take more than the block-float
+#: expansion (at most 3.6x) of the file; this bounds what assembling them along sharded mesh axes makes.
 MAX_EXPANSION = 64
 _SLACK = 64 << 20
 
@@ -48,9 +50,7 @@ def parse_tensor_spec(data: bytes | memoryview) -> ParsedSpec:
 
 def spec_from_table(spec: Table) -> ParsedSpec:
     """Decode a TensorSpec table (§8): logical shape, dtype, page config, memory config, alignment."""
-    shape = spec.u32_vector(0, "TensorSpec.shape") or []
-    if len(shape) > MAX_RANK:
-        raise FormatError(f"TensorSpec shape has rank {len(shape)}, more than {MAX_RANK}")
+    shape = spec.u32_vector(0, "TensorSpec.shape", MAX_RANK) or []
     layout_table = spec.table(1, "TensorLayout")
     if layout_table is None:
         raise FormatError("TensorSpec has no tensor_layout")
@@ -65,7 +65,7 @@ def spec_from_table(spec: Table) -> ParsedSpec:
         transpose = tile_table is not None and bool(tile_table.u8(2))
     memory_table = layout_table.table(3, "MemoryConfig")
     memory_config = None if memory_table is None else _memory_config(memory_table)
-    alignment = tuple(layout_table.u32_vector(4, "TensorLayout.alignment") or ())
+    alignment = tuple(layout_table.u32_vector(4, "TensorLayout.alignment", MAX_RANK) or ())
     logical = tuple(shape)
     shard = memory_config["shard_spec"] if memory_config else None
     logical_shard = None
@@ -87,7 +87,7 @@ def _grid(table: Table | None) -> list[list[list[int]]]:
     if table is None:
         return []
     ranges = []
-    for core_range in table.tables(0, "CoreRangeSet.ranges") or []:
+    for core_range in table.tables(0, "CoreRangeSet.ranges", MAX_CORE_RANGES) or []:
         corners = []
         for slot, name in ((0, "start"), (1, "end")):
             coord = core_range.table(slot, f"CoreRange.{name}")
@@ -114,7 +114,7 @@ def _memory_config(table: Table) -> dict[str, Any]:
     nd = table.table(3, "NdShardSpec")
     if nd is not None:
         nd_shard_spec = {
-            "shard_shape": nd.u32_vector(0, "NdShardSpec.shard_shape") or [],
+            "shard_shape": nd.u32_vector(0, "NdShardSpec.shard_shape", MAX_RANK) or [],
             "grid": _grid(nd.table(1, "CoreRangeSet")),
             "orientation": enums.lookup_lenient(enums.SHARD_ORIENTATION, nd.u8(2)),
             "distribution_strategy": enums.lookup_lenient(enums.SHARD_DISTRIBUTION_STRATEGY, nd.u8(3)),
@@ -130,7 +130,7 @@ def _memory_config(table: Table) -> dict[str, Any]:
 def _mesh_dims(table: Table | None, what: str) -> tuple[int, ...] | None:
     if table is None:
         return None
-    return tuple(table.u32_vector(0, what) or ())
+    return tuple(table.u32_vector(0, what, MAX_RANK) or ())
 
 
 def _inline_storage(record: Table, what: str) -> tuple[int, int]:
@@ -147,12 +147,10 @@ def _inline_storage(record: Table, what: str) -> tuple[int, int]:
 
 def _shard_records(records: list[Table]) -> list[tuple[tuple[int, ...], int, int]]:
     """(mesh coordinate, offset, size) of each TensorShard table."""
-    if len(records) > MAX_SHARDS:
-        raise FormatError(f"more than {MAX_SHARDS} shards")
     shards = []
     for i, record in enumerate(records):
         coord_table = record.table(2, f"shard {i} MeshCoordinate")
-        coord = () if coord_table is None else tuple(coord_table.u32_vector(0, "MeshCoordinate.values") or ())
+        coord = () if coord_table is None else tuple(coord_table.u32_vector(0, "MeshCoordinate.values", MAX_RANK) or ())
         shards.append((coord, *_inline_storage(record, f"shard {i}")))
     return shards
 
@@ -163,7 +161,7 @@ def _new_schema(root: Table) -> tuple[Table, tuple[int, ...] | None, list[tuple[
     if spec is None:
         raise FormatError("Tensor has no tensor_spec")
     mesh = _mesh_dims(root.table(1, "MeshShape"), "MeshShape.dimensions")
-    records = root.tables(2, "Tensor.shards")
+    records = root.tables(2, "Tensor.shards", MAX_SHARDS)
     if records is None:
         raise FormatError("Tensor has no shards")
     return spec, mesh, _shard_records(records), root.table(3, "TensorTopology")
@@ -179,7 +177,7 @@ def _old_schema(root: Table) -> tuple[Table, tuple[int, ...] | None, list[tuple[
     if kind == 1:  # ReplicatedTensor: one buffer for the whole mesh
         return spec, None, [((), *_inline_storage(body, "ReplicatedTensor"))], None
     mesh = _mesh_dims(body.table(0, "MeshShape"), "MeshShape.dimensions")
-    records = body.tables(1, "ShardedTensor.shards")
+    records = body.tables(1, "ShardedTensor.shards", MAX_SHARDS)
     if records is None:
         raise FormatError("ShardedTensor has no shards")
     return spec, mesh, _shard_records(records), None
@@ -190,7 +188,7 @@ def _topology(
 ) -> tuple[tuple[int, ...], tuple[Placement, ...], tuple[tuple[int, ...], ...]]:
     shape = _mesh_dims(table.table(0, "TensorTopology.distribution_shape"), "distribution shape") or ()
     placements = []
-    for entry in table.tables(1, "TensorTopology.placements") or []:
+    for entry in table.tables(1, "TensorTopology.placements", MAX_RANK) or []:
         kind = enums.lookup(enums.PLACEMENT_TYPE, entry.u8(0), "MeshMapperPlacement type")
         if kind == "replicate":
             placements.append(Placement("replicate"))
@@ -202,7 +200,8 @@ def _topology(
     if len(placements) != len(shape):
         raise FormatError(f"topology has {len(placements)} placements for a distribution of rank {len(shape)}")
     coords = tuple(
-        tuple(c.u32_vector(0, "MeshCoordinate.values") or ()) for c in table.tables(2, "TensorTopology.mesh_coords") or []
+        tuple(c.u32_vector(0, "MeshCoordinate.values", MAX_RANK) or ())
+        for c in table.tables(2, "TensorTopology.mesh_coords", MAX_SHARDS) or []
     )
     return shape, tuple(placements), coords
 
@@ -233,31 +232,56 @@ def read_tensorbin(buf: np.ndarray, byte_order: str) -> LoadedTensor:
     if len(set(coords)) != len(coords):
         raise FormatError("two shards have the same mesh coordinate")
     need = parsed.buffer.nbytes
-    end = 0
     for coord, offset, size in records:
         if size != need:
             raise FormatError(f"shard {list(coord)} holds {size} bytes, its spec needs {need}")
         if offset + size > data.size:
             raise FormatError(f"shard {list(coord)} at {offset}+{size} lies outside the {data.size}-byte data region")
-        end = max(end, offset + size)
-    if end != data.size:
-        raise FormatError(f"{data.size - end} bytes after the last shard")
-    if len(records) * need > MAX_EXPANSION * buf.size + _SLACK:
-        raise FormatError(f"{len(records)} shards of {need} bytes are implausible for a {buf.size}-byte file")
-    shards = [(coord, decode(data[offset : offset + size], parsed.buffer, byte_order)) for coord, offset, size in records]
+    _check_regions(sorted({offset for _, offset, _ in records}), need, data.size)
     distribution = _distribution(mesh, topology_table, parsed.logical)
+    global_shape = _global_shape(parsed.logical, distribution)
+    _check_assembled_size(len(records), parsed, global_shape, buf.size)
+    decoded: dict[int, np.ndarray] = {}  # replicated shards written once share one decoded array
+    shards = []
+    for coord, offset, size in records:
+        if offset not in decoded:
+            decoded[offset] = decode(data[offset : offset + size], parsed.buffer, byte_order)
+        shards.append((coord, decoded[offset]))
     spec = TensorSpec(
         ttnn_dtype=parsed.dtype,
         layout=parsed.layout,
         tile_shape=parsed.tile,
         transpose_tile=parsed.transpose,
-        logical_shape=_global_shape(parsed.logical, distribution),
+        logical_shape=global_shape,
         padded_shape=parsed.buffer.padded,
         storage_type="HOST",
         memory_config=parsed.memory_config,
         distribution=distribution,
     )
     return LoadedTensor(shards=shards, spec=spec, source={"format": "tensorbin", "version": None, "byte_order": byte_order})
+
+
+def _check_regions(offsets: list[int], size: int, data_size: int) -> None:
+    """Distinct shard regions (sorted ``offsets``, ``size`` bytes each) must not overlap and must end the file:
+    overlapping records would let a small file describe many large shards."""
+    for first, second in zip(offsets, offsets[1:]):
+        if second < first + size:
+            raise FormatError(f"shards at offsets {first} and {second} overlap ({size} bytes each)")
+    end = offsets[-1] + size
+    if end != data_size:
+        raise FormatError(f"{data_size - end} bytes after the last shard")
+
+
+def _check_assembled_size(count: int, parsed: ParsedSpec, global_shape: tuple[int, ...], file_size: int) -> None:
+    """Refuse shards whose assembled tensor (``global_shape``) would exceed ``MAX_EXPANSION`` x the file's size
+    + ``_SLACK``: many records sharing one offset, concatenated along a sharded mesh axis."""
+    itemsize = 2 if parsed.dtype in ("BFLOAT8_B", "BFLOAT4_B") else np.dtype(ELEMENT_DTYPES[parsed.dtype]).itemsize
+    nbytes = math.prod(global_shape) * itemsize
+    if nbytes > MAX_EXPANSION * file_size + _SLACK:
+        raise FormatError(
+            f"{count} shards would assemble a tensor of shape {list(global_shape)} ({nbytes} bytes), implausible for "
+            f"a {file_size}-byte file (more than {MAX_EXPANSION}x its size + {_SLACK})"
+        )
 
 
 def _distribution(mesh: tuple[int, ...] | None, topology: Table | None, logical: tuple[int, ...]) -> Distribution:
