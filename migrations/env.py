@@ -1,11 +1,12 @@
 """Alembic environment for reportdb: runs on the connection (and inside the transaction) it is given.
 
-No logging configuration here: a library must not take over its host application's logging.
+No logging configuration here: a library must not take over its host application's logging. The version table's
+name comes from the module that reads it at open time, so the two can never disagree.
 """
 
 from alembic import context
 
-VERSION_TABLE = "reportdb_alembic_version"
+from reportdb.store.schema import VERSION_TABLE
 
 connection = context.config.attributes["connection"]
 context.configure(

@@ -33,11 +33,18 @@ _LAZY = {
 
 __all__ = ["ReportDBError", "TensorSpec", "Distribution", "Placement", "LoadedTensor", "__version__", *_LAZY]
 
+#: Submodules reachable as attributes after a plain ``import reportdb`` (``reportdb.ttnn.capture(w)``), imported on
+#: first use: ``reportdb.ttnn`` needs neither ttnn nor the writer until then.
+_SUBMODULES = frozenset({"ttnn", "models"})
+
 if TYPE_CHECKING:  # pragma: no cover
+    from . import models, ttnn  # noqa: F401
     from .report import Report, open  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")  # the import binds it in this module too
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'reportdb' has no attribute {name!r}")

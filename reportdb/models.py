@@ -6,24 +6,30 @@ They have no primary key of their own, so the models map SQLite's implicit ``row
 adds columns to a legacy table, so a column that only newer reports have (``rank``, ``size``,
 ``buffer_layout``...) is *deferred*: it is loaded only when used, and using it on an older report
 raises, while everything else still works there.
-Alembic migrations never import this module: they carry their own frozen DDL.
+
+The models describe exactly what the migrations create in a new file (columns, types, NOT NULL, defaults,
+keys, indexes, foreign keys; ``tests/test_schema_models.py`` compares them with alembic), plus
+``buffer_pages``, a legacy table that the newest schema dropped and the Writer creates from its model when a
+legacy run writes pages. Alembic migrations never import this module: they carry their own frozen DDL.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from sqlalchemy import Float, ForeignKey, Integer, LargeBinary, MetaData, Text
+from sqlalchemy import REAL, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
 class Base(DeclarativeBase):
-    """Declarative base with named constraints (alembic batch mode cannot drop unnamed ones)."""
+    """Declarative base. Indexes get the names the migrations give them; UNIQUE constraints are named only where
+    the migrations name them (``name=`` on the constraint), since the report tables' UNIQUE keys and the
+    column-level ones (``digest``, ``path``, ``key``) are unnamed in every file, and a conventional name here would
+    describe a constraint no file has."""
 
     metadata = MetaData(
         naming_convention={
             "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
             "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
             "pk": "pk_%(table_name)s",
         }
@@ -74,6 +80,7 @@ class Device(_Ranked):
 
 class Operation(_Ranked):
     __tablename__ = "operations"
+    __table_args__ = (UniqueConstraint("operation_id", "rank"),)
     operation_id: Mapped[Optional[int]] = mapped_column(Integer)
     name: Mapped[Optional[str]] = mapped_column(Text)
     duration: Mapped[Optional[float]] = mapped_column(Float)
@@ -95,11 +102,10 @@ class SourceFile(Base):
 
 class StackTrace(_Ranked):
     __tablename__ = "stack_traces"
+    __table_args__ = (Index("idx_stack_traces_source_file_id", "source_file_id"),)
     operation_id: Mapped[Optional[int]] = mapped_column(Integer)
     stack_trace: Mapped[Optional[str]] = mapped_column(Text)
-    source_file_id: Mapped[Optional[int]] = _newer(Integer)
-    node_counter: Mapped[Optional[int]] = _newer(Integer)  # early graph_report draft
-    operation_name: Mapped[Optional[str]] = _newer(Text)  # early graph_report draft
+    source_file_id: Mapped[Optional[int]] = mapped_column(ForeignKey("source_files.id"), deferred=True)
 
 
 class Error(_Ranked):
@@ -110,11 +116,11 @@ class Error(_Ranked):
     error_message: Mapped[Optional[str]] = mapped_column(Text)
     stack_trace: Mapped[Optional[str]] = _newer(Text)
     timestamp: Mapped[Optional[str]] = _newer(Text)
-    error_operation: Mapped[Optional[str]] = _newer(Text)  # early graph_report draft
 
 
 class Tensor(_Ranked):
     __tablename__ = "tensors"
+    __table_args__ = (UniqueConstraint("tensor_id", "rank"),)
     tensor_id: Mapped[Optional[int]] = mapped_column(Integer)
     shape: Mapped[Optional[str]] = mapped_column(Text)
     dtype: Mapped[Optional[str]] = mapped_column(Text)
@@ -222,14 +228,17 @@ class _ComparisonRecord(_Ranked):
 
 class LocalTensorComparisonRecord(_ComparisonRecord):
     __tablename__ = "local_tensor_comparison_records"
+    __table_args__ = (UniqueConstraint("tensor_id", "rank"),)
 
 
 class GlobalTensorComparisonRecord(_ComparisonRecord):
     __tablename__ = "global_tensor_comparison_records"
+    __table_args__ = (UniqueConstraint("tensor_id", "rank"),)
 
 
 class TensorLifetime(_Ranked):
     __tablename__ = "tensor_lifetime"
+    __table_args__ = (UniqueConstraint("tensor_id", "rank"),)
     tensor_id: Mapped[Optional[int]] = mapped_column(Integer)
     producer_operation_id: Mapped[Optional[int]] = mapped_column(Integer)
     last_use_operation_id: Mapped[Optional[int]] = mapped_column(Integer)
@@ -242,6 +251,7 @@ class TensorLifetime(_Ranked):
 
 class TensorConsumer(_Ranked):
     __tablename__ = "tensor_consumers"
+    __table_args__ = (UniqueConstraint("tensor_id", "operation_id", "input_index", "rank"),)
     tensor_id: Mapped[Optional[int]] = mapped_column(Integer)
     operation_id: Mapped[Optional[int]] = mapped_column(Integer)
     input_index: Mapped[Optional[int]] = mapped_column(Integer)
@@ -249,6 +259,7 @@ class TensorConsumer(_Ranked):
 
 class TensorProducer(_Ranked):
     __tablename__ = "tensor_producers"
+    __table_args__ = (UniqueConstraint("tensor_id", "operation_id", "output_index", "rank"),)
     tensor_id: Mapped[Optional[int]] = mapped_column(Integer)
     operation_id: Mapped[Optional[int]] = mapped_column(Integer)
     output_index: Mapped[Optional[int]] = mapped_column(Integer)
@@ -262,12 +273,14 @@ class ReportMetadata(_RowidTable):
 
 class SubDeviceManager(_Ranked):
     __tablename__ = "sub_device_managers"
+    __table_args__ = (UniqueConstraint("device_id", "sub_device_manager_id", "rank"),)
     device_id: Mapped[Optional[int]] = mapped_column(Integer)
     sub_device_manager_id: Mapped[Optional[int]] = mapped_column(Integer)
 
 
 class SubDevice(_Ranked):
     __tablename__ = "sub_devices"
+    __table_args__ = (UniqueConstraint("device_id", "sub_device_manager_id", "sub_device_id", "rank"),)
     device_id: Mapped[Optional[int]] = mapped_column(Integer)
     sub_device_manager_id: Mapped[Optional[int]] = mapped_column(Integer)
     sub_device_id: Mapped[Optional[int]] = mapped_column(Integer)
@@ -276,6 +289,7 @@ class SubDevice(_Ranked):
 
 class OperationExecution(_Ranked):
     __tablename__ = "operation_executions"
+    __table_args__ = (UniqueConstraint("execution_id", "rank"),)
     execution_id: Mapped[Optional[int]] = mapped_column(Integer)
     operation_id: Mapped[Optional[int]] = mapped_column(Integer)
     device_id: Mapped[Optional[int]] = mapped_column(Integer)
@@ -287,6 +301,7 @@ class OperationExecution(_Ranked):
 
 class ExecutionSubDevice(_Ranked):
     __tablename__ = "execution_sub_devices"
+    __table_args__ = (UniqueConstraint("execution_id", "device_id", "sub_device_manager_id", "sub_device_id", "rank"),)
     execution_id: Mapped[Optional[int]] = mapped_column(Integer)
     device_id: Mapped[Optional[int]] = mapped_column(Integer)
     sub_device_manager_id: Mapped[Optional[int]] = mapped_column(Integer)
@@ -323,16 +338,17 @@ class BlobChunk(Base):
     __tablename__ = "rdb_blob_chunk"
     blob_id: Mapped[int] = mapped_column(ForeignKey("rdb_blob.id"), primary_key=True)
     idx: Mapped[int] = mapped_column(Integer, primary_key=True)
-    chunk_id: Mapped[int] = mapped_column(ForeignKey("rdb_chunk.id"))
+    chunk_id: Mapped[int] = mapped_column(ForeignKey("rdb_chunk.id"), index=True)
 
 
 class StoredTensor(Base):
     """One stored tensor (by report tensor id and rank) and the metadata its source gave."""
 
     __tablename__ = "rdb_tensor"
+    __table_args__ = (UniqueConstraint("tensor_id", "rank", name="uq_rdb_tensor_tensor_id_rank"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tensor_id: Mapped[int] = mapped_column(Integer)
-    rank: Mapped[int] = mapped_column(Integer, default=0)
+    rank: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     dtype: Mapped[str] = mapped_column(Text)
     shape: Mapped[Optional[str]] = mapped_column(Text)  # JSON list; NULL when shards cannot be assembled
     nbytes: Mapped[int] = mapped_column(Integer)  # logical bytes, replicated shards counted once each
@@ -346,7 +362,7 @@ class StoredTensor(Base):
     memory_config: Mapped[Optional[str]] = mapped_column(Text)
     distribution: Mapped[Optional[str]] = mapped_column(Text)
     source: Mapped[Optional[str]] = mapped_column(Text)
-    created_at: Mapped[Optional[float]] = mapped_column(Float)
+    created_at: Mapped[Optional[float]] = mapped_column(REAL)
     shards: Mapped[list["TensorShard"]] = relationship(back_populates="tensor", order_by="TensorShard.shard_index")
 
 
@@ -354,13 +370,14 @@ class TensorShard(Base):
     """One device shard of a stored tensor (a single-device tensor has exactly one)."""
 
     __tablename__ = "rdb_shard"
+    __table_args__ = (UniqueConstraint("tensor_pk", "shard_index", name="uq_rdb_shard_tensor_pk_shard_index"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tensor_pk: Mapped[int] = mapped_column(ForeignKey("rdb_tensor.id", ondelete="CASCADE"))
     shard_index: Mapped[int] = mapped_column(Integer)
     mesh_coordinate: Mapped[Optional[str]] = mapped_column(Text)  # JSON list
     dtype: Mapped[str] = mapped_column(Text)
     shape: Mapped[str] = mapped_column(Text)
-    blob_id: Mapped[int] = mapped_column(ForeignKey("rdb_blob.id"))
+    blob_id: Mapped[int] = mapped_column(ForeignKey("rdb_blob.id"), index=True)
     tensor: Mapped[StoredTensor] = relationship(back_populates="shards")
 
 
@@ -379,11 +396,11 @@ class BlobStats(Base):
     blob_id: Mapped[int] = mapped_column(ForeignKey("rdb_blob.id"), primary_key=True)
     dtype: Mapped[str] = mapped_column(Text, primary_key=True)
     count: Mapped[int] = mapped_column(Integer)
-    min: Mapped[Optional[float]] = mapped_column(Float)
-    max: Mapped[Optional[float]] = mapped_column(Float)
-    mean: Mapped[Optional[float]] = mapped_column(Float)
-    std: Mapped[Optional[float]] = mapped_column(Float)
-    absmax: Mapped[Optional[float]] = mapped_column(Float)
+    min: Mapped[Optional[float]] = mapped_column(REAL)
+    max: Mapped[Optional[float]] = mapped_column(REAL)
+    mean: Mapped[Optional[float]] = mapped_column(REAL)
+    std: Mapped[Optional[float]] = mapped_column(REAL)
+    absmax: Mapped[Optional[float]] = mapped_column(REAL)
     nan_count: Mapped[int] = mapped_column(Integer)
     inf_count: Mapped[int] = mapped_column(Integer)
     zero_count: Mapped[int] = mapped_column(Integer)
@@ -403,8 +420,8 @@ class MigrationLogEntry(Base):
 
     __tablename__ = "rdb_migration_log"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[float] = mapped_column(Float)
+    run_id: Mapped[str] = mapped_column(Text, index=True)
+    created_at: Mapped[float] = mapped_column(REAL)
     kind: Mapped[str] = mapped_column(Text)
     tensor_id: Mapped[Optional[int]] = mapped_column(Integer)
     rank: Mapped[Optional[int]] = mapped_column(Integer)
@@ -417,14 +434,15 @@ class Comparison(Base):
     """A recomputed comparison of a tensor with its golden (``local``/``global``) or another run (``run``)."""
 
     __tablename__ = "rdb_comparison"
+    __table_args__ = (UniqueConstraint("kind", "tensor_id", "rank", name="uq_rdb_comparison_kind_tensor_id_rank"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(Text)
     tensor_id: Mapped[int] = mapped_column(Integer)
-    rank: Mapped[int] = mapped_column(Integer, default=0)
+    rank: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     golden_tensor_id: Mapped[Optional[int]] = mapped_column(Integer)
-    desired_pcc: Mapped[Optional[float]] = mapped_column(Float)
-    recorded_pcc: Mapped[Optional[float]] = mapped_column(Float)
-    pcc: Mapped[Optional[float]] = mapped_column(Float)
+    desired_pcc: Mapped[Optional[float]] = mapped_column(REAL)
+    recorded_pcc: Mapped[Optional[float]] = mapped_column(REAL)
+    pcc: Mapped[Optional[float]] = mapped_column(REAL)
     passed: Mapped[Optional[int]] = mapped_column(Integer)
     metrics: Mapped[str] = mapped_column(Text)  # JSON of reportdb.compare()
-    created_at: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(REAL)

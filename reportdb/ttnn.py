@@ -26,14 +26,16 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
 
 from .errors import ReportDBError
 from .spec import Distribution, LoadedTensor, Placement, TensorSpec
-from .writer import Role, Writer
+
+if TYPE_CHECKING:  # the writer loads with the first Writer made here, not with this module
+    from .writer import Role, Writer
 
 #: ttnn dtypes whose values numpy holds natively; every other float type goes through float32.
 _NUMPY_NATIVE = {"FLOAT32", "UINT32", "INT32", "UINT16", "UINT8"}
@@ -285,6 +287,8 @@ def patch_database(*, rank: int = 0, **writer_options: Any) -> Patch:
             config_path = key / getattr(db, "CONFIG_PATH", "config.json")
             if not config_path.exists() and hasattr(ttnn, "save_config_to_json_file"):
                 ttnn.save_config_to_json_file(config_path)
+            from .writer import Writer
+
             writers[key] = Writer(key, rank=rank, **writer_options)
         return writers[key]
 
@@ -296,7 +300,8 @@ def patch_database(*, rank: int = 0, **writer_options: Any) -> Patch:
         for device in devices:
             info = ttnn._ttnn.reports.get_device_info(device)
             fields = {name: getattr(info, name) for name in _DEVICE_FIELDS if hasattr(info, name)}
-            if not writer.query("SELECT 1 FROM devices WHERE device_id=? AND rank=?", (device.id(), rank)):
+            where, params = _of_rank(writer, "devices", rank)
+            if not writer.query(f"SELECT 1 FROM devices WHERE device_id=? AND {where}", (device.id(), *params)):
                 writer.add_device(device.id(), **fields)
 
     def insert_operation(report_path: Any, operation_id: int, operation: Any, duration: Any) -> None:
@@ -377,27 +382,31 @@ def patch_database(*, rank: int = 0, **writer_options: Any) -> Patch:
         )
 
     def query_latest_operation(report_path: Any) -> Any:
-        rows = writer_for(report_path).query(
-            "SELECT operation_id, name, duration FROM operations WHERE rank=? ORDER BY operation_id DESC LIMIT 1", (rank,)
+        writer = writer_for(report_path)
+        where, params = _of_rank(writer, "operations", rank)
+        rows = writer.query(
+            f"SELECT operation_id, name, duration FROM operations WHERE {where} ORDER BY operation_id DESC LIMIT 1", params
         )
         return db.Operation(*rows[0]) if rows else None
 
     def query_latest_tensor(report_path: Any) -> Any:
-        rows = writer_for(report_path).query(
-            f"SELECT {_TENSOR_COLUMNS} FROM tensors WHERE rank=? ORDER BY tensor_id DESC LIMIT 1", (rank,)
-        )
+        writer = writer_for(report_path)
+        where, params = _of_rank(writer, "tensors", rank)
+        rows = writer.query(f"SELECT {_TENSOR_COLUMNS} FROM tensors WHERE {where} ORDER BY tensor_id DESC LIMIT 1", params)
         return db.Tensor(*rows[0]) if rows else None
 
     def query_tensor_by_id(report_path: Any, tensor_id: int) -> Any:
-        rows = writer_for(report_path).query(
-            f"SELECT {_TENSOR_COLUMNS} FROM tensors WHERE tensor_id=? AND rank=?", (tensor_id, rank)
-        )
+        writer = writer_for(report_path)
+        where, params = _of_rank(writer, "tensors", rank)
+        rows = writer.query(f"SELECT {_TENSOR_COLUMNS} FROM tensors WHERE tensor_id=? AND {where}", (tensor_id, *params))
         return db.Tensor(*rows[0]) if rows else None
 
     def query_output_tensor_by_tensor_id(report_path: Any, tensor_id: int) -> Any:
-        rows = writer_for(report_path).query(
-            "SELECT operation_id, output_index, tensor_id FROM output_tensors WHERE tensor_id=? AND rank=?",
-            (tensor_id, rank),
+        writer = writer_for(report_path)
+        where, params = _of_rank(writer, "output_tensors", rank)
+        rows = writer.query(
+            f"SELECT operation_id, output_index, tensor_id FROM output_tensors WHERE tensor_id=? AND {where}",
+            (tensor_id, *params),
         )
         return db.OutputTensor(*rows[0]) if rows else None
 
@@ -440,6 +449,12 @@ _DEVICE_FIELDS = (
 _TENSOR_COLUMNS = "tensor_id, shape, dtype, layout, memory_config, device_id, address, buffer_type"
 
 
+def _of_rank(writer: Writer, table: str, rank: int) -> tuple[str, tuple[int, ...]]:
+    """The WHERE condition selecting ``rank``'s rows of ``table``, and its parameters: none in a report whose table
+    has no rank column (ttnn before multi-host runs), where every row is rank 0's."""
+    return ("rank=?", (rank,)) if "rank" in writer.columns(table) else ("1", ())
+
+
 def _is_ttnn(value: Any) -> bool:
     return (type(value).__module__ or "").startswith("ttnn")
 
@@ -463,7 +478,8 @@ def capture(writer: Writer, *, inputs: bool = True, stack_traces: bool = False) 
             "ttnn runs in fast runtime mode, where operation hooks never run; set "
             "TTNN_CONFIG_OVERRIDES='{\"enable_fast_runtime_mode\": false}' before importing ttnn"
         )
-    latest = writer.query("SELECT MAX(operation_id) FROM operations WHERE rank=?", (writer.rank,))[0][0]
+    where, params = _of_rank(writer, "operations", writer.rank)
+    latest = writer.query(f"SELECT MAX(operation_id) FROM operations WHERE {where}", params)[0][0]
     next_operation = itertools.count((latest or 0) + 1)
     started: list[float] = []
 

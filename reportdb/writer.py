@@ -14,6 +14,18 @@ Several processes (ranks) may write one report at once: each opens its own conne
 carried across ``fork``), schema creation is serialized by an advisory lock on the report's folder,
 and a "database is locked" from SQLite is retried with backoff instead of reaching the caller.
 
+A report of any age can be appended to (a new one, one ``reportdb.migrate`` made of a 2024 report, ttnn 0.81's):
+the writer reads the file's own report tables and columns once per open and checks every row against them when
+it is added, so a row the file cannot take is refused then, with a ``ReportDBError``, and never costs a batch at
+flush time. Columns the writer fills on its own (``tensors.storage_type`` and ``size``...) are left out where the
+file lacks them. A file whose tables have no ``rank`` column (ttnn before multi-host runs) keeps its schema as
+ttnn wrote it, since the visualizer reads a report by the columns it finds: rank 0 is written there without the
+column, another rank is refused (its rows could not be told from rank 0's, and such files key ``tensors`` and
+``operations`` on the id alone). A report table the file lacks is created, in the transaction of its first rows,
+as its model in ``reportdb.models`` declares it. Rows that pass every check can still break a constraint of the
+file (a duplicate key another process wrote first, a dangling ``source_file_id``): those rows alone are left out,
+the rest of the batch is committed, and the next call raises :class:`RowsRefusedError` naming them.
+
 Configuration comes from arguments, else from environment variables, else defaults:
 
 =======================  ============================  =============================================
@@ -48,6 +60,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import os
 import random
 import sqlite3
@@ -74,6 +87,8 @@ T = TypeVar("T")
 _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(TensorSpec))
 #: Metadata that only goes into the legacy ``tensors`` row (the visualizer's columns), not the spec.
 _ROW_FIELDS = frozenset({"device_id", "address", "buffer_type", "size"})
+#: The ``tensors`` row columns the writer fills, those the file's table lacks left out.
+_TENSOR_ROW = ("shape", "dtype", "layout", "memory_config", "device_id", "address", "buffer_type", "storage_type", "size")
 
 
 # --- configuration --------------------------------------------------------------------------------
@@ -189,17 +204,75 @@ class _Pending:
         return len(self.operations) + len(self.rows) + len(self.tensors)
 
 
-def _report_tables() -> dict[str, list[Any]]:
-    """The writable columns (SQLAlchemy ``Column`` objects) of every report table, from the ORM models, which mirror
-    the newest schema."""
+class RowsRefusedError(ReportDBError):
+    """Rows the report's own constraints refused when their batch was written (a duplicate key, a dangling
+    reference); every other row and tensor of the batch was committed."""
+
+
+@functools.lru_cache(maxsize=None)
+def _model_tables() -> dict[str, Any]:
+    """The SQLAlchemy ``Table`` of every report table, from the ORM models (the newest schema, plus ``buffer_pages``)."""
     from .models import REPORT_MODELS
 
-    return {m.__tablename__: [c for c in m.__table__.columns if c.name not in ("rowid", "id")] for m in REPORT_MODELS}
+    return {m.__tablename__: m.__table__ for m in REPORT_MODELS}
 
 
-def _report_columns() -> dict[str, frozenset[str]]:
-    """Writable column names of every report table."""
-    return {table: frozenset(c.name for c in columns) for table, columns in _report_tables().items()}
+@functools.lru_cache(maxsize=None)
+def _model_columns(table: str) -> tuple[str, ...] | None:
+    """The columns a report table the file lacks is created with, or None for a name that is no report table."""
+    model = _model_tables().get(table)
+    return None if model is None else tuple(c.name for c in model.columns if c.name != "rowid")
+
+
+def _quote(name: str) -> str:
+    """``name`` as an SQL identifier: in double quotes, with each ``"`` doubled, so any name a file holds is safe."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+_I64 = 1 << 63
+#: The rows ``add_operation`` writes, by table: their columns, ``rank`` added where the file's table has it.
+_OPERATION_ROWS: dict[str, tuple[str, ...]] = {
+    "operations": ("operation_id", "name", "duration"),
+    "operation_arguments": ("operation_id", "name", "value"),
+    "stack_traces": ("operation_id", "stack_trace"),
+    "input_tensors": ("operation_id", "input_index", "tensor_id"),
+    "output_tensors": ("operation_id", "output_index", "tensor_id"),
+}
+
+
+def _int64(value: Any, table: str, column: str) -> int:
+    """``int(value)``, refused now if it does not fit the 64-bit integers SQLite stores."""
+    number = int(value)
+    if not -_I64 <= number < _I64:
+        raise ReportDBError(f"table {table!r}, column {column!r}: {number} does not fit SQLite's 64-bit integers")
+    return number
+
+
+def _bindable(value: Any, table: str, column: str) -> Any:
+    """``value`` as SQLite stores it (numpy scalars and int/str subclasses as plain Python values), or a ReportDBError
+    now for a value the insert would fail on at flush time: an unsupported type, an integer beyond 64 bits, text that
+    is not valid Unicode."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        value = value.item()
+    if value is None or type(value) is float:
+        return value
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ReportDBError(f"table {table!r}, column {column!r}: text that is not valid Unicode ({exc})") from None
+        return value if type(value) is str else str.__str__(value)
+    if isinstance(value, int):  # bool and IntEnum included
+        return _int64(value, table, column)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return value
+    raise ReportDBError(
+        f"table {table!r}, column {column!r}: cannot store a {type(value).__name__} ({str(value)[:80]!r}); "
+        "give an int, float, str, bytes or None"
+    )
 
 
 #: The background thread starts once 1/_EAGER of a batch (count or bytes) is queued.
@@ -208,7 +281,8 @@ _EAGER = 8
 #: The checkpoint thread is poked after this many tensor bytes or commits (whichever comes first).
 _CHECKPOINT_BYTES = 16 << 20
 _CHECKPOINT_COMMITS = 64
-#: SQLite's automatic checkpoint in the committing thread, kept as a backstop: 4000 pages of 64 KiB (250 MiB).
+#: SQLite's automatic checkpoint in the committing thread, kept as a backstop at 4x its default: 4000 pages of the
+#: file's page size (250 MiB with the 64 KiB pages of a file reportdb created, 16 MiB in a 4 KiB-page legacy report).
 _AUTOCHECKPOINT_PAGES = 4000
 
 #: Objects a forked child inherited (connections it must neither use nor close).
@@ -286,7 +360,6 @@ class Writer:
 
         self.path = resolve_path(p)
         self.rank = int(rank)
-        self._columns = _report_columns()
         self._closed = False
         self._init_process_state()
         self._open()  # fail early (bad path, newer schema...) rather than on the first background flush
@@ -298,8 +371,12 @@ class Writer:
         self._io = threading.RLock()  # guards the connection; taken before _lock, never after
         self._pending = _Pending()
         self._report: Any = None
-        self._unique_rows = False  # the report's tensors table has UNIQUE(tensor_id, rank); known once opened
-        self._file_tables: set[str] = set()  # tables the report file holds; known once opened
+        self._unique_rows = False  # the report's tensors table is keyed on (tensor_id[, rank]); known once opened
+        # The report tables the file holds and their columns, read once per open; tables this writer creates join
+        # once their transaction commits.
+        self._tables: dict[str, tuple[str, ...]] = {}
+        self._op_shapes: dict[str, tuple[tuple[str, ...], bool]] | None = None  # see _operation_shapes
+        self._tensors_ranked: bool | None = None  # see _tensor_rows_ranked
         self._checkpointer: Checkpointer | None = None  # this process's WAL checkpoints, off the committing thread
         self._unchecked_bytes = self._unchecked_commits = 0  # committed since the checkpointer was last poked
         self._known: dict[tuple[int, int], bool] = {}  # id -> whether its values are recorded
@@ -337,16 +414,76 @@ class Writer:
 
         self._report = self._retry(attempt, "open the report")
         with self._report.connection() as conn:
-            self._unique_rows = _unique_tensor_rows(conn)
-            self._file_tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            self._tables = _file_tables(conn)
+            self._unique_rows = _unique_tensor_rows(conn, self._tables.get("tensors", ()))
+            self._op_shapes = self._tensors_ranked = None
             if self.config.durable:
                 # Checkpoints (a copy and two fsyncs) go to a thread of their own, so commits do not wait for the
                 # disk; SQLite's own stays as a backstop at 4x its default size, for a WAL that grows faster than
-                # that thread copies it back. Without fsyncs a checkpoint is a copy, cheaper in the committing
-                # thread than beside it (measured), so durable=False keeps SQLite's.
+                # that thread copies it back. Without fsyncs a checkpoint is only a copy, cheaper in the committing
+                # thread than handed to another, so durable=False keeps SQLite's.
                 conn.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
                 self._checkpointer = Checkpointer(self.path, synchronous="NORMAL")
         return self._report
+
+    def _columns_of(self, table: str) -> tuple[str, ...]:
+        """The columns rows of ``table`` may fill: the file's own, or, for a report table the file lacks, those its
+        model creates it with. Any other name is refused."""
+        if self._report is None:
+            with self._io:
+                self._open()
+        columns = self._tables.get(table)
+        if columns is None:
+            columns = _model_columns(table)
+            if columns is None:
+                raise ReportDBError(
+                    f"{self.path}: unknown report table {table!r}; this report has {sorted(self._tables)}, and reportdb "
+                    f"can create {sorted(set(_model_tables()) - set(self._tables))}"
+                )
+        return columns
+
+    def _no_columns(self, table: str, missing: Iterable[str]) -> ReportDBError:
+        """The error for columns a row asks for that the file's ``table`` lacks, saying why where it is the age."""
+        missing = sorted(missing)
+        have = self._columns_of(table)
+        newer = [c for c in missing if c in (_model_columns(table) or ())]
+        why = f" (newer reports have {', '.join(newer)}; an older ttnn wrote this one)" if newer else ""
+        return ReportDBError(f"{self.path}: table {table!r} of this report has no columns {missing}{why}; it has {list(have)}")
+
+    def _rank_refused(self, table: str, rank: int) -> ReportDBError:
+        return ReportDBError(
+            f"{self.path}: table {table!r} of this report has no rank column (ttnn wrote it before multi-host runs), "
+            f"so only rank 0 can be written to it, not rank {rank}; write other ranks to a new report"
+        )
+
+    def _tensor_rows_ranked(self) -> bool:
+        """Whether the file's ``tensors`` rows carry a rank; checked once per open that they can carry a tensor id."""
+        ranked = self._tensors_ranked
+        if ranked is None:
+            have = self._columns_of("tensors")
+            if "tensor_id" not in have:
+                raise self._no_columns("tensors", ["tensor_id"])
+            ranked = self._tensors_ranked = "rank" in have
+        return ranked
+
+    def _operation_shapes(self, rank: int) -> dict[str, tuple[tuple[str, ...], bool]]:
+        """For each table ``add_operation`` writes, the columns of its rows and whether ``rank`` is one of them (where
+        the file's table has the column), checked against the file once per open; a rank other than 0 is refused
+        where a table has no rank column."""
+        shapes = self._op_shapes
+        if shapes is None:
+            shapes = {}
+            for table, columns in _OPERATION_ROWS.items():
+                have = self._columns_of(table)
+                if any(c not in have for c in columns):
+                    raise self._no_columns(table, (c for c in columns if c not in have))
+                shapes[table] = ((*columns, "rank"), True) if "rank" in have else (columns, False)
+            self._op_shapes = shapes
+        if rank:
+            for table, (_, ranked) in shapes.items():
+                if not ranked:
+                    raise self._rank_refused(table, rank)
+        return shapes
 
     def _retry(self, action: Callable[[], T], what: str) -> T:
         """Run ``action``, retrying SQLite lock errors with jittered backoff for up to ``lock_timeout``."""
@@ -391,6 +528,8 @@ class Writer:
         """
         self._check_usable()
         key = (int(tensor_id), self.rank if rank is None else int(rank))
+        if not self._tensor_rows_ranked() and key[1]:
+            raise self._rank_refused("tensors", key[1])
         with self._lock:
             if role == "output":
                 self._outputs.add(key)
@@ -437,22 +576,29 @@ class Writer:
         """
         self._check_usable()
         r = self.rank if rank is None else int(rank)
-        op = int(operation_id)
+        shapes = self._operation_shapes(r)
+        op = _int64(operation_id, "operations", "operation_id")
+        name = _bindable(name, "operations", "name")
         rows: list[tuple[str, tuple[str, ...], tuple[Any, ...]]] = []
         if arguments is not None:
+            columns, ranked = shapes["operation_arguments"]
             pairs = arguments.items() if isinstance(arguments, Mapping) else arguments
             for arg_name, value in pairs:
-                rows.append(
-                    ("operation_arguments", ("operation_id", "name", "value", "rank"),
-                     (op, str(arg_name), value if isinstance(value, str) else str(value), r))
-                )
+                key, text = str(arg_name), value if isinstance(value, str) else str(value)
+                if not (key.isascii() and text.isascii()):  # text SQLite cannot take fails here, not at flush
+                    _bindable(key, "operation_arguments", "name")
+                    _bindable(text, "operation_arguments", "value")
+                rows.append(("operation_arguments", columns, (op, key, text, r) if ranked else (op, key, text)))
         if stack_trace is not None:
             text = stack_trace if isinstance(stack_trace, str) else "\n".join(stack_trace)
-            rows.append(("stack_traces", ("operation_id", "stack_trace", "rank"), (op, text, r)))
-        for index, tid in enumerate(inputs):
-            rows.append(("input_tensors", ("operation_id", "input_index", "tensor_id", "rank"), (op, index, int(tid), r)))
-        for index, tid in enumerate(outputs):
-            rows.append(("output_tensors", ("operation_id", "output_index", "tensor_id", "rank"), (op, index, int(tid), r)))
+            text = _bindable(text, "stack_traces", "stack_trace")
+            columns, ranked = shapes["stack_traces"]
+            rows.append(("stack_traces", columns, (op, text, r) if ranked else (op, text)))
+        for table, tids in (("input_tensors", inputs), ("output_tensors", outputs)):
+            columns, ranked = shapes[table]
+            for index, tid in enumerate(tids):
+                tid = _int64(tid, table, "tensor_id")
+                rows.append((table, columns, (op, index, tid, r) if ranked else (op, index, tid)))
         with self._lock:
             self._outputs.update((int(t), r) for t in outputs)
         self._enqueue(operations=[(op, r, name, None if duration is None else float(duration))], rows=rows)
@@ -462,24 +608,41 @@ class Writer:
         self.add_rows("devices", [{"device_id": int(device_id), "rank": self.rank if rank is None else rank, **fields}])
 
     def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Append rows to any report table by column name (``buffers``, ``captured_graph``, ``errors``...).
+        """Append rows to a report table by column name (``buffers``, ``captured_graph``, ``errors``...): one the
+        file holds (reportdb's own ``rdb_*`` tables excepted), or a report table of ``reportdb.models`` that it will
+        create. Every row is checked now against the file's columns (``columns(table)``) and values against what
+        SQLite stores, so a bad row raises here, with nothing of the call queued.
 
-        Rows without a ``rank`` get the writer's rank when the table has that column.
+        Rows without a ``rank`` get the writer's rank when the table has that column. Where the file's table has
+        none (ttnn before multi-host runs), rank 0 is left out and any other rank refused; tables that never had
+        ranks (``source_files``, ``report_metadata``) take rows from any writer.
         """
         self._check_usable()
-        known = self._columns.get(table)
-        if known is None:
-            raise ReportDBError(f"unknown report table {table!r}; known: {sorted(self._columns)}")
+        have = self._columns_of(table)
+        has_rank = "rank" in have
+        ranked_table = has_rank or "rank" in (_model_columns(table) or ())
         out: list[tuple[str, tuple[str, ...], tuple[Any, ...]]] = []
         for row in rows:
             values = dict(row)
-            if "rank" in known and "rank" not in values:
-                values["rank"] = self.rank
-            bad = set(values) - known
-            if bad:
-                raise ReportDBError(f"table {table!r} has no columns {sorted(bad)}; it has {sorted(known)}")
-            out.append((table, tuple(values), tuple(values.values())))
+            explicit = "rank" in values
+            rank = values.pop("rank", self.rank)
+            if not isinstance(rank, (int, np.integer)) or isinstance(rank, bool):
+                raise ReportDBError(f"table {table!r}: rank must be an integer, not {rank!r}")
+            missing = [c for c in values if c not in have]
+            if missing:
+                raise self._no_columns(table, missing)
+            if has_rank:
+                values["rank"] = int(rank)
+            elif rank and (explicit or ranked_table):
+                raise self._rank_refused(table, int(rank))
+            out.append((table, tuple(values), tuple(_bindable(v, table, c) for c, v in values.items())))
         self._enqueue(rows=out)
+
+    def columns(self, table: str) -> tuple[str, ...]:
+        """The columns ``add_rows`` may fill in ``table``: the report file's own (a report of an older ttnn has fewer,
+        one without ``rank``, say), or, for a report table the file lacks, those it will be created with."""
+        self._check_usable()
+        return self._columns_of(table)
 
     def query(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Commit what is queued, then run a read-only SELECT on this writer's connection."""
@@ -509,14 +672,18 @@ class Writer:
             self._write_pending()
             self._raise_background_error()
         finally:
-            with self._io:
-                if self._checkpointer is not None:
-                    self._checkpointer.close()
-                    self._checkpointer = None
-                if self._report is not None:
-                    self._report.close()  # the last connection to close checkpoints what is left
-                    self._report = None
             _LIVE.discard(self)
+            with self._io:
+                # The checkpoint connection first, so the Report's is this process's last one: closing, it checkpoints
+                # what is left and, if no other writer has the file open, returns it to rollback-journal mode.
+                checkpointer, self._checkpointer = self._checkpointer, None
+                report, self._report = self._report, None
+                try:
+                    if checkpointer is not None:
+                        checkpointer.close()
+                finally:
+                    if report is not None:
+                        report.close()
 
     def __enter__(self) -> "Writer":
         return self
@@ -535,6 +702,8 @@ class Writer:
 
     def _raise_background_error(self) -> None:
         error, self._error = self._error, None
+        if isinstance(error, RowsRefusedError):
+            raise error  # the batch was committed, all but these rows
         if error is not None:
             raise ReportDBError(f"{self.path}: a background write failed: {error}") from error
 
@@ -566,6 +735,9 @@ class Writer:
             raise ReportDBError(
                 f"unknown tensor metadata {sorted(unknown)}; known: {sorted(_SPEC_FIELDS | _ROW_FIELDS | {'source'})}"
             )
+        have = self._columns_of("tensors")
+        if any(k not in have for k in row_extra):  # asked for explicitly: refused rather than dropped
+            raise self._no_columns("tensors", (k for k in row_extra if k not in have))
         row: dict[str, Any] = {}
         owned = False
         module = type(data).__module__ or ""
@@ -606,6 +778,7 @@ class Writer:
         row.update(row_extra)
         if "shape" not in row and shards:
             row["shape"] = f"Shape({list(shards[0][1].shape)})"
+        row = {k: _bindable(v, "tensors", k) for k, v in row.items()}
         nbytes = sum(int(a.nbytes) for _, a in shards) if shards else 0
         return _TensorItem(key[0], key[1], shards, meta, row, nbytes, owned)
 
@@ -685,14 +858,19 @@ class Writer:
             self._write(taken)
 
     def _write(self, batch: _Pending) -> None:
-        """One transaction for the whole batch, retried as a whole while the database is locked."""
+        """One transaction for the whole batch, retried as a whole while the database is locked; rows a constraint of
+        the file refuses are left out (the rest commits) and raised afterwards as :class:`RowsRefusedError`."""
         report = self._open()
+        refused: list[str] = []
+        created: dict[str, tuple[str, ...]] = {}
 
         def transaction() -> None:
+            refused.clear()
+            created.clear()
             with report.batch(), report.connection() as conn:
-                self._write_rows(conn, batch)
+                self._write_rows(conn, batch, refused, created)
                 if batch.tensors:
-                    self._write_tensors(report, conn, batch.tensors)
+                    self._write_tensors(report, conn, batch.tensors, created)
 
         try:
             self._retry(transaction, "write to the report")
@@ -701,6 +879,7 @@ class Writer:
                 for t in batch.tensors:
                     self._known.pop((t.tensor_id, t.rank), None)
             raise
+        self._tables.update(created)
         self._unchecked_bytes += sum(t.nbytes for t in batch.tensors)
         self._unchecked_commits += 1
         if self._checkpointer is not None and (
@@ -708,45 +887,94 @@ class Writer:
         ):
             self._checkpointer.poke()
             self._unchecked_bytes = self._unchecked_commits = 0
+        if refused:
+            shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
+            raise RowsRefusedError(
+                f"{self.path}: {len(refused)} row(s) not written, refused by the report's constraints (everything "
+                f"else was committed): {shown}"
+            )
 
-    def _write_rows(self, conn: sqlite3.Connection, batch: _Pending) -> None:
-        for op, rank, name, duration in batch.operations:
-            updated = conn.execute(
-                "UPDATE operations SET name=?, duration=COALESCE(?, duration) WHERE operation_id=? AND rank=?",
-                (name, duration, op, rank),
-            ).rowcount
-            if not updated:
-                conn.execute(
-                    "INSERT INTO operations(operation_id, name, duration, rank) VALUES (?, ?, ?, ?)",
-                    (op, name, duration, rank),
-                )
+    def _ensure_table(self, conn: sqlite3.Connection, table: str, created: dict[str, tuple[str, ...]]) -> None:
+        """Create a report table the file lacks (legacy ttnn's ``buffer_pages`` in a report with the newest schema,
+        say) as its model declares it, in the batch's transaction, so its rows are not lost."""
+        if table in self._tables or table in created:
+            return
+        for statement in _create_table_sql(table):
+            conn.execute(statement)
+        created[table] = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({_quote(table)})"))
+        if table == "tensors":
+            self._unique_rows = _unique_tensor_rows(conn, created[table])
+
+    def _write_rows(
+        self, conn: sqlite3.Connection, batch: _Pending, refused: list[str], created: dict[str, tuple[str, ...]]
+    ) -> None:
+        """The batch's operations and report rows, set-based; when one breaks a constraint of the file, all of them
+        again one by one, leaving out (and noting in ``refused``) those that fail."""
+        if not batch.operations and not batch.rows:
+            return
+        for table in dict.fromkeys([*(["operations"] if batch.operations else []), *(r[0] for r in batch.rows)]):
+            self._ensure_table(conn, table, created)
+        conn.execute("SAVEPOINT rdb_rows")
+        try:
+            self._insert_rows(conn, batch, None)
+        except sqlite3.IntegrityError:
+            conn.execute("ROLLBACK TO rdb_rows")
+            self._insert_rows(conn, batch, refused)
+        conn.execute("RELEASE rdb_rows")
+
+    def _insert_rows(self, conn: sqlite3.Connection, batch: _Pending, refused: list[str] | None) -> None:
+        """Insert the batch's rows: by ``executemany`` when ``refused`` is None, else row by row into ``refused``."""
+
+        def run(sql: str, rows: list[tuple[Any, ...]], table: str) -> None:
+            if refused is None:
+                conn.executemany(sql, rows)
+                return
+            for values in rows:
+                try:
+                    conn.execute(sql, values)  # a failed statement undoes itself; the transaction goes on
+                except sqlite3.IntegrityError as exc:
+                    refused.append(f"{table} {values!r:.200}: {exc}")
+
+        if batch.operations:
+            ranked = "rank" in self._columns_of("operations")
+            where, extra = (" AND rank=?", ", rank") if ranked else ("", "")
+            update = f"UPDATE operations SET name=?, duration=COALESCE(?, duration) WHERE operation_id=?{where}"
+            insert = f"INSERT INTO operations(operation_id, name, duration{extra}) VALUES (?, ?, ?{', ?' if ranked else ''})"
+            for op, rank, name, duration in batch.operations:
+                key = (op, rank) if ranked else (op,)
+                if not conn.execute(update, (name, duration, *key)).rowcount:
+                    run(insert, [(op, name, duration, *key[1:])], "operations")
         for (table, columns), group in _grouped(batch.rows):
-            if table not in self._file_tables:
-                # A report table this file lacks (legacy ttnn's buffer_pages in a report created with the newest
-                # schema, say): created with its model's columns in this transaction, so its rows are not lost.
-                conn.execute(_create_table_sql(table))
-                self._file_tables.add(table)
-            conn.executemany(
-                f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", group
-            )
+            names = ", ".join(_quote(c) for c in columns)
+            run(f"INSERT INTO {_quote(table)}({names}) VALUES ({', '.join('?' * len(columns))})", group, table)
 
-    def _write_tensors(self, report: Any, conn: sqlite3.Connection, items: list[_TensorItem]) -> None:
-        """The legacy ``tensors`` rows, then every value in one ``put_tensors`` call (small ones set-based)."""
-        columns = ("shape", "dtype", "layout", "memory_config", "device_id", "address", "buffer_type", "storage_type", "size")
-        insert = ("INSERT INTO tensors(tensor_id, shape, dtype, layout, memory_config, device_id, address, buffer_type,"
-                  " storage_type, size, rank)")
-        if self._unique_rows:  # a file reportdb created: the constraint skips stored ids, 3x faster
-            conn.executemany(
-                insert.replace("INSERT", "INSERT OR IGNORE") + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(item.tensor_id, *(item.row.get(c) for c in columns), item.rank) for item in items],
-            )
+    def _write_tensors(
+        self, report: Any, conn: sqlite3.Connection, items: list[_TensorItem], created: dict[str, tuple[str, ...]]
+    ) -> None:
+        """The legacy ``tensors`` rows, then every value in one ``put_tensors`` call (small ones set-based).
+
+        The rows fill the columns the file's ``tensors`` table has. Where it is keyed on the tensor id (and rank),
+        ``INSERT OR IGNORE`` lets that key skip ids already stored, about 3x faster than probing for each with
+        ``NOT EXISTS``, which only files without the key need. Either way a row that breaks a key of another shape
+        (a legacy ``UNIQUE(tensor_id)`` in a file that has ranks) is left out, not the batch.
+        """
+        self._ensure_table(conn, "tensors", created)
+        have = created.get("tensors") or self._tables["tensors"]
+        columns = [c for c in _TENSOR_ROW if c in have]
+        ranked = "rank" in have
+        names = ", ".join(("tensor_id", *columns, *(("rank",) if ranked else ())))
+        width = 1 + len(columns) + ranked
+        rows = [
+            (item.tensor_id, *(item.row.get(c) for c in columns), *((item.rank,) if ranked else ())) for item in items
+        ]
+        if self._unique_rows:
+            conn.executemany(f"INSERT OR IGNORE INTO tensors({names}) VALUES ({', '.join('?' * width)})", rows)
         else:
+            key = "tensor_id=? AND rank=?" if ranked else "tensor_id=?"
             conn.executemany(
-                insert + " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM tensors WHERE tensor_id=? AND rank=?)",
-                [
-                    (item.tensor_id, *(item.row.get(c) for c in columns), item.rank, item.tensor_id, item.rank)
-                    for item in items
-                ],
+                f"INSERT OR IGNORE INTO tensors({names}) SELECT {', '.join('?' * width)}"
+                f" WHERE NOT EXISTS (SELECT 1 FROM tensors WHERE {key})",
+                [(*row, item.tensor_id, *((item.rank,) if ranked else ())) for row, item in zip(rows, items)],
             )
         values = [
             {"tensor_id": item.tensor_id, "rank": item.rank, "shards": item.shards, **item.metadata}
@@ -768,22 +996,58 @@ def _grouped(
             start = i
 
 
-def _create_table_sql(table: str) -> str:
-    """``CREATE TABLE IF NOT EXISTS`` for a report table, with the columns and types of its ORM model."""
-    from sqlalchemy import Float, Integer
+def _create_table_sql(table: str) -> list[str]:
+    """``CREATE TABLE IF NOT EXISTS`` (and its indexes) for a report table as its model declares it, with the report
+    schema's type names: NOT NULL, defaults, the integer key, references and UNIQUE constraints included."""
+    from sqlalchemy import Float, Integer, UniqueConstraint
 
-    columns = []
-    for column in _report_tables()[table]:
-        kind = "int" if isinstance(column.type, Integer) else "float" if isinstance(column.type, Float) else "text"
-        columns.append(f"{column.name} {kind}" + (" NOT NULL DEFAULT 0" if column.name == "rank" else ""))
-    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})"
+    model = _model_tables()[table]
+    body = []
+    for column in model.columns:
+        if column.name == "rowid":  # SQLite's own, mapped by the model, never declared
+            continue
+        if column.primary_key:
+            decl = f"{_quote(column.name)} INTEGER PRIMARY KEY"
+        else:
+            kind = "int" if isinstance(column.type, Integer) else "float" if isinstance(column.type, Float) else "text"
+            decl = f"{_quote(column.name)} {kind}" + (" UNIQUE" if column.unique else "")
+            decl += "" if column.nullable else " NOT NULL"
+            if column.server_default is not None:
+                decl += f" DEFAULT {column.server_default.arg}"
+        for fk in column.foreign_keys:
+            decl += f" REFERENCES {_quote(fk.column.table.name)}({_quote(fk.column.name)})"
+        body.append(decl)
+    for constraint in model.constraints:
+        if isinstance(constraint, UniqueConstraint):
+            body.append(f"UNIQUE({', '.join(_quote(c.name) for c in constraint.columns)})")
+    statements = [f"CREATE TABLE IF NOT EXISTS {_quote(table)} ({', '.join(body)})"]
+    for index in model.indexes:
+        columns = ", ".join(_quote(c.name) for c in index.columns)
+        statements.append(f"CREATE INDEX IF NOT EXISTS {_quote(str(index.name))} ON {_quote(table)} ({columns})")
+    return statements
 
 
-def _unique_tensor_rows(conn: sqlite3.Connection) -> bool:
-    """Whether the ``tensors`` table has a UNIQUE(tensor_id, rank) constraint (the newest report schema does;
-    reports ttnn wrote do not)."""
+def _file_tables(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    """The report tables of the file and their columns: every plain table but SQLite's, reportdb's own (``rdb_*``)
+    and alembic's version table."""
+    from .store.schema import VERSION_TABLE
+
+    tables = {}
+    for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type='table'").fetchall():
+        if name.startswith(("sqlite_", "rdb_")) or name == VERSION_TABLE or str(sql).lstrip().upper().startswith("CREATE VIRTUAL"):
+            continue
+        tables[name] = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({_quote(name)})"))
+    return tables
+
+
+def _unique_tensor_rows(conn: sqlite3.Connection, columns: Sequence[str]) -> bool:
+    """Whether the ``tensors`` table is keyed on exactly the ids the writer checks: UNIQUE(tensor_id, rank) in the
+    newest report schema, UNIQUE(tensor_id) in a report from before ranks (``columns`` has no ``rank``)."""
+    if not columns:
+        return False
+    key = {"tensor_id", "rank"} if "rank" in columns else {"tensor_id"}
     for _, name, unique, *_ in conn.execute("PRAGMA index_list(tensors)").fetchall():
-        if unique and {r[2] for r in conn.execute(f'PRAGMA index_info("{name}")')} == {"tensor_id", "rank"}:
+        if unique and {r[2] for r in conn.execute(f"PRAGMA index_info({_quote(name)})")} == key:
             return True
     return False
 

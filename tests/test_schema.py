@@ -44,15 +44,20 @@ def _rows(path: Path, columns: dict[str, list[str]] | None = None) -> dict[str, 
     return out
 
 
-def test_new_file_gets_current_schema_wal_and_64k_pages(tmp_path: Path) -> None:
+def test_new_file_gets_current_schema_wal_while_open_and_64k_pages(tmp_path: Path) -> None:
     path = tmp_path / "new.sqlite"
     with reportdb.open(path, "a") as report:
         assert report.schema_revision == schema.head_revision()
+        con = sqlite3.connect(path)
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # while it is written
+        con.close()
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA page_size").fetchone()[0] == 65536
-    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # finished: one self-contained file
     assert con.execute("SELECT value FROM rdb_meta WHERE key='written_by'").fetchone()[0] == reportdb.__version__
-    assert "alembic_version" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    assert "alembic_version" not in names and schema.VERSION_TABLE in names
+    con.close()
 
 
 def test_folder_path_means_its_db_sqlite(tmp_path: Path) -> None:
@@ -177,11 +182,13 @@ def test_newer_schema_is_refused_and_file_unchanged(tmp_path: Path) -> None:
 
 
 def test_failed_upgrade_leaves_legacy_file_byte_for_byte(tmp_path: Path) -> None:
-    """A legacy file whose names clash with reportdb's makes the upgrade fail midway: all is rolled back."""
+    """A legacy file whose names clash with reportdb's makes the upgrade fail midway (``rdb_tensor`` is created,
+    then ``rdb_shard`` exists already): all is rolled back."""
     path = tmp_path / "db.sqlite"
     shutil.copyfile(LEGACY_DBS["ttnn-0.62.2-report"], path)
+    path.chmod(0o644)
     con = sqlite3.connect(path)
-    con.execute("CREATE VIEW rdb_tensor AS SELECT 1")
+    con.execute("CREATE TABLE rdb_shard (x int)")
     con.commit()
     con.close()
     digest = _digest(path)

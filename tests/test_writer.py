@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +18,9 @@ import pytest
 import reportdb
 from reportdb.errors import ReportDBError
 from reportdb.spec import Distribution, LoadedTensor, Placement
-from reportdb.writer import Writer, WriterConfig
+from reportdb.writer import RowsRefusedError, Writer, WriterConfig
+
+from conftest import FIXTURES, ROOT
 
 NASTY = [
     "it's",
@@ -393,3 +398,248 @@ def test_torch_tensors(tmp_path: Path) -> None:
     assert _rows(tmp_path / "db.sqlite", "SELECT shape, dtype FROM tensors WHERE tensor_id=1") == [
         ("torch.Size([2, 3])", "torch.bfloat16")
     ]
+
+
+# --- reports of any age ---------------------------------------------------------------------------------------------
+
+
+def _ddl(db: Path) -> dict[str, str]:
+    return {name: sql for name, sql in _rows(db, "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL")
+            if not name.startswith(("rdb_", "reportdb_"))}
+
+
+def test_writer_appends_to_a_migrated_ttnn_0_62_2_report(tmp_path: Path) -> None:
+    """ttnn 0.62.2's tables have no rank, storage_type or size: the writer writes its own rows without them (the
+    file's tables stay as ttnn made them), and refuses, when they are added, what the file cannot hold."""
+    dst = tmp_path / "migrated"
+    reportdb.migrate(FIXTURES / "ttnn-0.62.2-bin" / "report", dst)
+    db = dst / "db.sqlite"
+    ddl = _ddl(db)
+    migrated = _rows(db, "SELECT COUNT(*) FROM tensors")[0][0]
+    with reportdb.open(dst) as r:
+        before = {tid: r.tensor(tid) for tid in r.tensor_ids()}
+    assert before
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with Writer(dst, batch_seconds=0) as w:
+        assert "rank" not in w.columns("tensors") and "rank" not in w.columns("operations")
+        assert w.put_tensor(1000, x, layout="TILE", storage_type="DEVICE", device_id=0, address=4096)
+        w.add_operation(1000, "ttnn.relu", arguments={"input": "x"}, stack_trace="model.py:1", inputs=[1], outputs=[1000])
+        w.add_operation(1000, "ttnn.relu", duration=0.5)  # the second call sets the duration, as ttnn does
+        w.add_device(7, num_x_cores=8)
+        with pytest.raises(ReportDBError, match=r"no columns \[.size.\].*older ttnn"):
+            w.put_tensor(1001, x, size=48)  # asked for explicitly, and the file has no such column
+        with pytest.raises(ReportDBError, match="no columns.*buffer_layout"):
+            w.add_rows("buffers", [{"operation_id": 1000, "address": 64, "buffer_layout": 1}])
+        with pytest.raises(ReportDBError, match="no rank column.*not rank 1"):
+            w.put_tensor(1002, x, rank=1)
+        with pytest.raises(ReportDBError, match="no rank column.*not rank 2"):
+            w.add_operation(1001, "ttnn.add", rank=2)
+        with pytest.raises(ReportDBError, match="no rank column.*not rank 3"):
+            w.add_rows("buffers", [{"operation_id": 1000, "rank": 3}])
+        w.add_rows("buffers", [{"operation_id": 1000, "address": 64, "buffer_type": 1, "rank": 0}])
+        w.add_rows("errors", [{"operation_id": 1000, "error_type": "RuntimeError"}])  # a table 0.62.2 lacks
+        # the queries reportdb.ttnn makes for a legacy run (latest operation of the rank) work on it too
+        where, params = reportdb.ttnn._of_rank(w, "operations", 0)
+        assert w.query(f"SELECT MAX(operation_id) FROM operations WHERE {where}", params) == [(1000,)]
+    assert _rows(db, "SELECT tensor_id, shape, layout, device_id, address FROM tensors WHERE tensor_id IN (1000, 1001, 1002)") == [
+        (1000, "Shape([3, 4])", "Layout.TILE", 0, 4096)
+    ]
+    assert _rows(db, "SELECT COUNT(*) FROM tensors")[0][0] == migrated + 1
+    assert _rows(db, "SELECT * FROM operations WHERE operation_id=1000") == [(1000, "ttnn.relu", 0.5)]
+    assert _rows(db, "SELECT * FROM operation_arguments WHERE operation_id=1000") == [(1000, "input", "x")]
+    assert _rows(db, "SELECT * FROM input_tensors WHERE operation_id=1000") == [(1000, 0, 1)]
+    assert _rows(db, "SELECT * FROM stack_traces WHERE operation_id=1000") == [(1000, "model.py:1")]
+    assert _rows(db, "SELECT device_id, num_x_cores FROM devices WHERE device_id=7") == [(7, 8)]
+    assert _rows(db, "SELECT operation_id, address, buffer_type FROM buffers WHERE operation_id=1000") == [(1000, 64, 1)]
+    assert _rows(db, "SELECT operation_id, error_type, rank FROM errors") == [(1000, "RuntimeError", 0)]
+    assert {k: v for k, v in _ddl(db).items() if k != "errors"} == ddl  # ttnn's tables as they were
+    with reportdb.open(dst) as r:
+        np.testing.assert_array_equal(r.tensor(1000), x)
+        assert r.tensor_info(1000).spec.storage_type == "DEVICE"  # kept in reportdb's own metadata
+        for tid, value in before.items():
+            np.testing.assert_array_equal(r.tensor(tid), value)
+    assert reportdb.verify(dst)["ok"]
+
+
+@pytest.mark.parametrize("schema_file", ["ttnn_0.81.1_schema_3.5.sqlite", "visualizer_empty_2024-09.sqlite"])
+def test_writer_appends_to_the_newest_and_the_oldest_report_schema(tmp_path: Path, schema_file: str) -> None:
+    db = tmp_path / "db.sqlite"
+    shutil.copyfile(FIXTURES / "report-schemas" / schema_file, db)
+    db.chmod(0o644)
+    ranked = schema_file.startswith("ttnn")
+    rank = 2 if ranked else 0
+    t = 900_001  # ids no fixture uses
+    with Writer(tmp_path, rank=rank, batch_seconds=0) as w:
+        assert ("rank" in w.columns("operations")) is ranked
+        assert "size" not in w.columns("tensors")  # neither schema has it (reportdb's new files do)
+        w.put_tensor(t, np.ones(4, np.float32), storage_type="HOST")
+        w.put_tensor(t, np.zeros(4, np.float32))  # a second put of an id: skipped
+        w.add_operation(t, "ttnn.exp", duration=0.25, arguments={"x": 1}, stack_trace="a.py:3", inputs=[t], outputs=[t])
+        w.add_rows("local_tensor_comparison_records",
+                   [{"tensor_id": t, "golden_tensor_id": 2, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 0.999}])
+        w.add_rows("buffer_pages", [{"operation_id": t, "page_index": 0}])  # only the 2024 schema has it
+        with pytest.raises(ReportDBError, match="size"):
+            w.put_tensor(t + 1, np.ones(4, np.float32), size=16)
+        if not ranked:
+            with pytest.raises(ReportDBError, match="no rank column"):
+                w.put_tensor(t + 2, np.ones(4, np.float32), rank=1)
+    expect_rank = (rank,) if ranked else ()
+    cols = "tensor_id, shape, dtype" + (", storage_type, rank" if ranked else "")
+    assert _rows(db, f"SELECT {cols} FROM tensors WHERE tensor_id >= ?", (t,)) == [
+        (t, "Shape([4])", "float32", *(("StorageType.HOST",) if ranked else ()), *expect_rank)
+    ]
+    assert _rows(db, "SELECT * FROM operations WHERE operation_id=?", (t,)) == [(t, "ttnn.exp", 0.25, *expect_rank)]
+    assert _rows(db, "SELECT * FROM operation_arguments WHERE operation_id=?", (t,)) == [(t, "x", "1", *expect_rank)]
+    assert _rows(db, "SELECT * FROM local_tensor_comparison_records WHERE tensor_id=?", (t,)) == [
+        (t, 2, 1, 0.99, 0.999, *expect_rank)
+    ]
+    assert _rows(db, "SELECT operation_id, page_index, rank FROM buffer_pages" if ranked else
+                 "SELECT operation_id, page_index FROM buffer_pages WHERE operation_id=?", () if ranked else (t,)) == [
+        (t, 0, *expect_rank)
+    ]
+    with reportdb.open(tmp_path) as r:
+        np.testing.assert_array_equal(r.tensor(t, rank), np.ones(4, np.float32))
+
+
+def test_a_bad_row_is_refused_when_added_and_never_costs_a_batch(tmp_path: Path) -> None:
+    """Everything that can be checked is checked by the call that adds the row; what only the file's constraints
+    can judge at COMMIT (a key another writer used first, a dangling reference) leaves out that row alone."""
+    db = tmp_path / "db.sqlite"
+    with Writer(tmp_path, batch_seconds=0, batch_items=1000) as w:
+        w.put_tensor(1, np.arange(3, dtype=np.int32))
+        w.add_operation(1, "ttnn.add", arguments={"a": "b"})
+        for row, match in [
+            ({"operation_id": 1, "no_such_column": 1}, "no columns"),
+            ({"operation_id": {"a": 1}}, "cannot store a dict"),
+            ({"operation_id": 1 << 70}, "64-bit"),
+            ({"operation_id": 1, "captured_graph": "bad \ud800 surrogate"}, "not valid Unicode"),
+            ({"operation_id": 1, "rank": "zero"}, "rank must be an integer"),
+        ]:
+            with pytest.raises(ReportDBError, match=match):
+                w.add_rows("captured_graph", [{"operation_id": 1, "captured_graph": "fine"}, row])
+        with pytest.raises(ReportDBError, match="unknown report table 'rdb_tensor'"):
+            w.add_rows("rdb_tensor", [{"tensor_id": 9}])  # reportdb's own tables are not report tables
+        with pytest.raises(ReportDBError, match="cannot store a list"):
+            w.put_tensor(2, np.zeros(2), address=[1, 2])
+        w.add_rows("captured_graph", [{"operation_id": np.int64(1), "captured_graph": "kept"}])
+        w.flush()
+        assert _rows(db, "SELECT operation_id, captured_graph FROM captured_graph") == [(1, "kept")]
+        assert _rows(db, "SELECT name FROM operations") == [("ttnn.add",)]
+        # Constraint failures: the rest of the batch commits, and the flush says which rows were left out.
+        w.put_tensor(4, np.arange(2, dtype=np.int32))
+        w.add_rows("operations", [{"operation_id": 1, "name": "duplicate key"}])
+        w.add_rows("stack_traces", [{"operation_id": 1, "stack_trace": "x", "source_file_id": 99}])
+        w.add_operation(2, "ttnn.mul", stack_trace="y")
+        with pytest.raises(RowsRefusedError, match=r"2 row\(s\).*UNIQUE constraint failed.*FOREIGN KEY"):
+            w.flush()
+        w.add_operation(3, "ttnn.sub")
+    assert _rows(db, "SELECT operation_id, name FROM operations ORDER BY operation_id") == [
+        (1, "ttnn.add"), (2, "ttnn.mul"), (3, "ttnn.sub")
+    ]
+    assert _rows(db, "SELECT operation_id, stack_trace FROM stack_traces") == [(2, "y")]
+    with reportdb.open(tmp_path) as r:
+        assert r.tensor_ids() == [1, 4]
+
+
+def test_a_tensors_table_without_tensor_ids_is_refused_before_anything_is_queued(tmp_path: Path) -> None:
+    reportdb.open(tmp_path, "a").close()
+    conn = sqlite3.connect(tmp_path / "db.sqlite")
+    conn.execute("ALTER TABLE tensors RENAME COLUMN tensor_id TO tid")
+    conn.commit()
+    conn.close()
+    with Writer(tmp_path, batch_seconds=0) as w:
+        with pytest.raises(ReportDBError, match=r"'tensors' of this report has no columns \['tensor_id'\]"):
+            w.put_tensor(1, np.zeros(2))
+        w.add_operation(1, "ttnn.add")  # the rest of the report still takes rows
+    assert _rows(tmp_path / "db.sqlite", "SELECT operation_id FROM operations") == [(1,)]
+
+
+def test_refused_rows_of_a_background_batch_surface_on_the_next_call(tmp_path: Path) -> None:
+    with Writer(tmp_path, batch_seconds=0.05) as w:
+        w.add_operation(1, "ttnn.add")
+        w.flush()
+        w.add_rows("operations", [{"operation_id": 1, "name": "again"}])
+        w.add_operation(2, "ttnn.mul")
+        _wait_for(lambda: _rows(tmp_path / "db.sqlite", "SELECT COUNT(*) FROM operations") == [(2,)], "background commit")
+        with pytest.raises(RowsRefusedError, match="everything else was committed"):
+            w.add_operation(3, "ttnn.sub")
+        w.add_operation(3, "ttnn.sub")
+    assert _rows(tmp_path / "db.sqlite", "SELECT name FROM operations ORDER BY operation_id") == [
+        ("ttnn.add",), ("ttnn.mul",), ("ttnn.sub",)
+    ]
+
+
+def test_identifiers_with_quotes_and_spaces(tmp_path: Path) -> None:
+    """Every table, column and index name the file holds reaches SQL quoted (a ``"`` doubled)."""
+    db = tmp_path / "db.sqlite"
+    reportdb.open(tmp_path, "a").close()
+    conn = sqlite3.connect(db)
+    conn.execute('CREATE TABLE "odd ""quoted"" table" ("first col" int, "it""s" text, rank int NOT NULL DEFAULT 0)')
+    conn.execute('ALTER TABLE errors ADD COLUMN "my col" text')
+    conn.execute('CREATE UNIQUE INDEX "ix ""tensors""" ON tensors (tensor_id, rank)')
+    conn.commit()
+    conn.close()
+    with Writer(tmp_path, rank=1) as w:
+        assert w.columns('odd "quoted" table') == ("first col", 'it"s', "rank")
+        w.add_rows('odd "quoted" table', [{"first col": 1, 'it"s': 'say "hi"'}])
+        w.add_rows("errors", [{"operation_id": 5, "my col": "with a space"}])
+        w.put_tensor(1, np.zeros(2, np.float32))
+        w.put_tensor(1, np.ones(2, np.float32))
+    assert _rows(db, 'SELECT "first col", "it""s", rank FROM "odd ""quoted"" table"') == [(1, 'say "hi"', 1)]
+    assert _rows(db, 'SELECT operation_id, "my col", rank FROM errors') == [(5, "with a space", 1)]
+    assert _rows(db, "SELECT tensor_id, rank FROM tensors") == [(1, 1)]
+
+
+def test_reportdb_ttnn_is_an_attribute_loaded_on_first_use() -> None:
+    code = (
+        "import sys, reportdb\n"
+        "assert 'reportdb.ttnn' not in sys.modules and 'reportdb.writer' not in sys.modules\n"
+        "assert callable(reportdb.ttnn.capture) and callable(reportdb.ttnn.patch_database)\n"
+        "assert 'ttnn' not in sys.modules and 'reportdb.writer' not in sys.modules, sorted(sys.modules)\n"
+        "assert reportdb.models.Tensor.__tablename__ == 'tensors'\n"
+        "try:\n    reportdb.no_such_thing\nexcept AttributeError:\n    print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+# --- a finished report is one file ---------------------------------------------------------------------------------
+
+
+def _journal_mode_byte(db: Path) -> tuple[int, int]:
+    with open(db, "rb") as f:
+        header = f.read(20)
+    return header[18], header[19]  # 1: rollback journal, 2: WAL
+
+
+def test_a_closed_writer_leaves_one_self_contained_file(tmp_path: Path) -> None:
+    """The last writer to close returns the file to rollback-journal mode: ``db.sqlite`` copied alone holds every row
+    and tensor. A writer that closes while another is open leaves WAL mode to it, silently."""
+    report = tmp_path / "report"
+    rng = np.random.default_rng(1)
+    arrays = {tid: rng.standard_normal(1000 * tid).astype(np.float32) for tid in range(1, 6)}
+    first, second = Writer(report, batch_seconds=0), Writer(report, rank=1, batch_seconds=0)
+    for tid, a in arrays.items():
+        first.put_tensor(tid, a)
+        first.add_operation(tid, "ttnn.op", outputs=[tid])
+    first.close()
+    db = report / "db.sqlite"
+    assert _journal_mode_byte(db) == (2, 2)  # the other writer is still open: WAL stays
+    second.put_tensor(9, arrays[1])
+    second.add_operation(9, "ttnn.last")
+    second.close()
+    assert not Path(f"{db}-wal").exists() and not Path(f"{db}-shm").exists()
+    assert _journal_mode_byte(db) == (1, 1)
+    alone = tmp_path / "copy" / "db.sqlite"
+    alone.parent.mkdir()
+    shutil.copyfile(db, alone)
+    with reportdb.open(alone) as r:
+        assert r.tensor_keys() == [*((tid, 0) for tid in arrays), (9, 1)]
+        for tid, a in arrays.items():
+            np.testing.assert_array_equal(r.tensor(tid), a)
+        np.testing.assert_array_equal(r.tensor(9, 1), arrays[1])
+    assert _rows(alone, "SELECT operation_id, rank FROM operations ORDER BY rank, operation_id") == [
+        *((tid, 0) for tid in arrays), (9, 1)
+    ]
+    assert reportdb.verify(alone)["ok"]

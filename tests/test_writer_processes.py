@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -111,9 +112,17 @@ def test_eight_processes_append_to_one_new_report(tmp_path: Path) -> None:
         assert p.returncode == 0, f"rank {rank} failed:\n{err}"
         assert out.strip() == "done"
         assert "locked" not in err
-    db = report / "db.sqlite"
+    # The last writer to close put the file back into rollback-journal mode: db.sqlite alone is the whole report.
+    finished = report / "db.sqlite"
+    assert not Path(f"{finished}-wal").exists() and not Path(f"{finished}-shm").exists()
+    with open(finished, "rb") as f:
+        header = f.read(20)
+    assert (header[18], header[19]) == (1, 1)  # 2 would be WAL
+    db = tmp_path / "copied-alone" / "db.sqlite"
+    db.parent.mkdir()
+    shutil.copyfile(finished, db)
     _check_database(db)
-    with reportdb.open(report) as r:
+    with reportdb.open(db) as r:
         assert len(r.tensor_keys()) == count * ranks
         for rank in range(ranks):
             assert r.tensor_ids(rank) == list(range(count))

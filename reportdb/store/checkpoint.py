@@ -3,10 +3,13 @@
 In WAL mode every committed page is written twice: into the WAL, then, at a checkpoint, into the database
 file, with an fsync of each under ``synchronous=NORMAL``. SQLite runs that checkpoint inside the COMMIT that
 crosses ``wal_autocheckpoint`` pages, so the committing thread waits for the copy and both fsyncs while it
-could be hashing and storing the next tensors. A writer turns automatic checkpoints off on its connection and
-hands them to a :class:`Checkpointer`: a second connection that runs ``PRAGMA wal_checkpoint(PASSIVE)`` when
-poked. PASSIVE never blocks writers or readers (frames a reader still needs wait for the next round); the
-connection that closes last checkpoints whatever is left, as SQLite always does. Crash safety is the WAL's
+could be hashing and storing the next tensors. A writer hands its checkpoints to a :class:`Checkpointer`: a
+second connection that runs ``PRAGMA wal_checkpoint(PASSIVE)`` when poked (the writer pokes it every few MiB or
+commits). It keeps SQLite's automatic checkpoint only as a backstop, raised from the default 1000 pages to 4000
+(``writer._AUTOCHECKPOINT_PAGES``), for a WAL that grows faster than this thread copies it back. PASSIVE never
+blocks writers or readers (frames a reader still needs wait for the next round). The writer closes its
+Checkpointer before its Report, so the Report's connection is the one that closes last and checkpoints whatever
+is left (and, as the last connection to the file, returns it to rollback-journal mode). Crash safety is the WAL's
 and does not depend on when checkpoints run.
 """
 
@@ -29,6 +32,7 @@ class Checkpointer:
         self._thread.start()
 
     def poke(self) -> None:
+        """Ask for a checkpoint; returns at once."""
         self._wake.set()
 
     def _run(self) -> None:
