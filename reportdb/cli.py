@@ -1,16 +1,23 @@
 """The ``reportdb`` command: click commands over the public Python API only.
 
-Errors reach the user as one line on stderr and a non-zero exit code, never a traceback.
+Errors reach the user as one line on stderr and a non-zero exit code, never a traceback. Commands that
+look at a report (``info``, ``ls``, ``verify``, ``compare``, ``plot``, ``show``) open it read-only and
+never change a byte of it; only ``upgrade``, ``migrate`` and ``compare --store`` write.
+
+Exit status: 0 success; 1 an error (one line on stderr) or, for ``compare`` and ``verify``, a failed
+check; 2 a usage error; 130 interrupted; 141 stdout closed early (``reportdb ls | head``), quietly.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import os
+import shlex
 import sys
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
@@ -20,9 +27,40 @@ from reportdb.errors import ReportDBError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The shell's status for a process whose stdout reader went away (128 + SIGPIPE), as ``cat`` in ``cat f | head``.
+EXIT_STDOUT_CLOSED = 141
+
+
+class _StdoutClosed(Exception):
+    """The reader of stdout went away (``reportdb ls | head``): not an error, the output is simply not wanted."""
+
+
+def _echo(text: str = "") -> None:
+    """Print a line to stdout; a closed stdout becomes _StdoutClosed, so it is told apart from other broken pipes."""
+    try:
+        click.echo(text)
+    except BrokenPipeError:
+        raise _StdoutClosed from None
+
+
+def _stdout_closed() -> NoReturn:
+    """End quietly with the conventional status; stdout goes to devnull so the exit-time flush cannot complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout file descriptor: nothing left to flush into it either
+        pass
+    sys.exit(EXIT_STDOUT_CLOSED)
+
+
+def _one_line(text: str) -> str:
+    """A message as one line: an error that spans lines (an SQL dump, say) keeps its first one."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
 
 def _friendly(func: F) -> F:
-    """Turn library errors (and a broken pipe or Ctrl-C) into one line and an exit code."""
+    """Turn library errors (and a closed stdout or Ctrl-C) into one line and an exit code."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -30,25 +68,70 @@ def _friendly(func: F) -> F:
             return func(*args, **kwargs)
         except (click.exceptions.Exit, click.ClickException):  # a command's own exit code or message
             raise
+        except _StdoutClosed:
+            _stdout_closed()
         except ReportDBError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(" ".join(str(exc).split())) from None
         except KeyboardInterrupt:
             click.echo("reportdb: interrupted", err=True)
             sys.exit(130)
         except OSError as exc:
-            raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+            message = f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
+            raise click.ClickException(" ".join(message.split())) from None
         except Exception as exc:  # a bug of ours: still one line, with the way to see more
             if os.environ.get("REPORTDB_DEBUG"):
                 raise
             raise click.ClickException(
-                f"internal error {type(exc).__name__}: {exc} (set REPORTDB_DEBUG=1 for the traceback)"
+                f"internal error {type(exc).__name__}: {_one_line(str(exc))} (set REPORTDB_DEBUG=1 for the traceback)"
             ) from None
 
     return wrapper  # type: ignore[return-value]
 
 
+def _jsonable(value: Any) -> Any:
+    """``value`` with every NaN or infinite float as None (JSON has no such numbers; metrics use None for
+    "undefined" already), so every ``--json`` output is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", None) == 0:  # a numpy scalar
+        return _jsonable(value.item())
+    return value
+
+
 def _emit(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, allow_nan=False, default=str))
+    _echo(json.dumps(_jsonable(data), indent=2, allow_nan=False, default=str))
+
+
+def _legacy_folder(path: Path) -> Path | None:
+    """The report folder ``path`` names (the folder, or its ``db.sqlite``); None for a database file elsewhere."""
+    if path.is_dir():
+        return path
+    if path.name == "db.sqlite":
+        return path.parent
+    return None
+
+
+def _not_migrated(path: Path) -> list[str]:
+    """Legacy tensor files of the report folder at ``path`` whose values its database does not hold."""
+    folder = _legacy_folder(path)
+    if folder is None:
+        return []
+    from reportdb import migration
+
+    return migration.pending_legacy_files(folder)
+
+
+def _migrate_hint(path: Path, pending: list[str]) -> str:
+    """What to run so the legacy tensor files of ``path`` become stored tensors (SRC stays untouched)."""
+    folder = _legacy_folder(path) or path
+    return (
+        f"{len(pending)} legacy tensor file{'s' if len(pending) != 1 else ''} in {folder} not migrated: "
+        f"run `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` to store them in a new report"
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -64,26 +147,37 @@ def cli() -> None:
 def info(path: Path, as_json: bool) -> None:
     """Schema version, table row counts, tensors and bytes stored against logical bytes.
 
+    Read-only. On a legacy report folder it also counts the tensor files in tensors/ whose values the
+    database does not hold (JSON: legacy_files_not_migrated) and names the `reportdb migrate` that stores
+    them. Exit status 0, or 1 on an error.
+
     \b
     Example:
         reportdb info generated/ttnn/reports/1234
     """
     with reportdb.open(path, "r") as report:
         summary = report.summary()
+    pending = _not_migrated(path)
+    summary["legacy_files_not_migrated"] = len(pending)
     if as_json:
         _emit(summary)
         return
-    click.echo(f"report:          {summary['path']}")
-    revision = summary["schema_revision"] or "none (pre-reportdb report; run `reportdb upgrade`)"
-    click.echo(f"reportdb schema: {revision} (this reportdb: {summary['schema_head']})")
+    _echo(f"report:          {summary['path']}")
+    revision = summary["schema_revision"] or "none (a legacy TTNN report database, read as it is)"
+    _echo(f"reportdb schema: {revision} (this reportdb: {summary['schema_head']})")
     if summary["report_schema_version"] is not None:
-        click.echo(f"report schema:   {summary['report_schema_version']}")
-    click.echo(f"tensors:         {summary['tensors']} ({summary['shards']} shards)")
-    click.echo(f"tensor bytes:    {_size(summary['stored_bytes'])} stored for {_size(summary['logical_bytes'])} logical")
-    click.echo("tables:")
+        _echo(f"report schema:   {summary['report_schema_version']}")
+    _echo(f"tensors:         {summary['tensors']} ({summary['shards']} shards)")
+    if pending:
+        _echo(f"legacy tensors:  {_migrate_hint(path, pending)}")
+    elif summary["schema_revision"] is None:
+        folder = _legacy_folder(path) or path
+        _echo(f"legacy report:   `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` makes a reportdb report of it")
+    _echo(f"tensor bytes:    {_size(summary['stored_bytes'])} stored for {_size(summary['logical_bytes'])} logical")
+    _echo("tables:")
     for name, count in summary["tables"].items():
         if not name.startswith(("rdb_", "reportdb_")):
-            click.echo(f"  {name:<34} {count:>12,}")
+            _echo(f"  {name:<34} {count:>12,}")
 
 
 @cli.command(name="ls")
@@ -91,19 +185,26 @@ def info(path: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @_friendly
 def ls_(path: Path, as_json: bool) -> None:
-    """List stored tensors: id, rank, shape, dtype, ttnn dtype, layout, size."""
+    """List stored tensors: id, rank, shape, dtype, ttnn dtype, layout, size.
+
+    Read-only. Legacy tensor files not migrated into the database are not listed: their count and the
+    `reportdb migrate` that stores them go to stderr. Exit status 0, or 1 on an error.
+    """
     with reportdb.open(path, "r") as report:
         infos = [report.tensor_info(tid, rank) for tid, rank in report.tensor_keys()]
+    pending = _not_migrated(path)
     if as_json:
         _emit([i.to_json() for i in infos])
-        return
-    click.echo(f"{'id':>10} {'rank':>4}  {'shape':<22} {'dtype':<10} {'ttnn dtype':<10} {'layout':<9} {'shards':>6} {'size':>10}")
-    for i in infos:
-        shape = "?" if i.shape is None else "x".join(str(d) for d in i.shape) or "()"
-        click.echo(
-            f"{i.tensor_id:>10} {i.rank:>4}  {shape:<22} {i.dtype:<10} {i.spec.ttnn_dtype or '-':<10} "
-            f"{i.spec.layout or '-':<9} {len(i.shards):>6} {_size(i.nbytes):>10}"
-        )
+    else:
+        _echo(f"{'id':>10} {'rank':>4}  {'shape':<22} {'dtype':<10} {'ttnn dtype':<10} {'layout':<9} {'shards':>6} {'size':>10}")
+        for i in infos:
+            shape = "?" if i.shape is None else "x".join(str(d) for d in i.shape) or "()"
+            _echo(
+                f"{i.tensor_id:>10} {i.rank:>4}  {shape:<22} {i.dtype:<10} {i.spec.ttnn_dtype or '-':<10} "
+                f"{i.spec.layout or '-':<9} {len(i.shards):>6} {_size(i.nbytes):>10}"
+            )
+    if pending:
+        click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
 
 
 @cli.command()
@@ -111,7 +212,7 @@ def ls_(path: Path, as_json: bool) -> None:
 @_friendly
 def upgrade(path: Path) -> None:
     """Bring a report database of any age to the current schema, in place and all-or-nothing."""
-    click.echo(f"{path}: schema {reportdb.upgrade(path)}")
+    _echo(f"{path}: schema {reportdb.upgrade(path)}")
 
 
 @cli.command()
@@ -132,7 +233,7 @@ def show(file: Path, as_json: bool) -> None:
             continue
         else:
             value = json.dumps(value, default=str)
-        click.echo(f"{key + ':':<16}{value}")
+        _echo(f"{key + ':':<16}{value}")
 
 
 @cli.command()
@@ -142,70 +243,119 @@ def show(file: Path, as_json: bool) -> None:
 def convert(file: Path, out: Path) -> None:
     """Convert a legacy tensor file to .npy, .npz (one array per device shard) or .safetensors."""
     reportdb.convert_tensor_file(file, out)
-    click.echo(f"{file} -> {out}")
+    _echo(f"{file} -> {out}")
 
 
 @cli.command(name="compare")
 @click.argument("report_a", metavar="A", type=click.Path(path_type=Path))
 @click.argument("report_b", metavar="[B]", required=False, type=click.Path(path_type=Path))
 @click.option("--golden", is_flag=True, help="Recompute A's local and global golden comparison records.")
+@click.option(
+    "--store", is_flag=True,
+    help="With --golden: keep the results in A's rdb_comparison table (A must be a reportdb database, not a legacy "
+    "original: run `reportdb migrate` first; an older reportdb schema is upgraded). Without it A is only read.",
+)
 @click.option("--rank", type=int, default=0, show_default=True)
 @click.option("--rtol", type=float, default=1e-5, show_default=True)
 @click.option("--atol", type=float, default=1e-8, show_default=True)
 @click.option("--pcc", type=float, default=None, help="PCC threshold (default: each record's desired PCC, or 0.99).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (printed in full whatever the exit status).")
 @_friendly
 def compare_(
-    report_a: Path, report_b: Path | None, golden: bool, rank: int, rtol: float, atol: float, pcc: float | None, as_json: bool
+    report_a: Path, report_b: Path | None, golden: bool, store: bool, rank: int, rtol: float, atol: float,
+    pcc: float | None, as_json: bool,
 ) -> None:
     """Compare tensors with the full metric vector: A's golden records (--golden), or run B against run A.
+
+    Reads the reports only (--store writes A's rdb_comparison). Exit status, as a test runner's:
+    0 when every compared tensor passes (also when there is nothing to compare), 1 when any fails or on
+    an error, 2 on a usage error. Tensors that are not stored are listed, not failed.
 
     \b
     Examples:
         reportdb compare migrated/1234 --golden
+        reportdb compare migrated/1234 --golden --store
         reportdb compare runs/before runs/after --json
     """
     if golden == (report_b is not None):
         raise ReportDBError("give one report with --golden, or two reports A B to compare run against run")
+    if store and not golden:
+        raise ReportDBError("--store keeps golden comparison results: use it with --golden")
     if golden:
-        with reportdb.open(report_a, "a") as report:
-            results = reportdb.compare_golden(report, rtol=rtol, atol=atol, pcc=pcc)
-        if as_json:
-            _emit(results)
-            return
-        click.echo(f"{'kind':<7}{'tensor':>9}{'golden':>10}  {'recorded pcc':>13}{'pcc':>13}{'pcc (tt-metal)':>16}"
-                   f"{'max abs err':>13}{'ulp max':>9}  result")
+        _compare_golden(report_a, store=store, rtol=rtol, atol=atol, pcc=pcc, as_json=as_json)
+        return
+    assert report_b is not None
+    with reportdb.open(report_a, "r") as a, reportdb.open(report_b, "r") as b:
+        result = reportdb.compare_runs(a, b, rank=rank, rtol=rtol, atol=atol, pcc=0.99 if pcc is None else pcc)
+    failed = result["first_divergence"] is not None
+    if as_json:
+        _emit(result)
+    else:
+        _echo(f"operations matched by {result['matched_by']}")
+        _echo(f"  {'op A':>6}{'op B':>6}  {'name':<28}{'out':>4}  {'shape':<18}{'pcc':>12}{'max abs err':>13}{'ulp max':>9}  flags")
+        for r in result["rows"]:
+            mark = ">>" if r["first_divergence"] else "  "
+            shape = "x".join(map(str, r["shape"])) if r["shape"] is not None else "-"
+            tail = ",".join(r["flags"]) or ("" if r["passed"] else r["status"] if r["passed"] is None else "below threshold")
+            _echo(
+                f"{mark}{r['operation_id_a']:>6}{r['operation_id_b']:>6}  {r['name'][:27]:<28}{r['output_index']:>4}  {shape:<18}"
+                f"{_num(r['pcc']):>12}{_num(r['max_abs_error']):>13}{_num(r['ulp_max']):>9}  {tail}"
+            )
+        first = result["first_divergence"]
+        _echo("first divergence: " + ("none" if first is None else f"operation {first['operation_id_a']} {first['name']} output {first['output_index']}"))
+        for side in ("a", "b"):
+            for op in result[f"unmatched_{side}"]:
+                _echo(f"unmatched in {side.upper()}: operation {op['operation_id']} {op['name']}")
+    if not any(r["status"] == "compared" for r in result["rows"]):
+        for path in (report_a, report_b):
+            pending = _not_migrated(path)
+            if pending:
+                click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _compare_golden(path: Path, *, store: bool, rtol: float, atol: float, pcc: float | None, as_json: bool) -> None:
+    """``compare A --golden``: read-only unless ``store``; exit 1 when a compared tensor fails."""
+    if store:
+        with reportdb.open(path, "r") as probe:
+            legacy = probe.schema_revision is None
+        if legacy:
+            folder = _legacy_folder(path) or path
+            raise ReportDBError(
+                f"{path} is a legacy report database (the original), not a reportdb one; --store writes reportdb's tables, "
+                f"so run `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` and compare NEW_FOLDER with --store; nothing was changed"
+            )
+    with reportdb.open(path, "a" if store else "r") as report:
+        results = reportdb.compare_golden(report, rtol=rtol, atol=atol, pcc=pcc, store=store)
+    failed = sum(1 for r in results if r["metrics"] is not None and not r["metrics"]["passed"])
+    compared = sum(1 for r in results if r["metrics"] is not None)
+    if as_json:
+        _emit(results)
+    elif not results:
+        _echo(f"nothing to compare: {path} has no golden comparison records")
+    else:
+        _echo(f"{'kind':<7}{'tensor':>9}{'golden':>10}  {'recorded pcc':>13}{'pcc':>13}{'pcc (tt-metal)':>16}"
+              f"{'max abs err':>13}{'ulp max':>9}  result")
         for r in results:
             m = r["metrics"]
+            golden_id = "-" if r["golden_tensor_id"] is None else r["golden_tensor_id"]
             if m is None:
-                click.echo(f"{r['kind']:<7}{r['tensor_id']:>9}{r['golden_tensor_id'] or '-':>10}  {_num(r['recorded_pcc']):>13}  {r['status']}")
+                _echo(f"{r['kind']:<7}{r['tensor_id']:>9}{golden_id:>10}  {_num(r['recorded_pcc']):>13}  {r['status']}")
                 continue
-            click.echo(
-                f"{r['kind']:<7}{r['tensor_id']:>9}{r['golden_tensor_id']:>10}  {_num(r['recorded_pcc']):>13}{_num(m['pcc']):>13}"
+            _echo(
+                f"{r['kind']:<7}{r['tensor_id']:>9}{golden_id:>10}  {_num(r['recorded_pcc']):>13}{_num(m['pcc']):>13}"
                 f"{_num(m['pcc_ttmetal']):>16}{_num(m['max_abs_error']):>13}{_num(m['ulp_max']):>9}  "
                 + ("pass" if m["passed"] else "FAIL " + (",".join(f for f in FLAGS if m.get(f)) or "pcc below threshold"))
             )
-        return
-    with reportdb.open(report_a) as a, reportdb.open(report_b) as b:  # type: ignore[arg-type]
-        result = reportdb.compare_runs(a, b, rank=rank, rtol=rtol, atol=atol, pcc=0.99 if pcc is None else pcc)
-    if as_json:
-        _emit(result)
-        return
-    click.echo(f"operations matched by {result['matched_by']}")
-    click.echo(f"  {'op A':>6}{'op B':>6}  {'name':<28}{'out':>4}  {'shape':<18}{'pcc':>12}{'max abs err':>13}{'ulp max':>9}  flags")
-    for r in result["rows"]:
-        mark = ">>" if r["first_divergence"] else "  "
-        shape = "x".join(map(str, r["shape"])) if r["shape"] is not None else "-"
-        tail = ",".join(r["flags"]) or ("" if r["passed"] else r["status"] if r["passed"] is None else "below threshold")
-        click.echo(
-            f"{mark}{r['operation_id_a']:>6}{r['operation_id_b']:>6}  {r['name'][:27]:<28}{r['output_index']:>4}  {shape:<18}"
-            f"{_num(r['pcc']):>12}{_num(r['max_abs_error']):>13}{_num(r['ulp_max']):>9}  {tail}"
-        )
-    first = result["first_divergence"]
-    click.echo("first divergence: " + ("none" if first is None else f"operation {first['operation_id_a']} {first['name']} output {first['output_index']}"))
-    for side in ("a", "b"):
-        for op in result[f"unmatched_{side}"]:
-            click.echo(f"unmatched in {side.upper()}: operation {op['operation_id']} {op['name']}")
+        _echo(f"{compared} compared: {compared - failed} passed, {failed} failed; {len(results) - compared} not compared"
+              + (" (results stored)" if store and compared else ""))
+    if len(results) > compared:
+        pending = _not_migrated(path)
+        if pending:
+            click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
+    if failed:
+        raise click.exceptions.Exit(1)
 
 
 @cli.command(name="plot")
@@ -213,11 +363,22 @@ def compare_(
 @click.argument("tensor_id", type=int)
 @click.option("--against", help="Another tensor: ID in the same report, or PATH:ID in another report.")
 @click.option("--rank", type=int, default=0, show_default=True)
-@click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True, help="The picture (.png, .svg, .pdf).")
+@click.option(
+    "-o", "--output", "out", type=click.Path(path_type=Path), required=True,
+    help="The picture; its suffix picks the format (.png, .svg, .pdf, .jpg ...).",
+)
 @_friendly
 def plot_(report_path: Path, tensor_id: int, against: str | None, rank: int, out: Path) -> None:
-    """Draw a tensor's heatmap and histogram, or the absolute error against another tensor."""
-    with reportdb.open(report_path) as report:
+    """Draw a tensor's heatmap and histogram, or the absolute error against another tensor.
+
+    Reads the reports only. Exit status 0 when the picture is written; 1 on an error, among them a tensor
+    that is not stored (a legacy report folder must be migrated first: the error names the command).
+    """
+    from reportdb import plot as plot_mod
+
+    plot_mod.check_output(out)  # a wrong suffix or folder, or no matplotlib, fails before any tensor is read
+    with reportdb.open(report_path, "r") as report:
+        _require_tensor(report, report_path, tensor_id, rank)
         if against is None:
             reportdb.plot_tensor(report, tensor_id, out, rank=rank)
         else:
@@ -225,11 +386,22 @@ def plot_(report_path: Path, tensor_id: int, against: str | None, rank: int, out
             if not other_id.isdigit():
                 raise ReportDBError(f"--against takes ID or PATH:ID, not {against!r}")
             if not path:
+                _require_tensor(report, report_path, int(other_id), rank)
                 reportdb.plot_tensor(report, tensor_id, out, rank=rank, against=(report, int(other_id)))
             else:
-                with reportdb.open(path) as other:
+                with reportdb.open(path, "r") as other:
+                    _require_tensor(other, Path(path), int(other_id), rank)
                     reportdb.plot_tensor(report, tensor_id, out, rank=rank, against=(other, int(other_id)))
-    click.echo(f"wrote {out}")
+    _echo(f"wrote {out}")
+
+
+def _require_tensor(report: reportdb.Report, path: Path, tensor_id: int, rank: int) -> None:
+    """Refuse a tensor the report does not store, saying why: legacy files not migrated, or simply absent."""
+    if report.has_tensor(tensor_id, rank):
+        return
+    pending = _not_migrated(path)
+    why = f"; {_migrate_hint(path, pending)}" if pending else ""
+    raise ReportDBError(f"{path}: no tensor {tensor_id} (rank {rank}) is stored{why}")
 
 
 def _num(value: object) -> str:
@@ -286,11 +458,16 @@ class _MigrationProgress:
     "--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True,
     help="zstd: store compressible tensors compressed (needs reportdb[zstd]).",
 )
+@click.option(
+    "--copy-triggers", is_flag=True,
+    help="Also copy SRC's triggers (after all rows are copied). Off by default: a trigger runs report-supplied SQL "
+    "on every later write to its table, so copy them only from a report you trust.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_friendly
 def migrate_(
     src: Path, dst: Path | None, jobs: int, strict: bool, remove_legacy_files: bool, no_stats: bool, compression: str,
-    as_json: bool,
+    copy_triggers: bool, as_json: bool,
 ) -> None:
     """Turn a legacy report folder (db.sqlite + tensors/) into one self-contained report.
 
@@ -300,12 +477,13 @@ def migrate_(
         reportdb migrate generated/ttnn/reports/1234 --remove-legacy-files
         reportdb migrate generated/ttnn/reports/1234 -o migrated/1234 --compression zstd
     An interrupted run leaves a .db.sqlite.reportdb-partial file; run the same command again to finish.
+    Symlinks and special files in the folder are skipped, never followed; the summary counts them.
     """
     bar = _MigrationProgress(sys.stderr.isatty() and not as_json)
     try:
         summary = reportdb.migrate(
             src, dst, jobs=jobs, strict=strict, remove_legacy_files=remove_legacy_files, progress=bar,
-            stats=not no_stats, compression=compression,  # type: ignore[arg-type]
+            stats=not no_stats, compression=compression, copy_triggers=copy_triggers,  # type: ignore[arg-type]
         )
     finally:
         bar.close()
@@ -313,17 +491,32 @@ def migrate_(
         _emit(summary)
         return
     tensors, problems = summary["tensors"], summary["problems"]
-    click.echo(f"{summary['source']} -> {summary['destination']}" + (" (already migrated)" if summary.get("already_migrated") else ""))
-    click.echo(f"tables:   {summary['tables_copied']} ({summary['rows_copied']:,} rows) copied")
+    _echo(f"{summary['source']} -> {summary['destination']}" + (" (already migrated)" if summary.get("already_migrated") else ""))
+    _echo(f"tables:   {summary['tables_copied']} ({summary['rows_copied']:,} rows) copied")
     formats = ", ".join(f"{k} {v}" for k, v in tensors["by_format"].items()) or "none"
-    click.echo(f"tensors:  {tensors['stored']} stored ({formats}); {tensors['already_stored']} were stored by an earlier run")
+    carried = f"; {tensors['carried_over']} carried over with the tables" if tensors.get("carried_over") else ""
+    _echo(f"tensors:  {tensors['stored']} stored ({formats}); {tensors['already_stored']} were stored by an earlier run{carried}")
     for key in ("orphan_files", "missing_files", "unreadable_files", "golden_without_file"):
         if problems.get(key):
-            click.echo(f"  {key.replace('_', ' ')}: {len(problems[key])}")
-    click.echo(f"verified: {summary['verified']['tensors']} tensors, {_size(summary['verified']['bytes_checked'])} re-hashed")
-    click.echo(f"size:     {_size(summary['bytes']['before'])} before, {_size(summary['bytes']['after'])} after")
+            _echo(f"  {key.replace('_', ' ')}: {len(problems[key])}")
+    skipped = summary.get("skipped") or []
+    if skipped:
+        _echo(f"skipped:  {len(skipped)} (never followed, read or copied)")
+        for line in _skipped_lines(skipped):
+            _echo(line)
+    _echo(f"verified: {summary['verified']['tensors']} tensors, {_size(summary['verified']['bytes_checked'])} re-hashed")
+    _echo(f"size:     {_size(summary['bytes']['before'])} before, {_size(summary['bytes']['after'])} after")
     if summary.get("legacy_files_removed"):
-        click.echo(f"removed:  {summary['legacy_files_removed']} legacy tensor files")
+        _echo(f"removed:  {summary['legacy_files_removed']} legacy tensor files")
+
+
+def _skipped_lines(skipped: list[dict[str, Any]], limit: int = 10) -> list[str]:
+    """The migrate summary's ``skipped`` entries (``{"kind", "name", "reason"}``: links and special files not
+    followed, schema objects not copied), one line each, the first ``limit`` of them."""
+    lines = [f"  {entry.get('kind', '?')} {entry.get('name', '?')}: {entry.get('reason', '')}" for entry in skipped[:limit]]
+    if len(skipped) > limit:
+        lines.append(f"  ... and {len(skipped) - limit} more (--json lists every one)")
+    return lines
 
 
 @cli.command(name="verify")
@@ -332,19 +525,34 @@ def migrate_(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @_friendly
 def verify_(path: Path, against: Path | None, as_json: bool) -> None:
-    """Re-read every stored tensor and check its digests; with --against, compare values with the legacy files."""
+    """Re-read every stored tensor and check its digests; with --against, compare values with the legacy files.
+
+    Read-only. Exit status 0 when every stored tensor checks out (also when none is stored: legacy tensor
+    files not migrated are counted on stderr with the `reportdb migrate` that stores them), 1 when any
+    fails or on an error.
+    """
     result = reportdb.verify(path, against=against)
     if as_json:
         _emit(result)
     else:
         compared = f", {result['compared']} compared with {against}" if against is not None else ""
-        click.echo(f"{result['tensors']} tensors, {_size(result['bytes_checked'])} re-hashed{compared}")
+        _echo(f"{result['tensors']} tensors, {_size(result['bytes_checked'])} re-hashed{compared}")
         for problem in result["problems"]:
-            click.echo(f"  tensor {problem['tensor_id']} (rank {problem['rank']}): {problem['error']}", err=True)
+            where = "" if problem["tensor_id"] is None else f"tensor {problem['tensor_id']} (rank {problem['rank']}): "
+            click.echo(f"  {where}{problem['error']}", err=True)
+    pending = _not_migrated(path)
+    if pending:
+        click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
     if not result["ok"]:
         raise click.exceptions.Exit(1)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="reportdb")
+    """Console-script entry point: a closed stdout, even at the final flush, ends quietly (status 141)."""
+    try:
+        try:
+            cli(prog_name="reportdb")
+        finally:
+            sys.stdout.flush()
+    except (_StdoutClosed, BrokenPipeError):
+        _stdout_closed()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .compare import compare
-from .errors import ReportDBError
+from .errors import FormatError, ReportDBError
 
 if TYPE_CHECKING:
     from .report import Report
@@ -63,18 +63,21 @@ def _columns(conn: Any, table: str) -> set[str]:
 
 
 def _records(report: "Report", table: str) -> list[tuple[Any, ...]]:
+    """The rows of a comparison record table, oldest first; none when the table is absent or empty.
+
+    Reports of every age are read: a column an older report lacks (``rank``, say) reads as NULL (rank as 0),
+    but a table without ``tensor_id`` is not a comparison record table and is refused with a FormatError.
+    """
     with report.session() as session:
         conn = session.connection()
         columns = _columns(conn, table)
         if not columns:
             return []
-        rank = "rank" if "rank" in columns else "0"
-        return [
-            tuple(r)
-            for r in conn.exec_driver_sql(
-                f"SELECT tensor_id, golden_tensor_id, matches, desired_pcc, actual_pcc, {rank} FROM {table} ORDER BY rowid"
-            )
-        ]
+        if "tensor_id" not in columns:
+            raise FormatError(f"{report.path}: table {table} has no tensor_id column; it holds no comparison records")
+        defaults = {"golden_tensor_id": "NULL", "matches": "NULL", "desired_pcc": "NULL", "actual_pcc": "NULL", "rank": "0"}
+        selected = ", ".join(name if name in columns else default for name, default in defaults.items())
+        return [tuple(r) for r in conn.exec_driver_sql(f"SELECT tensor_id, {selected} FROM {table} ORDER BY rowid")]
 
 
 def _store(report: "Report", results: list[dict[str, Any]]) -> None:
@@ -87,6 +90,8 @@ def _store(report: "Report", results: list[dict[str, Any]]) -> None:
         for r in results
         if r["metrics"] is not None
     ]  # fmt: skip
+    if not rows:  # nothing compared: an empty executemany is an error to SQLAlchemy, and there is nothing to keep
+        return
     with report.session() as session:
         session.connection().exec_driver_sql(
             "INSERT INTO rdb_comparison(kind, tensor_id, rank, golden_tensor_id, desired_pcc, recorded_pcc, pcc, passed,"

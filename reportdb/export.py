@@ -23,7 +23,10 @@ from .errors import AssemblyError, ReportDBError
 from .spec import LoadedTensor
 from .stats import compute_stats
 
-__all__ = ["ExportFormatError", "SAFETENSORS_DTYPES", "SUPPORTED_SUFFIXES", "write_array", "describe"]
+__all__ = [
+    "ExportFormatError", "OutputPathError", "SAFETENSORS_DTYPES", "SUPPORTED_SUFFIXES", "check_output_folder", "write_array",
+    "describe",
+]
 
 #: safetensors dtype codes of reportdb's storage dtype names.
 SAFETENSORS_DTYPES: dict[str, str] = {
@@ -55,6 +58,30 @@ class ExportFormatError(ReportDBError, ValueError):
     """The output path has a suffix reportdb cannot write."""
 
 
+class OutputPathError(ReportDBError, OSError):
+    """The output file cannot be created where the user asked (no such folder, no permission, disk full)."""
+
+
+def check_output_folder(out: Path) -> None:
+    """Refuse, naming the user's path, an output whose folder is missing or not a folder, before any work is done."""
+    folder = out.parent
+    if not folder.exists():
+        raise OutputPathError(f"cannot write {out}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise OutputPathError(f"cannot write {out}: {folder} is not a folder")
+
+
+def _check_output(out: Path) -> Callable[[LoadedTensor, IO[bytes]], None]:
+    """The writer for ``out``'s suffix; raises before any work on an unknown suffix or a missing folder."""
+    writer = _WRITERS.get(out.suffix.lower())
+    if writer is None:
+        raise ExportFormatError(
+            f"cannot write {out.name!r}: unknown suffix {out.suffix!r}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
+        )
+    check_output_folder(out)
+    return writer
+
+
 def write_array(loaded: LoadedTensor, out: Path | str) -> None:
     """Write ``loaded`` to ``out`` in the format its suffix names.
 
@@ -70,19 +97,19 @@ def write_array(loaded: LoadedTensor, out: Path | str) -> None:
 
     The file is written under a temporary name in the same directory and moved into place only when
     complete, so a failure leaves neither a partial file nor a temporary one. An unknown suffix
-    raises ExportFormatError.
+    raises ExportFormatError; a missing folder, or a failure to create or fill the file, raises OutputPathError
+    naming ``out`` (never the temporary name).
     """
     out = Path(out)
-    writer = _WRITERS.get(out.suffix.lower())
-    if writer is None:
-        raise ExportFormatError(
-            f"cannot write {out.name!r}: unknown suffix {out.suffix!r}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
-        )
+    writer = _check_output(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "xb") as fp:
             writer(loaded, fp)
         os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputPathError(f"cannot write {out}: {exc.strerror or exc}") from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -229,9 +256,13 @@ def _float_json(value: float) -> float | str:
 
 
 def convert_tensor_file(path: str | Path, out: str | Path) -> None:
-    """Read a legacy tensor file (.bin, .tensorbin, .pt) and write it as .npy, .npz or .safetensors."""
+    """Read a legacy tensor file (.bin, .tensorbin, .pt) and write it as .npy, .npz or .safetensors.
+
+    The output's suffix and folder are checked before the input is read, so a typo costs no decoding.
+    """
     from .formats import load_tensor_file
 
+    _check_output(Path(out))
     write_array(load_tensor_file(path), Path(out))
 
 

@@ -6,21 +6,54 @@ matplotlib is an optional extra (``pip install 'reportdb[plot]'``); it is import
 
 from __future__ import annotations
 
+import os
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import ReportDBError
+from .export import OutputPathError, check_output_folder
 
 if TYPE_CHECKING:
     from .report import Report
 
 MAX_PIXELS = 512  # per side of the heatmap; larger views are max-pooled so no error disappears
 
+#: Picture formats matplotlib's Agg canvas writes with no outside tool (pgf needs LaTeX), when this matplotlib has them.
+_FORMATS = ("png", "svg", "svgz", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "gif")
+
 
 class PlotUnavailableError(ReportDBError):
     """matplotlib is not installed."""
+
+
+class PlotFormatError(ReportDBError, ValueError):
+    """The output file's suffix names no picture format reportdb can write."""
+
+
+def supported_formats() -> tuple[str, ...]:
+    """The output suffixes (without the dot) ``plot_tensor`` writes; raises PlotUnavailableError without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+    except ImportError:
+        raise PlotUnavailableError("plotting needs matplotlib: pip install 'reportdb[plot]'") from None
+    known = FigureCanvasAgg.get_supported_filetypes()
+    return tuple(f for f in _FORMATS if f in known)
+
+
+def check_output(out: str | Path) -> str:
+    """The picture format of ``out`` (its suffix); raises before any work when matplotlib is missing, the suffix
+    names no supported format or the folder does not exist, so a typo in ``-o`` costs no tensor read."""
+    out = Path(out)
+    formats = supported_formats()
+    fmt = out.suffix[1:].lower()
+    if fmt not in formats:
+        named = f"unknown suffix {out.suffix!r}" if out.suffix else "no suffix"
+        raise PlotFormatError(f"cannot write {out}: {named}; supported: {', '.join('.' + f for f in formats)}")
+    check_output_folder(out)
+    return fmt
 
 
 def plot_tensor(
@@ -31,12 +64,14 @@ def plot_tensor(
     rank: int = 0,
     against: tuple["Report", int] | None = None,
 ) -> Path:
-    """Draw tensor ``tensor_id`` (or its absolute error against ``against = (report, tensor_id)``) to ``out``."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise PlotUnavailableError("plotting needs matplotlib: pip install 'reportdb[plot]'") from None
+    """Draw tensor ``tensor_id`` (or its absolute error against ``against = (report, tensor_id)``) to ``out``.
+
+    The format is ``out``'s suffix (:func:`supported_formats`); the picture appears whole or not at all.
+    """
+    fmt = check_output(out)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     values = _as_float(report.tensor(tensor_id, rank))
     other = None if against is None else _as_float(against[0].tensor(against[1], rank))
     if other is not None and other.shape != values.shape:
@@ -62,8 +97,23 @@ def plot_tensor(
     heat_ax.set_xlabel("last dim")
     heat_ax.set_ylabel("other dims, flattened")
     out = Path(out)
-    fig.savefig(out, dpi=100)
+    _save(fig, out, fmt)
     return out
+
+
+def _save(fig, out: Path, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    """Write the figure under a temporary name beside ``out`` and rename it into place, so no partial picture stays."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "xb") as fp:
+            fig.savefig(fp, format=fmt, dpi=100)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputPathError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _as_float(array: np.ndarray) -> np.ndarray:

@@ -110,10 +110,10 @@ def test_cli_compare_golden_and_runs(migrated: dict[str, Path], tmp_path: Path) 
     b = tmp_path / "b"
     _differ_in_one_output(work, b, operation_id=6)
     run = lambda *args: subprocess.run([sys.executable, "-m", "reportdb", *args], capture_output=True, text=True, timeout=300)  # noqa: E731
-    golden = run("compare", str(work), "--golden")
-    assert golden.returncode == 0 and "pcc below threshold" in golden.stdout and "golden tensor not stored" in golden.stdout
+    golden = run("compare", str(work), "--golden")  # records below their desired PCC fail, as in a test runner
+    assert golden.returncode == 1 and "pcc below threshold" in golden.stdout and "golden tensor not stored" in golden.stdout
     runs = run("compare", str(work), str(b), "--json")
-    assert runs.returncode == 0, runs.stderr
+    assert runs.returncode == 1, runs.stderr
     assert json.loads(runs.stdout)["first_divergence"]["operation_id_a"] == 6
     text = run("compare", str(work), str(b)).stdout
     assert ">>" in text and "first divergence: operation 6" in text
@@ -168,3 +168,39 @@ def test_stats_of_migrated_tensors_equal_numpy(migrated: dict[str, Path]) -> Non
                 assert s["std"] == pytest.approx(finite.std(), rel=1e-9, abs=1e-12)
                 counts, _ = np.histogram(finite, 64, range=(finite.min(), finite.max()) if finite.min() < finite.max() else (finite.min() - 0.5, finite.max() + 0.5))
                 assert s["hist_counts"] == counts.tolist()
+
+
+def _bare_report(path: Path, ddl: str | None) -> Path:
+    """A new reportdb database with tensors 1 and 2, without the record tables but, if given, one hand-made."""
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, np.arange(8, dtype=np.float32))
+        report.put_tensor(2, np.arange(8, dtype=np.float32))
+        with report.connection() as conn:
+            conn.execute("DROP TABLE local_tensor_comparison_records")
+            conn.execute("DROP TABLE global_tensor_comparison_records")
+            if ddl is not None:
+                conn.execute(ddl)
+    return path
+
+
+def test_compare_golden_without_records_stores_nothing_and_raises_nothing(tmp_path: Path) -> None:
+    no_tables = _bare_report(tmp_path / "none.sqlite", None)
+    empty = _bare_report(tmp_path / "empty.sqlite", "CREATE TABLE local_tensor_comparison_records (tensor_id int, golden_tensor_id int)")
+    for path in (no_tables, empty):
+        with reportdb.open(path, "a") as report:
+            assert reportdb.compare_golden(report) == []  # with store=True: an empty insert used to raise ProgrammingError
+            with report.connection() as conn:
+                assert conn.execute("SELECT COUNT(*) FROM rdb_comparison").fetchone()[0] == 0
+
+
+def test_compare_golden_reads_record_tables_missing_columns(tmp_path: Path) -> None:
+    path = _bare_report(tmp_path / "old.sqlite", "CREATE TABLE global_tensor_comparison_records (tensor_id int, golden_tensor_id int)")
+    with reportdb.open(path, "a") as report, report.connection() as conn:
+        conn.execute("INSERT INTO global_tensor_comparison_records VALUES (1, 2)")
+    with reportdb.open(path) as report:
+        (row,) = reportdb.compare_golden(report)
+    assert (row["kind"], row["rank"], row["desired_pcc"], row["recorded_pcc"], row["status"]) == ("global", 0, None, None, "compared")
+    assert row["metrics"]["passed"]
+    hostile = _bare_report(tmp_path / "hostile.sqlite", "CREATE TABLE local_tensor_comparison_records (x int)")
+    with reportdb.open(hostile) as report, pytest.raises(reportdb.ReportDBError, match="no tensor_id column"):
+        reportdb.compare_golden(report)

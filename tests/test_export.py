@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,15 @@ def test_unknown_suffix(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_missing_or_file_folder_names_the_users_path(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_bytes(b"")
+    for out, why in ((tmp_path / "nodir" / "t.npy", "does not exist"), (tmp_path / "afile" / "t.npy", "is not a folder")):
+        with pytest.raises(export.OutputPathError) as info:
+            write_array(_single(_values(np.dtype(np.float32))), out)
+        assert str(info.value).startswith(f"cannot write {out}: ") and why in str(info.value) and ".tmp" not in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
 def test_npy_of_unassemblable_tensor_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(AssemblyError, match=r"\.npz or \.safetensors"):
         write_array(_mesh(None), tmp_path / "t.npy")
@@ -221,7 +231,7 @@ def test_failure_mid_write_leaves_previous_file(tmp_path: Path, monkeypatch: pyt
         raise OSError("disk full")
 
     monkeypatch.setattr(export, "_write_values", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(export.OutputPathError, match=re.escape(f"cannot write {out}: disk full")):
         write_array(_single(_values(np.dtype(np.float32))), out)
     assert list(tmp_path.iterdir()) == [out]
     assert out.read_bytes() == b"previous"
