@@ -214,7 +214,7 @@ def test_harness_disk_errors_are_not_reader_failures() -> None:
 # Report databases
 
 DB_SOURCE = "ttnn-0.62.2-bin"
-DB_CASES = 400
+DB_CASES = 80  # the fast tier's share (about 7 s); CI also runs the slow 2000
 DB_SLOW_CASES = 2000
 DB_SEED = 20250611
 DB_CASE_SECONDS = 5.0
