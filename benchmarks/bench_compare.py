@@ -13,8 +13,8 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 
-from reportdb.compare import compare
-from reportdb.stats import compute_stats
+from reportdb.numeric.metrics import compare
+from reportdb.numeric.stats import compute_stats
 
 
 def best_seconds(fn: Callable[[], object], repeat: int) -> float:

@@ -63,7 +63,7 @@ def generate(folder: Path, total_bytes: int, shape: tuple[int, ...] = SHAPE) -> 
 
 CHILD = """
 import json, resource, sys, time
-from reportdb.migration import migrate
+from reportdb.legacy import migrate
 start = time.perf_counter()
 summary = migrate(sys.argv[1], sys.argv[2], jobs=int(sys.argv[3]), stats=sys.argv[4] == "1")
 print(json.dumps({"seconds": time.perf_counter() - start, "summary": summary,

@@ -20,15 +20,15 @@ _LAZY = {
     "Report": "reportdb.report",
     "upgrade": "reportdb.report",
     "load_tensor_file": "reportdb.formats",
-    "convert_tensor_file": "reportdb.export",
-    "describe_tensor_file": "reportdb.export",
-    "compare": "reportdb.compare",
-    "compare_golden": "reportdb.comparisons",
-    "compare_runs": "reportdb.comparisons",
-    "plot_tensor": "reportdb.plot",
+    "convert_tensor_file": "reportdb.formats.export",
+    "describe_tensor_file": "reportdb.formats.export",
+    "compare": "reportdb.numeric.metrics",
+    "compare_golden": "reportdb.analysis.golden",
+    "compare_runs": "reportdb.analysis.runs",
+    "plot_tensor": "reportdb.analysis.plot",
     "Writer": "reportdb.writer",
-    "migrate": "reportdb.migration",
-    "verify": "reportdb.migration",
+    "migrate": "reportdb.legacy",
+    "verify": "reportdb.legacy",
 }
 
 __all__ = ["ReportDBError", "TensorSpec", "Distribution", "Placement", "LoadedTensor", "__version__", *_LAZY]

@@ -22,8 +22,8 @@ from typing import Any, Callable, NoReturn, TypeVar
 import click
 
 import reportdb
-from reportdb.comparisons import FLAGS
 from reportdb.errors import ReportDBError
+from reportdb.numeric.metrics import FLAGS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,9 +120,9 @@ def _not_migrated(path: Path) -> list[str]:
     folder = _legacy_folder(path)
     if folder is None:
         return []
-    from reportdb import migration
+    from reportdb.legacy import pending_legacy_files
 
-    return migration.pending_legacy_files(folder)
+    return pending_legacy_files(folder)
 
 
 def _migrate_hint(path: Path, pending: list[str]) -> str:
@@ -374,7 +374,7 @@ def plot_(report_path: Path, tensor_id: int, against: str | None, rank: int, out
     Reads the reports only. Exit status 0 when the picture is written; 1 on an error, among them a tensor
     that is not stored (a legacy report folder must be migrated first: the error names the command).
     """
-    from reportdb import plot as plot_mod
+    from reportdb.analysis import plot as plot_mod
 
     plot_mod.check_output(out)  # a wrong suffix or folder, or no matplotlib, fails before any tensor is read
     with reportdb.open(report_path, "r") as report:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -134,6 +134,20 @@ class TensorSpec:
     def as_metadata(self) -> dict[str, Any]:
         """The keyword arguments that ``Report.put_tensor`` takes for this spec."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+#: The metadata a stored tensor takes beside its values (``put_tensor``'s keyword arguments): the TensorSpec fields and
+#: ``source``, where the tensor came from.
+TENSOR_METADATA = frozenset({f.name for f in dataclasses.fields(TensorSpec)} | {"source"})
+
+
+def check_metadata(names: Iterable[str], *, also: Iterable[str] = ()) -> None:
+    """Refuse tensor metadata other than :data:`TENSOR_METADATA` and ``also`` (names the caller takes itself, such as
+    the writer's ``tensors`` row columns), listing what is taken."""
+    known = TENSOR_METADATA | set(also)
+    unknown = set(names) - known
+    if unknown:
+        raise ReportDBError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(known)}")
 
 
 #: The highest tensor rank accepted (numpy 1.26's limit).

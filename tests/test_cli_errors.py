@@ -279,7 +279,7 @@ def test_head_on_a_long_listing_ends_quietly(tmp_path: Path) -> None:
 def test_internal_error_is_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
     report = _writer_report(tmp_path / "run", records=[(1, 2, 0.99)])
     code = (
-        "import sys, reportdb, reportdb.comparisons\n"
+        "import sys, reportdb, reportdb.analysis.golden\n"
         "def broken(*a, **k):\n"
         "    raise RuntimeError('first line\\nsecond line\\nthird line')\n"
         "reportdb.compare_golden = broken\n"

@@ -9,8 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import reportdb.compare as cmp
-from reportdb.compare import ComparisonError, compare
+import reportdb.numeric.metrics as cmp
+from reportdb.numeric.metrics import ComparisonError, compare
 from reportdb.errors import ReportDBError, UnsupportedDTypeError
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

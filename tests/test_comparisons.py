@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import reportdb
-from reportdb.plot import PlotUnavailableError
+from reportdb.analysis.plot import PlotUnavailableError
 
 from conftest import FIXTURES
 
@@ -140,7 +140,7 @@ def test_plot_without_matplotlib_is_a_clear_error(migrated: dict[str, Path], tmp
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
         "import reportdb\n"
-        "from reportdb.plot import PlotUnavailableError\n"
+        "from reportdb.analysis.plot import PlotUnavailableError\n"
         f"r = reportdb.open({str(migrated[REPORTS[0]])!r})\n"
         "try:\n"
         f"    reportdb.plot_tensor(r, 2, {str(tmp_path / 'x.png')!r})\n"

@@ -12,10 +12,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reportdb import export
 from reportdb.dtypes import DTYPES
 from reportdb.errors import AssemblyError, UnsupportedDTypeError
-from reportdb.export import SAFETENSORS_DTYPES, ExportFormatError, describe, write_array
+from reportdb.formats import export
+from reportdb.formats.export import SAFETENSORS_DTYPES, ExportFormatError, describe, write_array
 from reportdb.spec import Distribution, LoadedTensor, Placement, TensorSpec
 
 SPEC = TensorSpec(

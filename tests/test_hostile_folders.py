@@ -20,7 +20,7 @@ import reportdb
 from conftest import FIXTURES
 from gen_legacy import write_v0
 from reportdb.errors import QueryTimeoutError
-from reportdb.migration import (
+from reportdb.legacy import (
     PARTIAL_NAME,
     MigrationWriteError,
     UnreadableTensorFileError,
@@ -251,10 +251,12 @@ def test_a_schema_too_slow_to_copy_is_stopped(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     code = (
-        "import sys, reportdb.migration as m\n"
-        "m.COPY_SECONDS, m.COPY_SECONDS_PER_ROW = 1.0, 0.0\n"
-        "try:\n    m.migrate(sys.argv[1], sys.argv[2])\n"
-        "except m.QueryTimeoutError as exc:\n    print(exc)\n    sys.exit(3)\n"
+        "import sys, reportdb.legacy.tables as t\n"
+        "from reportdb.errors import QueryTimeoutError\n"
+        "from reportdb.legacy import migrate\n"
+        "t.COPY_SECONDS, t.COPY_SECONDS_PER_ROW = 1.0, 0.0\n"
+        "try:\n    migrate(sys.argv[1], sys.argv[2])\n"
+        "except QueryTimeoutError as exc:\n    print(exc)\n    sys.exit(3)\n"
     )
     result = subprocess.run([sys.executable, "-c", code, str(src), str(tmp_path / "out")], capture_output=True,
                             text=True, timeout=60)

@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES
 
 from reportdb.dtypes import DTYPES, TTNN_STORAGE_DTYPE
-from reportdb.memconfig import parse_dtype, parse_layout, parse_memory_config, parse_shape
+from reportdb.formats.memconfig import parse_dtype, parse_layout, parse_memory_config, parse_shape
 
 MEMORY_LAYOUTS = {"INTERLEAVED", "SINGLE_BANK", "HEIGHT_SHARDED", "WIDTH_SHARDED", "BLOCK_SHARDED"}
 BUFFER_TYPES = {"DRAM", "L1", "SYSTEM_MEMORY", "L1_SMALL", "TRACE"}

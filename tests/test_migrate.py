@@ -22,15 +22,15 @@ from click.testing import CliRunner
 import reportdb
 from conftest import FIXTURES, ROOT, assert_values_equal
 from reportdb.cli import cli
-from reportdb.migration import (
+from reportdb.legacy import (
     PARTIAL_NAME,
     MigrationError,
     NotAReportFolderError,
     UnreadableTensorFileError,
-    _merge_metadata,
     migrate,
     verify,
 )
+from reportdb.legacy.importer import merge_metadata
 from reportdb.spec import TensorSpec
 
 REPORTS = ["ttnn-0.62.2-bin", "ttnn-0.64.5-report-tensorbin"]
@@ -299,15 +299,15 @@ def test_metadata_merge_fills_gaps_from_the_row() -> None:
         "memory_config": "MemoryConfig(memory_layout=TensorMemoryLayout::HEIGHT_SHARDED,buffer_type=BufferType::L1,"
         "shard_spec=ShardSpec(grid={[(x=0,y=0) - (x=7,y=7)]},shape={32, 64},orientation=ShardOrientation::ROW_MAJOR,halo=0))",
     }
-    merged = _merge_metadata(TensorSpec(), row)
+    merged = merge_metadata(TensorSpec(), row)
     assert merged.ttnn_dtype == "BFLOAT8_B" and merged.layout == "TILE"
     assert merged.logical_shape == (1, 1, 1, 64) and merged.padded_shape == (1, 1, 32, 64)
     assert merged.memory_config["memory_layout"] == "HEIGHT_SHARDED"
     assert merged.memory_config["shard_spec"]["shape"] == [32, 64]
     from_file = TensorSpec(ttnn_dtype="FLOAT32", layout="ROW_MAJOR")
-    assert _merge_metadata(from_file, row).ttnn_dtype == "FLOAT32"  # the file wins
+    assert merge_metadata(from_file, row).ttnn_dtype == "FLOAT32"  # the file wins
     torch_row = {"dtype": "torch.float32", "layout": "torch.strided", "shape": "torch.Size([2, 3])"}
-    merged = _merge_metadata(TensorSpec(), torch_row)
+    merged = merge_metadata(TensorSpec(), torch_row)
     assert merged.ttnn_dtype is None and merged.layout is None and merged.logical_shape == (2, 3)
 
 
@@ -459,3 +459,19 @@ def _alive(pid: int) -> bool:
         return False
     state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
     return state != "Z"
+
+
+def test_decode_workers_import_neither_sqlalchemy_nor_the_rest_of_the_migration() -> None:
+    """A ``--jobs N`` worker imports ``reportdb.legacy.decode`` (through the package): that must stay light, so the
+    package loads its other modules lazily; the second import shows the check can tell."""
+    code = (
+        "import sys, reportdb.legacy.decode\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('sqlalchemy', 'alembic', 'reportdb.report', "
+        "'reportdb.legacy.'))))\n"
+        "import reportdb.legacy\n"
+        "reportdb.legacy.migrate\n"
+        "print('sqlalchemy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["['reportdb.legacy.decode']", "True"]

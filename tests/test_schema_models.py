@@ -34,7 +34,7 @@ from sqlalchemy import UniqueConstraint, create_engine, inspect
 import reportdb
 from reportdb import models
 from reportdb.store import schema
-from reportdb.writer import Writer, _create_table_sql
+from reportdb.writer import Writer, create_table_sql
 
 NOT_IN_A_NEW_FILE = {"buffer_pages"}
 
@@ -171,7 +171,7 @@ def test_tables_the_writer_creates_match_the_models(tmp_path: Path) -> None:
     conn = sqlite3.connect(every)
     conn.execute("PRAGMA foreign_keys=ON")
     for table in sorted(report_tables, key=lambda t: t != "source_files"):  # referenced first
-        for statement in _create_table_sql(table):
+        for statement in create_table_sql(table):
             conn.execute(statement)
     conn.commit()
     conn.close()

@@ -9,9 +9,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import reportdb.stats as stats_mod
+import reportdb.numeric.stats as stats_mod
 from reportdb.errors import ReportDBError, UnsupportedDTypeError
-from reportdb.stats import StatsError, compute_stats
+from reportdb.numeric.stats import StatsError, compute_stats
 
 
 def assert_stats_match(result: dict, array: np.ndarray, bins: int = 64) -> None:
@@ -166,12 +166,26 @@ def test_edges_equal_linspace_over_many_ranges() -> None:
     for lo, width, bins in zip(rng.standard_normal(300) * 10.0 ** rng.integers(-30, 30, 300),
                                rng.random(300) * 10.0 ** rng.integers(-300, 300, 300), rng.integers(1, 300, 300)):
         hi = lo + width
-        _, _, edges = stats_mod._hist_range(float(lo), float(hi), int(bins))
+        edges = stats_mod._hist_edges(float(lo), float(hi), int(bins))
         first, last = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
         if lo == hi and first == lo:  # ±0.5 lost in rounding: widened by 2**-20 of the value (np.histogram refuses it)
             first, last = lo - abs(lo) * 2.0**-20, hi + abs(lo) * 2.0**-20
         assert edges.tolist() == np.linspace(first, last, bins + 1).tolist()
-    assert stats_mod._hist_range(0.0, 5e-324, 64)[2].tolist() == np.linspace(0.0, 5e-324, 65).tolist()
+    assert stats_mod._hist_edges(0.0, 5e-324, 64).tolist() == np.linspace(0.0, 5e-324, 65).tolist()
+
+
+@pytest.mark.parametrize("values", [[0.0, 5e-324], [0.0, 1e-310], [0.0, 1e-310, 3e-311], [1e-320, 1e-320 + 5e-324, 0.0]])
+@pytest.mark.parametrize("repeat", [1, 30000])  # the few-calls path, compute_stats_many's segments, the streaming path
+def test_ranges_a_few_subnormals_wide(values: list[float], repeat: int) -> None:
+    """A range so narrow that the bin guess's scale overflows (zeros beside a denormal, as underflow or uninitialized
+    memory leaves them) is binned by the edges themselves, with np.histogram's rule, on every path: it used to crash."""
+    x = np.array(values * repeat)
+    result = compute_stats(x)
+    assert stats_mod.compute_stats_many([x])[0] == result
+    edges = np.array(result["hist_edges"])
+    expected = np.bincount(np.minimum(np.searchsorted(edges, x, side="right") - 1, 63), minlength=64)
+    assert result["hist_counts"] == expected.tolist() and sum(result["hist_counts"]) == x.size
+    assert result["min"] == x.min() and result["max"] == x.max()
 
 
 def _varied_arrays() -> list[np.ndarray]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import sqlite3
 import zlib
@@ -14,7 +15,8 @@ import pytest
 import reportdb
 from reportdb.dtypes import DTYPES
 from reportdb.errors import CorruptionError, ReportDBError, TensorNotFoundError
-from reportdb.report import TensorExistsError
+from reportdb.store import tensors as store_tensors
+from reportdb.store.tensors import TensorExistsError
 from reportdb.spec import Distribution, Placement
 
 RNG = np.random.default_rng(7)
@@ -240,7 +242,7 @@ def test_tensor_over_one_gigabyte(tmp_path: Path) -> None:
 def test_prepared_digests_and_stats_store_the_same_rows(tmp_path: Path) -> None:
     """put_tensor(_prepared=...) (digests and statistics computed elsewhere, as migrate's workers do) stores
     exactly what computing them in place stores."""
-    from reportdb.prepare import prepare_shard
+    from reportdb.store.prepared import prepare_shard
 
     arrays = [RNG.standard_normal((300, 700)).astype(np.float32), RNG.standard_normal(5).astype(ml_dtypes.bfloat16)]
     dumps = []
@@ -296,6 +298,7 @@ def _put_tensors_cases() -> list[dict]:
          "distribution": Distribution((1,), (Placement("replicate"),), device_coords=((0, 0),))},
         {"tensor_id": 11, "shards": [((0,), RNG.standard_normal(70_000).astype(np.float32))],  # over a chunk
          "distribution": Distribution((1,), (Placement("replicate"),))},
+        {"tensor_id": 12, "array": small + 3, "distribution": Distribution((1,), (Placement("replicate"),))},
     ]
 
 
@@ -305,7 +308,7 @@ def test_put_tensors_stores_what_put_tensor_stores(tmp_path: Path, monkeypatch: 
     dumps = []
     cases = _put_tensors_cases()
     for name, together in (("one", False), ("many", True), ("beside", True)):
-        monkeypatch.setattr(reportdb.report, "_STATS_BESIDE_SMALL_MIN", 0 if name == "beside" else 256 << 10)
+        monkeypatch.setattr(store_tensors, "_STATS_BESIDE_SMALL_MIN", 0 if name == "beside" else 256 << 10)
         with reportdb.open(tmp_path / f"{name}.sqlite", "a") as r:
             r.chunk_size = 1 << 16
             if together:
@@ -358,6 +361,30 @@ def test_put_tensors_existing_ids(report) -> None:
         report.put_tensors([{"tensor_id": 4, "array": a, "colour": "red"}])
     assert not report.has_tensor(4)
     assert report.put_tensors([]) == []
+
+
+def _reportdb_imports(path: Path) -> list[str]:
+    """The reportdb modules a module of ``reportdb.store`` imports, named from the package: "store.blobs", "errors"."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = ["store"][: 2 - node.level]  # level 1: a sibling in store, level 2: the reportdb package
+            names += [".".join(base + [node.module])] if node.module else [".".join(base + [a.name]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reportdb."):
+            names.append(str(node.module).removeprefix("reportdb."))
+        elif isinstance(node, ast.Import):
+            names += [a.name.removeprefix("reportdb.") for a in node.names if a.name.startswith("reportdb.")]
+    return names
+
+
+def test_store_imports_nothing_above_it() -> None:
+    """``reportdb.store`` sits under ``Report``: its modules import only each other and the modules below them (errors,
+    spec, dtypes, numeric, the alembic scripts), never the report, writer, migration, analysis, CLI or ttnn code."""
+    below = {"store", "errors", "spec", "dtypes", "numeric", "migrations", "__version__"}
+    modules = sorted((Path(reportdb.__file__).parent / "store").glob("*.py"))
+    upward = [(path.name, name) for path in modules for name in _reportdb_imports(path) if name.split(".")[0] not in below]
+    assert len(modules) >= 10 and upward == []
+    assert "store.blobs" in _reportdb_imports(modules[[p.name for p in modules].index("tensors.py")])
 
 
 def _sum_in_child(path: str) -> float:

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import FIXTURES
 import reportdb
-from reportdb.migration import migrate
+from reportdb.legacy import migrate
 from ttnn_env import EnvBuildError, EnvUnavailable, cached_venv
 
 pytestmark = pytest.mark.slow

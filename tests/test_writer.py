@@ -439,7 +439,7 @@ def test_writer_appends_to_a_migrated_ttnn_0_62_2_report(tmp_path: Path) -> None
         w.add_rows("buffers", [{"operation_id": 1000, "address": 64, "buffer_type": 1, "rank": 0}])
         w.add_rows("errors", [{"operation_id": 1000, "error_type": "RuntimeError"}])  # a table 0.62.2 lacks
         # the queries reportdb.ttnn makes for a legacy run (latest operation of the rank) work on it too
-        where, params = reportdb.ttnn._of_rank(w, "operations", 0)
+        where, params = reportdb.ttnn.hooks._of_rank(w, "operations", 0)
         assert w.query(f"SELECT MAX(operation_id) FROM operations WHERE {where}", params) == [(1000,)]
     assert _rows(db, "SELECT tensor_id, shape, layout, device_id, address FROM tensors WHERE tensor_id IN (1000, 1001, 1002)") == [
         (1000, "Shape([3, 4])", "Layout.TILE", 0, 4096)

@@ -133,6 +133,12 @@ def translate(
     return CorruptionError(f"{where}: cannot be read ({message}); the database file is damaged or not a report")
 
 
+def quoted(name: str) -> str:
+    """``name`` as an SQL identifier (a table or column name from someone else's file): in double quotes, each
+    double quote doubled."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _side(path: Path, suffix: str) -> Path:
     return Path(f"{path}{suffix}")
 

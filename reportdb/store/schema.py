@@ -3,7 +3,7 @@
 Cases: a new (empty) file; a report of any pre-reportdb age; an older reportdb schema; the current
 one; a newer one, which is refused before anything touches the file. Before any of that, :func:`check_safety`
 refuses a schema that would make reportdb run the report's own SQL: views or other non-tables under reportdb's
-names, triggers on its tables, and (for writes) any trigger at all.
+names, triggers on its tables, and (for writes) any trigger at all. :func:`open_database` runs them in order.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from ..errors import SchemaError, SchemaTooNewError, UnsafeReportError
+from ..errors import NotAReportError, ReportDBError, SchemaError, SchemaTooNewError, UnsafeReportError
+from . import engine as engine_mod
 
 VERSION_TABLE = "reportdb_alembic_version"
 #: Where the migrations live in a source checkout (the wheel ships them as ``reportdb.migrations``).
@@ -36,6 +37,53 @@ class SchemaKind(enum.Enum):
 class SchemaState:
     kind: SchemaKind
     revision: str | None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A report database as :func:`open_database` left it: the connection, its schema revision, whether it is a new
+    file (already in WAL mode) and whether an older reportdb schema was upgraded (its tensors may lack statistics)."""
+
+    conn: sqlite3.Connection
+    revision: str | None
+    new_file: bool
+    upgraded_older: bool
+
+
+def open_database(path: Path, *, writing: bool, existed: bool) -> Opened:
+    """Connect to the report database ``path``, refuse an unsafe or too new schema and, when ``writing``, set the
+    write mode and bring an older schema to the current one, in one transaction. A file this call created
+    (``existed`` False) is removed again, with its side files, if anything fails."""
+    try:
+        conn = engine_mod.connect(path, readonly=not writing)
+    except sqlite3.DatabaseError as exc:
+        raise NotAReportError(f"{path}: not a SQLite report database ({exc})") from exc
+    except sqlite3.Error as exc:
+        raise ReportDBError(f"{path}: cannot open: {exc}") from exc
+    try:
+        check_safety(conn, path, writing=writing)
+        state = inspect(conn, path)
+        new_file = writing and state.kind is SchemaKind.EMPTY
+        if writing:
+            engine_mod.set_write_mode(conn, new_file=new_file)
+            if state.kind is not SchemaKind.CURRENT:
+                # Upgrade in the file's own journal mode first, so a failure leaves it byte-for-byte as it was.
+                upgrade(engine_mod.engine_for(conn, readonly=False))
+            return Opened(conn, inspect(conn, path).revision, new_file, state.kind is SchemaKind.OLDER)
+        return Opened(conn, state.revision, False, False)
+    except BaseException as exc:
+        conn.close()
+        if not existed:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
+            raise ReportDBError(
+                f"{path}: cannot be read without write access ({exc}): a hot journal beside it needs rolling "
+                "back. Open it once where it is writable (reportdb.open(path, 'a')), then read it"
+            ) from exc
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise NotAReportError(f"{path}: not a SQLite report database ({exc})") from exc
+        raise
 
 
 def _migrations_folder() -> Path:

@@ -13,20 +13,16 @@ only; NaN and ±Inf are counted separately, so the result always survives ``json
 from __future__ import annotations
 
 import math
-import os
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from .dtypes import dtype_name
-from .errors import ReportDBError
+from ..dtypes import dtype_name
+from ..errors import ReportDBError
+from .blocks import BLOCK_ELEMENTS, Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
 
-#: Elements per block: 2 MiB of float64, small enough to stay in cache between the passes over a block.
-BLOCK_ELEMENTS = 1 << 18
 #: Arrays up to this many elements take the few-calls path, whose float64 temporaries (128 KiB at most) stay
 #: under glibc's mmap threshold; longer ones stream through reused scratch blocks, since memory mapped afresh
 #: for each temporary costs more in page faults than the arithmetic (a 1 MiB float32 tensor: 2x).
@@ -35,112 +31,16 @@ SMALL_ELEMENTS = 1 << 14
 #: work on the 65,536 counts costs more than the elements (numpy 1.26's nonzero alone: 0.4 ms).
 PATTERN_MIN_ELEMENTS = 1 << 16
 
-_T = TypeVar("_T")
-_J = TypeVar("_J")
-
-_local = threading.local()
-
-
-def scratch(name: str, size: int, dtype: np.dtype | type) -> np.ndarray:
-    """A per-thread reusable 1-D buffer of ``size`` elements: first-touching freshly allocated memory costs
-    more than the arithmetic on this class of VM, and statistics run on every stored tensor. Buffers only
-    grow to the largest block seen (a few MiB per thread); callers must not hold them across calls."""
-    cache: dict[tuple[str, np.dtype], np.ndarray] = _local.__dict__.setdefault("buffers", {})
-    key = (name, np.dtype(dtype))
-    buf = cache.get(key)
-    if buf is None or buf.size < size:
-        buf = cache[key] = np.empty(size, dtype=key[1])
-    return buf[:size]
-
 
 class StatsError(ReportDBError, ValueError):
     """compute_stats was called with an invalid argument (bins < 1...)."""
-
-
-def flat_blocks(array: np.ndarray, block: int, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
-    """Yield consecutive 1-D C-order slices of ``array[start:stop]`` (flat positions) of at most ``block``
-    elements, copying only non-contiguous input (one block at a time)."""
-    stop = array.size if stop is None else stop
-    flat = array.reshape(-1) if array.flags.c_contiguous else array.flat
-    for first in range(start, stop, block):
-        yield flat[first : min(first + block, stop)]
-
-
-def split_range(size: int, block: int) -> list[tuple[int, int]]:
-    """Split positions 0..size into one block-aligned span per worker thread; a single span unless the
-    array is at least four blocks long per worker, where threading pays for itself."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    blocks = -(-size // block)
-    workers = max(1, min(cpus, 4, blocks // 4))
-    if workers == 1:
-        return [(0, size)]
-    per_worker = -(-blocks // workers) * block
-    return [(start, min(start + per_worker, size)) for start in range(0, size, per_worker)]
-
-
-def parallel_map(fn: Callable[[_J], _T], jobs: list[_J]) -> list[_T]:
-    """``[fn(job) for job in jobs]``, in threads when there are several jobs (numpy releases the GIL in
-    its loops, so block-streaming spans of an array run on separate cores)."""
-    if len(jobs) == 1:
-        return [fn(jobs[0])]
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(fn, jobs))
-
-
-def _to_float64(block: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Convert ``block`` into the front of the reusable float64 buffer ``out`` and return that view."""
-    view = out[: block.size]
-    np.copyto(view, block, casting="unsafe")
-    return view
-
-
-def _edge_tables(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper edge of each bin index 0..bins, with +Inf sentinels: index ``bins`` (a value on the
-    right edge) always moves down one, and nothing moves up out of the last bin, which holds its right edge."""
-    lower = np.append(edges[:-1], np.inf)
-    upper = np.concatenate([edges[1:-1], [np.inf, np.inf]])
-    return lower, upper
-
-
-class _HistogramWork:
-    """The block buffers of :func:`_histogram_add`, taken from the per-thread scratch cache."""
-
-    def __init__(self, block: int) -> None:
-        self.guess = scratch("hist_guess", block, np.float64)
-        self.edge = scratch("hist_edge", block, np.float64)
-        self.idx = scratch("hist_idx", block, np.intp)
-        self.flags = scratch("hist_flags", block, np.bool_)
-
-
-def _histogram_add(values: np.ndarray, first: float, scale: float, tables: tuple[np.ndarray, np.ndarray],
-                   counts: np.ndarray, work: _HistogramWork, halve: bool = False) -> None:
-    """Add the bin counts of in-range ``values`` to ``counts`` with ``np.histogram``'s exact edge rule:
-    bin i holds edges[i] <= v < edges[i+1], the last bin also holds its right edge. ``halve``: the range
-    overflows a float, so the guess is made on halved values (``scale`` from :func:`_guess_scale`)."""
-    m = values.size
-    lower, upper = tables
-    if halve:
-        guess = np.multiply(values, 0.5, out=work.guess[:m])
-        guess -= first * 0.5
-    else:
-        guess = np.subtract(values, first, out=work.guess[:m])
-    guess *= scale
-    idx = work.idx[:m]
-    np.copyto(idx, guess, casting="unsafe")  # truncation toward zero, as astype(intp)
-    edge = work.edge[:m]
-    flags = work.flags[:m]
-    # The scaled guess can be one bin off near an edge; fix it against the edges themselves, as numpy does.
-    idx -= np.less(values, lower.take(idx, out=edge, mode="clip"), out=flags)
-    idx += np.greater_equal(values, upper.take(idx, out=edge, mode="clip"), out=flags)
-    counts += np.bincount(idx, minlength=counts.size)
 
 
 class _StatsAccumulator:
     """Running counts, range and (count, mean, M2) of one span of blocks; spans merge in order."""
 
     def __init__(self, block: int) -> None:
-        self.n = 0
-        self.mean = self.m2 = 0.0
+        self.moments = Moments()
         self.lo = math.inf
         self.hi = -math.inf
         self.nan_count = self.inf_count = self.zero_count = 0
@@ -151,7 +51,7 @@ class _StatsAccumulator:
 
     def add(self, block: np.ndarray) -> None:
         """Fold in one block of the original array."""
-        x = _to_float64(block, self.buf)
+        x = to_float64(block, self.buf)
         total = x.sum()
         finite = bool(np.isfinite(total))  # a finite sum proves every element finite
         self.all_finite.append(finite)
@@ -174,27 +74,14 @@ class _StatsAccumulator:
         else:
             bmean = float(total) / m
             centred = np.subtract(x, bmean, out=self.centred[:m])
-            bm2 = float(np.einsum("i,i->", centred, centred))  # no threaded BLAS: it stalls on a busy core
+            bm2 = dot(centred, centred)
         self.lo = min(self.lo, bmin)
         self.hi = max(self.hi, bmax)
-        self._merge_moments(m, bmean, bm2)
-
-    def _merge_moments(self, m: int, mean: float, m2: float) -> None:
-        """Chan, Golub & LeVeque's pairwise combination of two partial (count, mean, M2)."""
-        if m == 0:
-            return
-        if self.n == 0:
-            self.n, self.mean, self.m2 = m, mean, m2
-            return
-        total = self.n + m
-        delta = mean - self.mean
-        self.mean += delta * m / total
-        self.m2 += m2 + delta * delta * self.n * m / total
-        self.n = total
+        self.moments.merge(Moments(m, bmean, bm2))
 
     def merge(self, other: _StatsAccumulator) -> None:
         """Fold in the accumulator of the span that follows this one."""
-        self._merge_moments(other.n, other.mean, other.m2)
+        self.moments.merge(other.moments)
         self.lo = min(self.lo, other.lo)
         self.hi = max(self.hi, other.hi)
         self.nan_count += other.nan_count
@@ -223,8 +110,8 @@ def _empty_result(count: int, nan_count: int, inf_count: int, zero_count: int) -
 _RAMPS: dict[int, np.ndarray] = {}
 
 
-def _hist_range(lo: float, hi: float, bins: int) -> tuple[float, float, np.ndarray]:
-    """``np.histogram``'s range and edges for finite values spanning ``lo..hi`` (a constant gets ±0.5)."""
+def _hist_edges(lo: float, hi: float, bins: int) -> np.ndarray:
+    """``np.histogram``'s edges for finite values spanning ``lo..hi`` (a constant gets ±0.5)."""
     first, last = lo, hi
     if lo == hi:
         # A constant so large that ±0.5 is lost in rounding (np.histogram refuses it) is widened by a part of its own
@@ -238,9 +125,9 @@ def _hist_range(lo: float, hi: float, bins: int) -> tuple[float, float, np.ndarr
         half_steps = np.arange(bins + 1, dtype=np.float64) * half
         edges = (half_steps + first) + half_steps
         edges[-1] = last
-        return first, last, edges
+        return edges
     if step == 0 or not math.isfinite(step):  # the cases np.linspace computes another way
-        return first, last, np.linspace(first, last, bins + 1, endpoint=True, dtype=np.float64)
+        return np.linspace(first, last, bins + 1, endpoint=True, dtype=np.float64)
     # np.linspace's own arithmetic (arange * step + start, the stop exact), without its per-call overhead.
     ramp = _RAMPS.get(bins)
     if ramp is None:
@@ -248,40 +135,68 @@ def _hist_range(lo: float, hi: float, bins: int) -> tuple[float, float, np.ndarr
     edges = ramp * step
     edges += first
     edges[-1] = last
-    return first, last, edges
+    return edges
 
 
 def histogram_edges(lo: float, hi: float, bins: int) -> list[float]:
     """The histogram edges ``compute_stats`` reports for finite values spanning ``lo..hi``: a function of the
     range alone, so stored statistics keep only the counts (writing 65 floats as text cost more than the stats)."""
-    return _hist_range(lo, hi, bins)[2].tolist()
+    return _hist_edges(lo, hi, bins).tolist()
 
 
-def _exact_bins(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Bin index of each in-range value with ``np.histogram``'s rule (edges[i] <= v < edges[i+1], the last bin
-    also holding its right edge): a scaled guess, at most one bin off, fixed by comparison with the edges
-    themselves. Branch-free, unlike a binary search, whose mispredictions cost more on random values."""
-    bins = edges.size - 1
-    first = float(edges[0])
-    halve, scale = _guess_scale(first, float(edges[-1]), bins)
-    idx = (((values * 0.5 - first * 0.5) if halve else (values - first)) * scale).astype(np.intp)
-    np.minimum(idx, bins - 1, out=idx)
-    idx -= values < edges.take(idx)
-    upper = edges[1:].copy()
-    upper[-1] = np.inf  # nothing moves up out of the last bin
-    idx += values >= upper.take(idx)
-    return idx
+class _Bins:
+    """``np.histogram``'s bin rule over fixed edges: bin i holds edges[i] <= v < edges[i+1], the last bin also its
+    right edge. The one binning of every statistics path but the segmented one (which recomputes the same edges per
+    element): a scaled guess, at most one bin off, fixed by comparison with the edges themselves, branch-free unlike a
+    binary search, whose mispredictions cost more on random values. A range so narrow that the scale overflows (a
+    few subnormals apart) takes the binary search."""
 
+    def __init__(self, edges: np.ndarray) -> None:
+        self.edges = edges
+        self.bins = bins = edges.size - 1
+        self.first = first = float(edges[0])
+        last = float(edges[-1])
+        # The guess is (v - first) * scale, or taken on halved values when last - first overflows.
+        self.halve = math.isinf(last - first)
+        self.scale = bins / ((last * 0.5 - first * 0.5) if self.halve else (last - first))
+        # Lower and upper edge of each guessed index 0..bins, with +Inf sentinels: index ``bins`` (a value on the right
+        # edge) always moves down one, and nothing moves up out of the last bin, which holds its right edge.
+        self.lower = edges.copy()
+        self.lower[-1] = np.inf
+        self.upper = np.empty_like(edges)
+        self.upper[:-2] = edges[1:-1]
+        self.upper[-2:] = np.inf
 
-def _guess_scale(first: float, last: float, bins: int) -> tuple[bool, float]:
-    """How the bin guess is scaled: ``(v - first) * scale``, or on halved values when ``last - first`` overflows."""
-    if math.isinf(last - first):
-        return True, bins / (last * 0.5 - first * 0.5)
-    return False, bins / (last - first)
+    def index(self, values: np.ndarray) -> np.ndarray:
+        """Bin index of each value (finite, within the edges), in a per-thread scratch buffer: use it before the
+        next call."""
+        m = values.size
+        idx = scratch("bins_idx", m, np.intp)
+        if not math.isfinite(self.scale):
+            np.subtract(np.searchsorted(self.edges, values, side="right"), 1, out=idx)
+            return np.minimum(idx, self.bins - 1, out=idx)
+        guess = scratch("bins_guess", m, np.float64)
+        if self.halve:
+            np.multiply(values, 0.5, out=guess)
+            guess -= self.first * 0.5
+        else:
+            np.subtract(values, self.first, out=guess)
+        guess *= self.scale
+        np.copyto(idx, guess, casting="unsafe")  # truncation toward zero, as astype(intp)
+        edge = guess  # the guess is spent: its buffer holds each value's edge from here on
+        flags = scratch("bins_flags", m, np.bool_)
+        idx -= np.less(values, self.lower.take(idx, out=edge, mode="clip"), out=flags)
+        idx += np.greater_equal(values, self.upper.take(idx, out=edge, mode="clip"), out=flags)
+        return idx
+
+    def counts(self, values: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """The histogram of ``values`` (each counted ``weights`` times when given)."""
+        return np.bincount(self.index(values), weights=weights, minlength=self.bins)
 
 
 def _finish(result: dict[str, Any], lo: float, hi: float, mean: float, m2: float, n: int,
             edges: np.ndarray, hist: np.ndarray) -> dict[str, Any]:
+    """Fill in ``result``'s finite-value figures from the range, the moments (n, mean, M2) and the histogram."""
     result.update(
         min=lo,
         max=hi,
@@ -296,7 +211,7 @@ def _finish(result: dict[str, Any], lo: float, hi: float, mean: float, m2: float
 
 def _small_stats(arr: np.ndarray, bins: int) -> dict[str, Any]:
     """One-block arrays in as few numpy calls as possible: for a 4 KiB tensor the per-call overhead of the
-    streaming path (threads, scratch buffers, edge tables) costs more than the arithmetic."""
+    streaming path (threads, spans, a second pass for the histogram) costs more than the arithmetic."""
     x = np.asarray(arr.reshape(-1), dtype=np.float64)
     size = int(x.size)
     if size == 0:
@@ -320,10 +235,9 @@ def _small_stats(arr: np.ndarray, bins: int) -> dict[str, Any]:
         with np.errstate(over="ignore", invalid="ignore"):  # near the float64 limit: compute_stats rescales
             mean = float(x.sum()) / n
             centred = x - mean
-            m2 = float(np.einsum("i,i->", centred, centred))
-    _, _, edges = _hist_range(lo, hi, bins)
-    hist = np.bincount(_exact_bins(x, edges), minlength=bins)
-    return _finish(result, lo, hi, mean, m2, n, edges, hist)
+            m2 = dot(centred, centred)
+    edges = _hist_edges(lo, hi, bins)
+    return _finish(result, lo, hi, mean, m2, n, edges, _Bins(edges).counts(x))
 
 
 #: Per storage dtype, the float64 value of every bit pattern of a 1- or 2-byte dtype (built on first use).
@@ -331,6 +245,7 @@ _PATTERN_VALUES: dict[np.dtype, np.ndarray] = {}
 
 
 def _pattern_values(dtype: np.dtype) -> np.ndarray:
+    """The float64 value of each bit pattern of a 1- or 2-byte ``dtype``, indexed by the pattern."""
     table = _PATTERN_VALUES.get(dtype)
     if table is None:
         patterns = np.arange(1 << (8 * dtype.itemsize), dtype=np.uint8 if dtype.itemsize == 1 else np.uint16)
@@ -385,8 +300,8 @@ def _pattern_stats(arr: np.ndarray, bins: int, block: int) -> dict[str, Any]:
         mean = float((values * weights).sum()) / finite_n
         centred = values - mean
         m2 = float((centred * centred * weights).sum())
-    _, _, edges = _hist_range(lo, hi, bins)
-    hist = np.bincount(_exact_bins(values, edges), weights=weights, minlength=bins).astype(np.int64)
+    edges = _hist_edges(lo, hi, bins)
+    hist = _Bins(edges).counts(values, weights).astype(np.int64)
     return _finish(result, lo, hi, mean, m2, finite_n, edges, hist)
 
 
@@ -428,7 +343,7 @@ def _scaled_moments(arr: np.ndarray, scale: float) -> tuple[float, float]:
     m2 = 0.0
     for block in flat_blocks(arr, BLOCK_ELEMENTS):
         centred = finite_scaled(block) - mean
-        m2 += float(np.dot(centred, centred))
+        m2 += dot(centred, centred)
     return mean * scale, math.sqrt(m2 / n) * scale
 
 
@@ -457,29 +372,26 @@ def _compute_stats(array: np.ndarray, bins: int) -> dict[str, Any]:
         stats.merge(acc)
 
     result = _empty_result(int(arr.size), stats.nan_count, stats.inf_count, stats.zero_count)
-    if stats.n == 0:
+    if stats.moments.n == 0:
         return result
 
-    lo, hi = stats.lo, stats.hi
-    first, last, edges = _hist_range(lo, hi, bins)
-    halve, scale = _guess_scale(first, last, bins)
-    tables = _edge_tables(edges)
+    edges = _hist_edges(stats.lo, stats.hi, bins)
+    binning = _Bins(edges)
 
     def histogram(job: tuple[tuple[int, int], _StatsAccumulator]) -> np.ndarray:
         span, acc = job
-        counts = np.zeros(bins, dtype=np.int64)
-        work = _HistogramWork(block)
         if len(acc.all_finite) == 1 and acc.last_values is not None:
-            _histogram_add(acc.last_values, first, scale, tables, counts, work, halve)
-            return counts
+            return binning.counts(acc.last_values)
+        counts = np.zeros(bins, dtype=np.int64)
         values = scratch("hist_values", block, np.float64)  # this thread's: spans may change threads
         for blk, finite in zip(flat_blocks(arr, block, *span), acc.all_finite):
-            x = _to_float64(blk, values)
-            _histogram_add(x if finite else x[np.isfinite(x)], first, scale, tables, counts, work, halve)
+            x = to_float64(blk, values)
+            counts += binning.counts(x if finite else x[np.isfinite(x)])
         return counts
 
     hist = sum(parallel_map(histogram, list(zip(spans, accumulators))), np.zeros(bins, dtype=np.int64))
-    return _finish(result, lo, hi, stats.mean, stats.m2, stats.n, edges, hist)
+    moments = stats.moments
+    return _finish(result, stats.lo, stats.hi, moments.mean, moments.m2, moments.n, edges, hist)
 
 
 def compute_stats_many(arrays: Sequence[np.ndarray], bins: int = 64, *, edges: bool = True) -> list[dict[str, Any]]:
@@ -538,12 +450,13 @@ _SEGMENTED_ELEMENTS = 1 << 13
 
 def _segmented_stats(flats: list[np.ndarray], bins: int, with_edges: bool = True) -> list[dict[str, Any] | None]:
     """Statistics of non-empty 1-D arrays as segments of one float64 vector; None where the array needs
-    ``compute_stats`` (a NaN or an infinity, or a range whose edges ``np.linspace`` computes another way)."""
+    ``compute_stats`` (a NaN or an infinity, a range whose edges ``np.linspace`` computes another way, or one so
+    narrow that the bin guess's scale overflows)."""
     sizes = np.fromiter((f.size for f in flats), dtype=np.intp, count=len(flats))
     starts = np.zeros(len(flats), dtype=np.intp)
     np.cumsum(sizes[:-1], out=starts[1:])
     x = np.concatenate(flats, dtype=np.float64, casting="unsafe") if len(flats) > 1 else flats[0].astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # unusable ranges go to compute_stats
         totals = np.add.reduceat(x, starts)
         lo = np.minimum.reduceat(x, starts)
         hi = np.maximum.reduceat(x, starts)
@@ -551,7 +464,8 @@ def _segmented_stats(flats: list[np.ndarray], bins: int, with_edges: bool = True
         first = np.where(constant, lo - 0.5, lo)
         last = np.where(constant, hi + 0.5, hi)
         step = (last - first) / bins
-        usable = np.isfinite(totals) & np.isfinite(step) & (step != 0)
+        scale = bins / (last - first)
+        usable = np.isfinite(totals) & np.isfinite(step) & (step != 0) & np.isfinite(scale)
     if not usable.all():  # rare: give those arrays to compute_stats, and keep the rest segmented
         keep = np.flatnonzero(usable)
         partial = _segmented_stats([flats[i] for i in keep], bins, with_edges) if keep.size else []
@@ -568,11 +482,11 @@ def _segmented_stats(flats: list[np.ndarray], bins: int, with_edges: bool = True
         std = np.sqrt(np.maximum(m2, 0.0) / counts)
     zero_at = np.flatnonzero(x == 0)
     zeros = np.diff(np.searchsorted(zero_at, np.append(starts, x.size)))
-    # The bins of _exact_bins, with each edge recomputed as _hist_range makes it (i * step + first: the same
-    # float64 operations, so the same values) instead of gathered from a table; bin ``bins - 1`` takes its right edge.
+    # The bins of _Bins, with each edge recomputed as _hist_edges makes it (i * step + first: the same float64
+    # operations, so the same values) instead of gathered from a table; bin ``bins - 1`` takes its right edge.
     first_r = np.repeat(first, sizes)
     step_r = np.repeat(step, sizes)
-    idx = ((x - first_r) * np.repeat(bins / (last - first), sizes)).astype(np.intp)
+    idx = ((x - first_r) * np.repeat(scale, sizes)).astype(np.intp)
     np.minimum(idx, bins - 1, out=idx)
     edge = idx * step_r
     edge += first_r

@@ -18,14 +18,15 @@ from typing import IO, Any, Callable
 
 import numpy as np
 
-from .dtypes import DTYPES, canonical, dtype_name
-from .errors import AssemblyError, ReportDBError
-from .spec import LoadedTensor
-from .stats import compute_stats
+from ..dtypes import DTYPES, canonical, dtype_name
+from ..errors import AssemblyError, ReportDBError
+from ..numeric.stats import compute_stats
+from ..spec import LoadedTensor
+from . import load_tensor_file
 
 __all__ = [
     "ExportFormatError", "OutputPathError", "SAFETENSORS_DTYPES", "SUPPORTED_SUFFIXES", "check_output_folder", "write_array",
-    "describe",
+    "write_whole", "describe",
 ]
 
 #: safetensors dtype codes of reportdb's storage dtype names.
@@ -102,10 +103,16 @@ def write_array(loaded: LoadedTensor, out: Path | str) -> None:
     """
     out = Path(out)
     writer = _check_output(out)
+    write_whole(out, lambda fp: writer(loaded, fp))
+
+
+def write_whole(out: Path, fill: Callable[[IO[bytes]], None]) -> None:
+    """Create ``out`` whole or not at all: ``fill`` writes into a temporary file beside it, which is renamed into place
+    when complete and removed on any failure. An OSError becomes an OutputPathError naming ``out``."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "xb") as fp:
-            writer(loaded, fp)
+            fill(fp)
         os.replace(tmp, out)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -120,7 +127,7 @@ def describe(loaded: LoadedTensor, *, preview: int = 6) -> dict[str, Any]:
 
     Keys: ``spec``, ``source``, ``shape`` / ``dtype`` of the logical array (``shape`` None when the
     shards cannot be assembled, with the reason in ``assembly_error``), ``shards`` (index, mesh
-    coordinate, shape, dtype of each), ``stats`` (``reportdb.stats.compute_stats``: counts, NaN / Inf
+    coordinate, shape, dtype of each), ``stats`` (``reportdb.numeric.stats.compute_stats``: counts, NaN / Inf
     counts, float64 moments of the finite values, histogram; over all shards' values together when
     they cannot be assembled) and ``preview``, the first ``preview`` values of the flattened array as
     Python numbers, with NaN and infinities as the strings ``"nan"``, ``"inf"``, ``"-inf"`` so the
@@ -151,6 +158,7 @@ def describe(loaded: LoadedTensor, *, preview: int = 6) -> dict[str, Any]:
 
 
 def _write_npy_file(loaded: LoadedTensor, fp: IO[bytes]) -> None:
+    """The assembled array as one .npy; AssemblyError, with the formats that keep every shard, when it does not assemble."""
     try:
         array = loaded.array
     except AssemblyError as exc:
@@ -159,6 +167,7 @@ def _write_npy_file(loaded: LoadedTensor, fp: IO[bytes]) -> None:
 
 
 def _write_npz_file(loaded: LoadedTensor, fp: IO[bytes]) -> None:
+    """Every shard, the assembled array when there is one, the spec and the dtype name as members of one .npz."""
     entries: list[tuple[str, np.ndarray]] = [(_shard_name(i, coord), arr) for i, (coord, arr) in enumerate(loaded.shards)]
     try:
         entries.append(("global", loaded.array))
@@ -177,6 +186,8 @@ def _write_npz_file(loaded: LoadedTensor, fp: IO[bytes]) -> None:
 
 
 def _write_safetensors_file(loaded: LoadedTensor, fp: IO[bytes]) -> None:
+    """The shards as safetensors (a JSON header with 8-byte aligned offsets, then the values), spec and source in
+    ``__metadata__``."""
     shards = loaded.shards
     tensors = [("tensor", shards[0][1])] if len(shards) == 1 else [(_shard_name(i, c), a) for i, (c, a) in enumerate(shards)]
     header: dict[str, Any] = {"__metadata__": {"spec": _json(loaded.spec.to_json()), "source": _json(loaded.source)}}
@@ -228,6 +239,7 @@ def _write_values(fp: IO[bytes], array: np.ndarray, dtype: np.dtype) -> None:
 
 
 def _shard_name(index: int, coord: tuple[int, ...]) -> str:
+    """``shard_<index>_<mesh coordinate joined by _>``, the member name of a shard in .npz and .safetensors."""
     return "_".join(["shard", str(index), *(str(int(c)) for c in coord)])
 
 
@@ -248,6 +260,7 @@ def _preview(values: np.ndarray, limit: int) -> list[Any]:
 
 
 def _float_json(value: float) -> float | str:
+    """A float as strict JSON allows: NaN and infinities as the strings ``"nan"``, ``"inf"``, ``"-inf"``."""
     if math.isnan(value):
         return "nan"
     if math.isinf(value):
@@ -260,14 +273,10 @@ def convert_tensor_file(path: str | Path, out: str | Path) -> None:
 
     The output's suffix and folder are checked before the input is read, so a typo costs no decoding.
     """
-    from .formats import load_tensor_file
-
     _check_output(Path(out))
     write_array(load_tensor_file(path), Path(out))
 
 
 def describe_tensor_file(path: str | Path, *, preview: int = 6) -> dict[str, Any]:
     """Spec, source, statistics and a value preview of a legacy tensor file."""
-    from .formats import load_tensor_file
-
     return describe(load_tensor_file(path), preview=preview)

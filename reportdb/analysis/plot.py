@@ -6,18 +6,17 @@ matplotlib is an optional extra (``pip install 'reportdb[plot]'``); it is import
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import ReportDBError
-from .export import OutputPathError, check_output_folder
+from ..errors import ReportDBError
+from ..formats.export import check_output_folder, write_whole
+from ..numeric.stats import compute_stats
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..report import Report
 
 MAX_PIXELS = 512  # per side of the heatmap; larger views are max-pooled so no error disappears
 
@@ -97,26 +96,12 @@ def plot_tensor(
     heat_ax.set_xlabel("last dim")
     heat_ax.set_ylabel("other dims, flattened")
     out = Path(out)
-    _save(fig, out, fmt)
+    write_whole(out, lambda fp: fig.savefig(fp, format=fmt, dpi=100))  # no partial picture stays
     return out
 
 
-def _save(fig, out: Path, fmt: str) -> None:  # type: ignore[no-untyped-def]
-    """Write the figure under a temporary name beside ``out`` and rename it into place, so no partial picture stays."""
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "xb") as fp:
-            fig.savefig(fp, format=fmt, dpi=100)
-        os.replace(tmp, out)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OutputPathError(f"cannot write {out}: {exc.strerror or exc}") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _as_float(array: np.ndarray) -> np.ndarray:
+    """The values as float64, which matplotlib and the error arithmetic take whatever the storage dtype."""
     return np.asarray(array, dtype=np.float64)
 
 
@@ -141,9 +126,12 @@ def _pool(view: np.ndarray, reduce) -> np.ndarray:  # type: ignore[no-untyped-de
 
 
 def _histogram(ax, values: np.ndarray, label: str) -> None:  # type: ignore[no-untyped-def]
-    finite = values[np.isfinite(values)]
-    if finite.size:
-        ax.hist(finite.ravel(), bins=64, alpha=0.6, label=label)
+    """Draw the histogram of the finite values that a stored tensor's statistics hold (64 bins over their range,
+    as ``np.histogram``), binned by compute_stats in bounded blocks rather than by matplotlib on a filtered copy."""
+    stats = compute_stats(values)
+    if stats["hist_counts"] is not None:
+        edges = np.asarray(stats["hist_edges"])
+        ax.hist(edges[:-1], bins=edges, weights=stats["hist_counts"], alpha=0.6, label=label)
     ax.set_title("values")
     ax.set_yscale("log")
     ax.legend()

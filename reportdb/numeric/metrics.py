@@ -49,12 +49,9 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .dtypes import DTYPES, dtype_name
-from .errors import ReportDBError
-from .stats import flat_blocks, parallel_map, scratch, split_range
-
-#: Elements per block: a few float64 scratch arrays of this size stay in cache between passes.
-BLOCK_ELEMENTS = 1 << 18
+from ..dtypes import DTYPES, dtype_name
+from ..errors import ReportDBError
+from .blocks import BLOCK_ELEMENTS, Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
 
 #: Floor of the relative-error denominator, ``max(|b|, REL_EPS)`` (float64 machine epsilon, as Polygraphy).
 REL_EPS = float(np.finfo(np.float64).eps)
@@ -70,17 +67,28 @@ class ComparisonError(ReportDBError, ValueError):
     """compare() was called with invalid tolerances or thresholds."""
 
 
-class _Moments:
-    """Streaming count, means and centred (co)moments of a pair of float64 sequences."""
+#: The metric vector's boolean flags that say why a comparison failed besides a low PCC.
+FLAGS = ("shape_mismatch", "nonfinite_mismatch", "scale_or_offset_error", "constant_input")
 
-    __slots__ = ("n", "mean_a", "mean_b", "m2a", "m2b", "cab")
+
+class _PairMoments:
+    """Streaming moments of a pair of float64 sequences over the same positions: each side's count, mean and M2,
+    and their co-moment (the sum of products of deviations), which merges alongside the sides' means."""
+
+    __slots__ = ("a", "b", "cab")
 
     def __init__(self) -> None:
-        self.n = 0
-        self.mean_a = self.mean_b = self.m2a = self.m2b = self.cab = 0.0
+        self.a = Moments()
+        self.b = Moments()
+        self.cab = 0.0
+
+    @property
+    def n(self) -> int:
+        """The number of positions (the same on both sides)."""
+        return self.a.n
 
     @classmethod
-    def of_block(cls, xa: np.ndarray, xb: np.ndarray, sum_a: float, sum_b: float, work: np.ndarray) -> _Moments:
+    def of_block(cls, xa: np.ndarray, xb: np.ndarray, sum_a: float, sum_b: float, work: np.ndarray) -> _PairMoments:
         """The moments of one block, given its sums; ``work`` is float64 and at least ``2 * xa.size`` long."""
         new = cls()
         m = xa.size
@@ -88,45 +96,25 @@ class _Moments:
             return new
         da = np.subtract(xa, sum_a / m, out=work[:m])
         db = np.subtract(xb, sum_b / m, out=work[m : 2 * m])
-        new.n = m
-        new.mean_a, new.m2a = _centred(xa, da, sum_a / m)
-        new.mean_b, new.m2b = _centred(xb, db, sum_b / m)
-        new.cab = _dot(da, db) if new.m2a and new.m2b else 0.0
+        new.a = _block_moments(xa, da, sum_a / m)
+        new.b = _block_moments(xb, db, sum_b / m)
+        new.cab = dot(da, db) if new.a.m2 and new.b.m2 else 0.0
         return new
 
-    def merge(self, other: _Moments) -> None:
+    def merge(self, other: _PairMoments) -> None:
         """Fold ``other`` (a disjoint set of positions) into these moments."""
-        if other.n == 0:
-            return
-        if self.n == 0:
-            self.n, self.mean_a, self.mean_b = other.n, other.mean_a, other.mean_b
-            self.m2a, self.m2b, self.cab = other.m2a, other.m2b, other.cab
-            return
-        n = self.n + other.n
-        delta_a = other.mean_a - self.mean_a
-        delta_b = other.mean_b - self.mean_b
-        weight = self.n * other.n / n
-        self.mean_a += delta_a * other.n / n
-        self.mean_b += delta_b * other.n / n
-        self.m2a += other.m2a + delta_a * delta_a * weight
-        self.m2b += other.m2b + delta_b * delta_b * weight
+        delta_a, weight = self.a.merge(other.a)
+        delta_b, _ = self.b.merge(other.b)
         self.cab += other.cab + delta_a * delta_b * weight
-        self.n = n
 
 
-def _dot(x: np.ndarray, y: np.ndarray) -> float:
-    """Sum of products without BLAS: einsum's single-threaded SIMD loop does not stall when the other
-    core is busy, as a threaded BLAS dot can on a loaded 2-core machine."""
-    return float(np.einsum("i,i->", x, y))
-
-
-def _centred(x: np.ndarray, centred: np.ndarray, mean: float) -> tuple[float, float]:
-    """Return (mean, M2) of a block from its centred values; an exactly constant block gets its exact value
-    as mean and M2 = 0."""
-    m2 = _dot(centred, centred)
+def _block_moments(x: np.ndarray, centred: np.ndarray, mean: float) -> Moments:
+    """The moments of a block from its centred values; an exactly constant block gets its exact value as mean and
+    M2 = 0 (summation noise would otherwise leave a tiny spread)."""
+    m2 = dot(centred, centred)
     if math.sqrt(m2 / x.size) <= _CONSTANT_REL * abs(mean) and x[0] == x.max() == x.min():
-        return float(x[0]), 0.0
-    return mean, m2
+        return Moments(x.size, float(x[0]), 0.0)
+    return Moments(x.size, mean, m2)
 
 
 @dataclass
@@ -147,7 +135,7 @@ class _TtMetal:
         self.calc_has_nonzero |= other.calc_has_nonzero
         self.equal &= other.equal
 
-    def result(self, size: int, moments: _Moments) -> float:
+    def result(self, size: int, moments: _PairMoments) -> float:
         """The PCC comp_pcc would return."""
         if size == 0 or not (self.golden_has_non_nan or self.calc_has_non_nan):
             return 1.0
@@ -160,13 +148,13 @@ class _TtMetal:
         return _masked_corrcoef_min(moments)
 
 
-def _masked_corrcoef_min(mo: _Moments) -> float:
+def _masked_corrcoef_min(mo: _PairMoments) -> float:
     """``np.min(np.ma.corrcoef(g, c))`` from the moments: cov / outer(std, std), where numpy.ma masks the
     entries whose divisor is zero (or whose value is not finite); all masked gives tt-metal's 1.0."""
     if mo.n < 2:
         return 1.0
     ddof = mo.n - 1
-    var = (mo.m2a / ddof, mo.m2b / ddof)
+    var = (mo.a.m2 / ddof, mo.b.m2 / ddof)
     std = (math.sqrt(var[0]), math.sqrt(var[1]))
     entries = ((var[0], std[0] * std[0]), (mo.cab / ddof, std[0] * std[1]), (var[1], std[1] * std[1]))
     valid = [
@@ -323,8 +311,8 @@ class _PairAccumulator:
         self.golden_float = b_dtype.kind not in "biu"
         self.ulp_dtype = _ulp_dtype(a_dtype, b_dtype)
         self.ulps = _UlpCounter(self.ulp_dtype, block) if self.ulp_dtype is not None else None
-        self.joint = _Moments()
-        self.tt_moments = _Moments()
+        self.joint = _PairMoments()
+        self.tt_moments = _PairMoments()
         self.tt = _TtMetal()
         self.max_abs = self.max_rel = self.sum_abs = self.sum_rel = 0.0
         self.mismatches = self.nan_mismatches = self.inf_mismatches = 0
@@ -336,11 +324,9 @@ class _PairAccumulator:
     def add(self, blk_a: np.ndarray, blk_b: np.ndarray) -> None:
         """Fold in one block of the original arrays (1-D, same length, at most ``block`` elements)."""
         m = blk_a.size
-        xa = self.buf_a[:m]
-        xb = self.buf_b[:m]
+        xa = to_float64(blk_a, self.buf_a)
+        xb = to_float64(blk_b, self.buf_b)
         work = self.work
-        np.copyto(xa, blk_a, casting="unsafe")
-        np.copyto(xb, blk_b, casting="unsafe")
         sum_a = float(xa.sum())
         sum_b = float(xb.sum())
         all_finite = math.isfinite(sum_a) and math.isfinite(sum_b)  # a finite sum proves every term finite
@@ -357,7 +343,7 @@ class _PairAccumulator:
             fa, fb = xa[keep], xb[keep]
             sum_a, sum_b = float(fa.sum()), float(fb.sum())
         k = fa.size
-        moments = _Moments.of_block(fa, fb, sum_a, sum_b, work)
+        moments = _PairMoments.of_block(fa, fb, sum_a, sum_b, work)
         self.joint.merge(moments)
 
         block_max_abs = 0.0
@@ -382,8 +368,8 @@ class _PairAccumulator:
         tt = self.tt
         if self.same_dtype and all_finite:
             tt.golden_has_non_nan = tt.calc_has_non_nan = True
-            tt.golden_has_nonzero |= moments.m2b > 0 or moments.mean_b != 0
-            tt.calc_has_nonzero |= moments.m2a > 0 or moments.mean_a != 0
+            tt.golden_has_nonzero |= moments.b.m2 > 0 or moments.b.mean != 0
+            tt.calc_has_nonzero |= moments.a.m2 > 0 or moments.a.mean != 0
             tt.equal &= block_max_abs == 0.0
             self.tt_moments.merge(moments)
             return
@@ -397,7 +383,7 @@ class _PairAccumulator:
             golden = np.where(np.isfinite(golden), golden, 0.0)
             calc = np.where(np.isfinite(calc), calc, 0.0)
         tt.equal &= bool(np.array_equal(golden, calc))
-        self.tt_moments.merge(_Moments.of_block(calc, golden, float(calc.sum()), float(golden.sum()), work))
+        self.tt_moments.merge(_PairMoments.of_block(calc, golden, float(calc.sum()), float(golden.sum()), work))
 
     def merge(self, other: _PairAccumulator) -> None:
         """Fold in an accumulator of the positions that follow this one's."""
@@ -449,7 +435,7 @@ def _clip_unit(value: float) -> float:
 
 def _summarize(
     size: int,
-    joint: _Moments,
+    joint: _PairMoments,
     pcc_ttmetal: float,
     ulps: _UlpCounter | None,
     ulp_dtype: np.dtype | None,
@@ -473,18 +459,18 @@ def _summarize(
         )
 
     pcc: float | None = None
-    constant = n >= 1 and (joint.m2a == 0 or joint.m2b == 0)
+    constant = n >= 1 and (joint.a.m2 == 0 or joint.b.m2 == 0)
     if constant:
-        sides = [name for name, m2 in (("a", joint.m2a), ("b", joint.m2b)) if m2 == 0]
+        sides = [name for name, m2 in (("a", joint.a.m2), ("b", joint.b.m2)) if m2 == 0]
         notes.append(f"pcc undefined: {' and '.join(sides)} constant; passed requires allclose")
     elif n < 2:
         notes.append("pcc undefined: fewer than two jointly finite positions; passed requires allclose")
     else:
-        pcc = _clip_unit(joint.cab / (math.sqrt(joint.m2a) * math.sqrt(joint.m2b)))
+        pcc = _clip_unit(joint.cab / (math.sqrt(joint.a.m2) * math.sqrt(joint.b.m2)))
 
-    sum_aa = joint.m2a + n * joint.mean_a * joint.mean_a
-    sum_bb = joint.m2b + n * joint.mean_b * joint.mean_b
-    sum_ab = joint.cab + n * joint.mean_a * joint.mean_b
+    sum_aa = joint.a.m2 + n * joint.a.mean * joint.a.mean
+    sum_bb = joint.b.m2 + n * joint.b.mean * joint.b.mean
+    sum_ab = joint.cab + n * joint.a.mean * joint.b.mean
     cosine = _clip_unit(sum_ab / (math.sqrt(sum_aa) * math.sqrt(sum_bb))) if sum_aa > 0 and sum_bb > 0 else None
 
     if ulps is None:
@@ -505,8 +491,8 @@ def _summarize(
     fit_scale = fit_offset = None
     scale_or_offset = False
     if pcc is not None:
-        fit_scale = math.copysign(math.sqrt(joint.m2b) / math.sqrt(joint.m2a), joint.cab)
-        fit_offset = joint.mean_b - fit_scale * joint.mean_a
+        fit_scale = math.copysign(math.sqrt(joint.b.m2) / math.sqrt(joint.a.m2), joint.cab)
+        fit_offset = joint.b.mean - fit_scale * joint.a.mean
         if pcc >= pcc_threshold and pcc > 0:
             allowed = fit_tol + (1.0 / pcc - 1.0)
             spread = max(math.sqrt(sum_aa / n), math.sqrt(sum_bb / n))

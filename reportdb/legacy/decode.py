@@ -1,38 +1,35 @@
-"""The CPU-heavy part of storing a tensor (chunk digests, statistics), done before the write transaction.
+"""Decoding legacy tensor files, in this process or in worker processes, before the write transaction.
 
-Kept apart from ``report`` so that it imports neither SQLAlchemy nor alembic: ``migrate --jobs N`` runs
-:func:`decode_file` in spawned worker processes, which then start in a fraction of the time, and the
-single writing process only writes what they prepared.
+A worker reads one file, canonicalizes its shards and computes each shard's chunk digests and statistics
+(:func:`reportdb.store.prepared.prepare_shard`), so the single writing process only writes. This module imports
+neither SQLAlchemy nor alembic (and ``reportdb.legacy`` loads its other modules lazily): ``migrate --jobs N`` runs
+:func:`decode_file` in spawned worker processes, which then start in a fraction of the time.
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import multiprocessing
 import os
+import shutil
 import stat
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from .dtypes import canonical, dtype_name, numpy_dtype
-from .spec import LoadedTensor
-from .stats import compute_stats
-from .store import blobs
+from ..dtypes import canonical, dtype_name, numpy_dtype
+from ..spec import LoadedTensor
+from ..store.prepared import PreparedShard, prepare_shard
 
+if TYPE_CHECKING:  # only a type here: importing inventory would load SQLAlchemy into every worker
+    from .inventory import TensorFile
 
-@dataclass(frozen=True)
-class PreparedShard:
-    """What :func:`prepare_shard` computed for one canonical shard, for ``Report.put_tensor(..., _prepared=[...])``."""
-
-    digests: blobs.Digests
-    stats: dict[str, Any] | None  # compute_stats() of the shard; None when statistics are not wanted
-
-
-def prepare_shard(array: np.ndarray, *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE, stats: bool = True) -> PreparedShard:
-    """The chunk digests and (with ``stats``) the statistics of a canonical (little-endian, C-contiguous) shard."""
-    return PreparedShard(blobs.digest(array, chunk_size), compute_stats(array) if stats else None)
+_INFLIGHT_BYTES = 256 << 20
 
 
 @dataclass
@@ -81,7 +78,7 @@ def decode_file(path: str, stats: bool, chunk_size: int, spool: str | None = Non
 
     With ``spool``, the shards' bytes are left in that file (see :class:`DecodedFile`).
     """
-    from .formats import load_tensor_file
+    from ..formats import load_tensor_file
 
     try:
         mode = os.lstat(path).st_mode
@@ -114,3 +111,42 @@ def exit_with_parent(parent: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="reportdb-parent-watch", daemon=True).start()
+
+
+def decoded_files(
+    files: list[TensorFile], jobs: int, stats: bool, chunk_size: int, spool_dir: Path
+) -> Iterator[tuple[TensorFile, DecodedFile]]:
+    """Decode and prepare files in order; with ``jobs > 1`` in worker processes, at most ``2 * jobs`` files or
+    ~256 MiB in flight, their bytes passed through spool files in ``spool_dir`` (removed on the way out; a
+    killed run's leftovers are removed by the next one)."""
+    shutil.rmtree(spool_dir, ignore_errors=True)  # what a killed run left
+    if jobs == 1:
+        for f in files:
+            yield f, decode_file(str(f.path), stats, chunk_size)
+        return
+    spool_dir.mkdir()
+    context = multiprocessing.get_context("spawn")
+    try:
+        with concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
+        ) as pool:
+            pending: collections.deque[tuple[TensorFile, concurrent.futures.Future[Any]]] = collections.deque()
+            queued = iter(enumerate(files))
+            inflight = 0
+            nxt = next(queued, None)
+            while nxt is not None or pending:
+                while nxt is not None and (
+                    not pending or (len(pending) < 2 * jobs and inflight + nxt[1].nbytes <= _INFLIGHT_BYTES)
+                ):
+                    index, f = nxt
+                    spool = str(spool_dir / f"{index}.bin")
+                    pending.append((f, pool.submit(decode_file, str(f.path), stats, chunk_size, spool)))
+                    inflight += f.nbytes
+                    nxt = next(queued, None)
+                f, future = pending.popleft()
+                inflight -= f.nbytes
+                decoded = future.result()
+                decoded.unspool()
+                yield f, decoded
+    finally:
+        shutil.rmtree(spool_dir, ignore_errors=True)

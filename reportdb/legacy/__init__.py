@@ -1,0 +1,49 @@
+"""Legacy report folders (TTNN's ``db.sqlite`` + ``tensors/``) migrated into one self-contained report database.
+
+The flow, one module a step: ``inventory`` (the folder's files, read without following links), ``tables`` (the
+partial database and the table copy), ``decode`` (tensor files decoded, in worker processes with ``jobs > 1``),
+``importer`` (decoded tensors stored), ``verification`` (every stored tensor re-hashed, values compared with the
+legacy files), ``finish`` (the partial file renamed into place, side files copied, legacy files removed), and
+``pipeline``, whose :func:`migrate` runs them in order.
+
+Names load on first use, like ``reportdb``'s: a ``migrate --jobs N`` worker imports ``reportdb.legacy.decode``
+and must not load SQLAlchemy with this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "migrate": "reportdb.legacy.pipeline",
+    "verify": "reportdb.legacy.verification",
+    "pending_legacy_files": "reportdb.legacy.inventory",
+    "PARTIAL_NAME": "reportdb.legacy.common",
+    "MigrationError": "reportdb.legacy.common",
+    "NotAReportFolderError": "reportdb.legacy.common",
+    "VerificationError": "reportdb.legacy.common",
+    "UnreadableTensorFileError": "reportdb.legacy.common",
+    "UnsafeFolderError": "reportdb.legacy.common",
+    "MigrationWriteError": "reportdb.legacy.common",
+}
+
+__all__ = list(_LAZY)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .common import (  # noqa: F401
+        PARTIAL_NAME, MigrationError, MigrationWriteError, NotAReportFolderError, UnreadableTensorFileError,
+        UnsafeFolderError, VerificationError,
+    )
+    from .inventory import pending_legacy_files  # noqa: F401
+    from .pipeline import migrate  # noqa: F401
+    from .verification import verify  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'reportdb.legacy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,112 @@
+"""Block streaming shared by statistics and metrics: fixed-size 1-D blocks of any array, per-thread scratch buffers,
+spans of blocks run in threads, and the pairwise merge of partial moments.
+
+Statistics and metrics are computed in float64 over blocks of :data:`BLOCK_ELEMENTS` elements, so memory stays
+bounded whatever the tensor size; partial results of disjoint blocks (and of spans of blocks streamed on separate
+cores) merge into the whole array's figures.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import numpy as np
+
+#: Elements per block: 2 MiB of float64, small enough for a few scratch arrays to stay in cache between passes.
+BLOCK_ELEMENTS = 1 << 18
+
+_T = TypeVar("_T")
+_J = TypeVar("_J")
+
+_local = threading.local()
+
+
+def scratch(name: str, size: int, dtype: np.dtype | type) -> np.ndarray:
+    """A per-thread reusable 1-D buffer of ``size`` elements: first-touching freshly allocated memory costs
+    more than the arithmetic on this class of VM, and statistics run on every stored tensor. Buffers only
+    grow to the largest block seen (a few MiB per thread); callers must not hold them across calls."""
+    cache: dict[tuple[str, np.dtype], np.ndarray] = _local.__dict__.setdefault("buffers", {})
+    key = (name, np.dtype(dtype))
+    buf = cache.get(key)
+    if buf is None or buf.size < size:
+        buf = cache[key] = np.empty(size, dtype=key[1])
+    return buf[:size]
+
+
+def flat_blocks(array: np.ndarray, block: int, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+    """Yield consecutive 1-D C-order slices of ``array[start:stop]`` (flat positions) of at most ``block``
+    elements, copying only non-contiguous input (one block at a time)."""
+    stop = array.size if stop is None else stop
+    flat = array.reshape(-1) if array.flags.c_contiguous else array.flat
+    for first in range(start, stop, block):
+        yield flat[first : min(first + block, stop)]
+
+
+def split_range(size: int, block: int) -> list[tuple[int, int]]:
+    """Split positions 0..size into one block-aligned span per worker thread; a single span unless the
+    array is at least four blocks long per worker, where threading pays for itself."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    blocks = -(-size // block)
+    workers = max(1, min(cpus, 4, blocks // 4))
+    if workers == 1:
+        return [(0, size)]
+    per_worker = -(-blocks // workers) * block
+    return [(start, min(start + per_worker, size)) for start in range(0, size, per_worker)]
+
+
+def parallel_map(fn: Callable[[_J], _T], jobs: list[_J]) -> list[_T]:
+    """``[fn(job) for job in jobs]``, in threads when there are several jobs (numpy releases the GIL in
+    its loops, so block-streaming spans of an array run on separate cores)."""
+    if len(jobs) == 1:
+        return [fn(jobs[0])]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return list(pool.map(fn, jobs))
+
+
+def to_float64(block: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Convert ``block`` into the front of the reusable float64 buffer ``out`` and return that view."""
+    view = out[: block.size]
+    np.copyto(view, block, casting="unsafe")
+    return view
+
+
+def dot(x: np.ndarray, y: np.ndarray) -> float:
+    """Sum of products without BLAS: einsum's single-threaded SIMD loop does not stall when the other
+    core is busy, as a threaded BLAS dot can on a loaded 2-core machine."""
+    return float(np.einsum("i,i->", x, y))
+
+
+class Moments:
+    """Count, mean and M2 (sum of squared deviations from the mean) of a run of float64 values.
+
+    Partial moments of disjoint runs merge with Chan, Golub & LeVeque's pairwise formula, which stays accurate
+    where a running sum of squares would cancel, and lets blocks and spans streamed apart combine in order.
+    """
+
+    __slots__ = ("n", "mean", "m2")
+
+    def __init__(self, n: int = 0, mean: float = 0.0, m2: float = 0.0) -> None:
+        self.n = n
+        self.mean = mean
+        self.m2 = m2
+
+    def merge(self, other: Moments) -> tuple[float, float]:
+        """Fold in the moments of other positions. Returns the shift of the other run's mean from this one's and
+        the pair weight ``n * other.n / (n + other.n)`` (both 0 when a side is empty), so a co-moment of two
+        sequences merges alongside as ``c += other_c + delta_x * delta_y * weight``."""
+        if other.n == 0:
+            return 0.0, 0.0
+        if self.n == 0:
+            self.n, self.mean, self.m2 = other.n, other.mean, other.m2
+            return 0.0, 0.0
+        total = self.n + other.n
+        delta = other.mean - self.mean
+        weight = self.n * other.n / total
+        self.mean += delta * other.n / total
+        self.m2 += other.m2 + delta * delta * weight
+        self.n = total
+        return delta, weight

@@ -1,0 +1,28 @@
+"""The store-level CPU work of one canonical shard (chunk digests, statistics), done before a write transaction.
+
+``Report.put_tensor`` takes these precomputed, so the writing process only writes: ``migrate --jobs N`` prepares
+shards in worker processes. Kept free of SQLAlchemy and alembic so that those workers start quickly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..numeric.stats import compute_stats
+from . import blobs
+
+
+@dataclass(frozen=True)
+class PreparedShard:
+    """What :func:`prepare_shard` computed for one canonical shard, for ``Report.put_tensor(..., _prepared=[...])``."""
+
+    digests: blobs.Digests
+    stats: dict[str, Any] | None  # compute_stats() of the shard; None when statistics are not wanted
+
+
+def prepare_shard(array: np.ndarray, *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE, stats: bool = True) -> PreparedShard:
+    """The chunk digests and (with ``stats``) the statistics of a canonical (little-endian, C-contiguous) shard."""
+    return PreparedShard(blobs.digest(array, chunk_size), compute_stats(array) if stats else None)

@@ -1,0 +1,252 @@
+"""Reading the tensor tables: a tensor's ``rdb_tensor`` and ``rdb_shard`` rows decoded into :class:`TensorInfo`, its
+shards' values, its ``rdb_stats`` rows, and the completeness checks of the whole store.
+
+A report is someone else's file: every stored value is checked before it is used or sizes an allocation, and a
+malformed one is a CorruptionError naming the tensor, the table and the column, and saying what to do. The caller
+holds the connection and maps SQLite's own errors (``Report`` does, naming the tensor too).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import numpy_dtype
+from ..errors import CorruptionError, ReportDBError, TensorNotFoundError
+from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, shape_from_json
+from ..numeric.stats import histogram_edges
+from . import blobs
+
+#: The longest JSON text a metadata column may hold (a memory config is a few KiB).
+MAX_JSON = 16 << 20
+
+#: The statistics columns of ``rdb_stats`` that ``Report.tensor_stats`` returns as they are, in order.
+STATS_COLUMNS = ("count", "min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "zero_count")
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One device shard of a stored tensor: its mesh coordinate, dtype name, shape and size in bytes."""
+
+    mesh_coordinate: MeshCoordinate
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Everything stored about a tensor except its values."""
+
+    tensor_id: int
+    rank: int
+    dtype: str
+    shape: tuple[int, ...] | None  # None when the shards cannot be assembled
+    nbytes: int
+    spec: TensorSpec
+    source: dict[str, Any] | None
+    shards: tuple[ShardInfo, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tensor_id": self.tensor_id,
+            "rank": self.rank,
+            "dtype": self.dtype,
+            "shape": None if self.shape is None else list(self.shape),
+            "nbytes": self.nbytes,
+            "spec": self.spec.to_json(),
+            "source": self.source,
+            "shards": [
+                {"mesh_coordinate": list(s.mesh_coordinate), "dtype": s.dtype, "shape": list(s.shape), "nbytes": s.nbytes}
+                for s in self.shards
+            ],
+        }
+
+
+class Stored:
+    """Decodes the stored values of one tensor (or blob, ``what``): JSON columns and shapes, each malformed one a
+    CorruptionError that names it, the table and the column, and says what to do."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self.what = what
+
+    def damaged(self, table: str, problem: str) -> CorruptionError:
+        return CorruptionError(
+            f"{self.path}: {self.what}: table {table}: {problem}; the database file is damaged or was changed by "
+            "another tool. `reportdb verify` lists every damaged tensor; restore the file from a copy or migrate the "
+            "report again"
+        )
+
+    def json(self, table: str, column: str, text: Any) -> Any:
+        """The decoded JSON of a column (None for NULL)."""
+        if text is None:
+            return None
+        if not isinstance(text, str) or len(text) > MAX_JSON:
+            raise self.damaged(table, f"column {column} holds {type(text).__name__} {str(text)[:40]!r}, not JSON text")
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; deep nesting recurses
+            raise self.damaged(table, f"column {column} is not valid JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+    def shape(self, table: str, column: str, text: Any, *, optional: bool = False) -> tuple[int, ...] | None:
+        """A JSON shape or mesh coordinate: a list of non-negative ints of sane rank (NULL only if ``optional``)."""
+        value = self.json(table, column, text)
+        if value is None and optional:
+            return None
+        try:
+            return shape_from_json(value, f"column {column}")
+        except ReportDBError as exc:
+            raise self.damaged(table, str(exc)) from None
+
+
+def read_info(conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int) -> tuple[TensorInfo, list[int]]:
+    """A tensor's metadata and its shards' blob ids, every stored value checked: the shard rows all there (as many
+    as ``n_shards``, itself bounded), each shard's blob present, every JSON column well-formed."""
+    row = conn.execute(
+        "SELECT id, dtype, shape, nbytes, ttnn_dtype, layout, tile_shape, transpose_tile, padded_shape,"
+        " storage_type, memory_config, distribution, source, n_shards FROM rdb_tensor WHERE tensor_id=? AND rank=?",
+        (tensor_id, rank),
+    ).fetchone()
+    if row is None:
+        raise TensorNotFoundError(f"{path}: no tensor {tensor_id} (rank {rank}) is stored")
+    stored = Stored(path, f"tensor {tensor_id} (rank {rank})")
+    n_shards = row[13]
+    if type(n_shards) is not int or not 1 <= n_shards <= MAX_SHARDS:
+        raise stored.damaged("rdb_tensor", f"n_shards is {n_shards!r}, not a count from 1 to {MAX_SHARDS}")
+    shard_rows = conn.execute(
+        "SELECT s.shard_index, s.mesh_coordinate, s.dtype, s.shape, s.blob_id, b.id FROM rdb_shard s"
+        " LEFT JOIN rdb_blob b ON b.id = s.blob_id WHERE s.tensor_pk=? ORDER BY s.shard_index LIMIT ?",
+        (row[0], n_shards + 1),
+    ).fetchall()
+    if [r[0] for r in shard_rows] != list(range(n_shards)):
+        raise stored.damaged("rdb_shard", f"has shards {[r[0] for r in shard_rows][:8]} of the {row[13]!r} "
+                                          "rdb_tensor.n_shards says")
+    spec_fields = {
+        "ttnn_dtype": row[4], "layout": row[5], "tile_shape": stored.json("rdb_tensor", "tile_shape", row[6]),
+        "transpose_tile": bool(row[7]), "padded_shape": stored.json("rdb_tensor", "padded_shape", row[8]),
+        "storage_type": row[9], "memory_config": stored.json("rdb_tensor", "memory_config", row[10]),
+        "distribution": stored.json("rdb_tensor", "distribution", row[11]),
+        "logical_shape": stored.json("rdb_tensor", "shape", row[2]),
+    }
+    try:
+        spec = TensorSpec.from_json(spec_fields)
+    except ReportDBError as exc:
+        raise stored.damaged("rdb_tensor", f"its metadata is malformed ({exc})") from None
+    shards = []
+    for index, coord, dtype, shape_text, blob_id, found in shard_rows:
+        if found is None:
+            raise stored.damaged("rdb_shard", f"shard {index} points at blob {blob_id!r}, which is missing from rdb_blob")
+        shape = stored.shape("rdb_shard", "shape", shape_text)
+        assert shape is not None
+        try:
+            itemsize = numpy_dtype(dtype).itemsize
+        except ReportDBError as exc:
+            raise stored.damaged("rdb_shard", f"shard {index}: {exc}") from None
+        shards.append(ShardInfo(stored.shape("rdb_shard", "mesh_coordinate", coord) or (), dtype, shape,
+                                math.prod(shape) * itemsize))
+    shape = stored.shape("rdb_tensor", "shape", row[2], optional=True)
+    info = TensorInfo(
+        tensor_id, rank, row[1], shape, row[3], spec, stored.json("rdb_tensor", "source", row[12]), tuple(shards)
+    )
+    return info, [r[4] for r in shard_rows]
+
+
+def read_shard(
+    conn: sqlite3.Connection, blob_id: int, shard: ShardInfo, what: str, *, rows: tuple[int, int] | None = None,
+    has_codec: bool = True,
+) -> np.ndarray:
+    """A shard's values (``rows``: only rows ``start..stop`` of its first axis, reading only the chunks that hold
+    them). The blob's rows are checked to describe the shard's shape and dtype, complete, before anything is
+    allocated."""
+    dtype = numpy_dtype(shard.dtype)
+    shape, offset = shard.shape, 0
+    if rows is not None:
+        row_bytes = math.prod(shape[1:]) * dtype.itemsize
+        shape, offset = (rows[1] - rows[0],) + shape[1:], rows[0] * row_bytes
+    layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec)
+    out = np.empty(shape, dtype=dtype)
+    blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), offset=offset, what=what)
+    return out
+
+
+def read_stats(conn: sqlite3.Connection, stored: Stored, blob_id: int, dtype: str) -> dict[str, Any] | None:
+    """The statistics row of a blob read as ``dtype`` (:data:`STATS_COLUMNS`, ``hist_counts`` and ``hist_edges``),
+    its histogram and range checked; None when there is none."""
+    row = conn.execute(
+        f"SELECT {', '.join(STATS_COLUMNS)}, histogram FROM rdb_stats WHERE blob_id=? AND dtype=?", (blob_id, dtype)
+    ).fetchone()
+    if row is None:
+        return None
+    histogram = stored.json("rdb_stats", "histogram", row[9])
+    counts = histogram.get("counts") if isinstance(histogram, dict) else None
+    if (histogram is not None and not isinstance(counts, list)) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*(counts or ()), *(x for x in row[1:3] if x is not None))
+    ):
+        raise stored.damaged("rdb_stats", f"its histogram or range is malformed ({str(row[9])[:60]!r})")
+    edges = None if counts is None or row[1] is None else histogram_edges(row[1], row[2], len(counts))
+    return dict(zip(STATS_COLUMNS, row[:9])) | {"hist_counts": counts, "hist_edges": edges}
+
+
+def shards_without_stats(conn: sqlite3.Connection, path: Path) -> list[tuple[int, ShardInfo]]:
+    """Every ``(blob id, dtype)`` that shards are read as and that has no statistics row (an older schema, or
+    ``stats=False``), as the blob id and a ShardInfo to read it with."""
+    missing = conn.execute(
+        "SELECT DISTINCT s.blob_id, s.dtype, s.shape FROM rdb_shard s LEFT JOIN rdb_stats st"
+        " ON st.blob_id = s.blob_id AND st.dtype = s.dtype WHERE st.blob_id IS NULL"
+    ).fetchall()
+    found = []
+    for blob_id, dtype, shape_text in missing:
+        shape = Stored(path, f"blob {blob_id}").shape("rdb_shard", "shape", shape_text)
+        assert shape is not None
+        found.append((blob_id, ShardInfo((), dtype, shape, math.prod(shape) * numpy_dtype(dtype).itemsize)))
+    return found
+
+
+def store_problems(conn: sqlite3.Connection, path: Path, tables: set[str], *, has_codec: bool) -> list[str]:
+    """Dangling references and sizes that do not add up across the tensor tables, found with a few aggregate
+    queries and without reading any tensor bytes; one sentence per problem (empty: none). See ``Report.check_store``."""
+    if "rdb_tensor" not in tables:
+        return []
+    missing = [t for t in ("rdb_shard", "rdb_blob", "rdb_blob_chunk", "rdb_chunk") if t not in tables]
+    if missing:
+        return [f"{path}: table {', '.join(missing)} is missing; the database file is damaged"]
+    checks = (
+        ("rdb_tensor rows whose shard rows are not all there (n_shards)",
+         "SELECT t.tensor_id, t.rank FROM rdb_tensor t LEFT JOIN rdb_shard s ON s.tensor_pk = t.id"
+         " GROUP BY t.id HAVING COUNT(s.id) != t.n_shards OR COUNT(DISTINCT s.shard_index) != t.n_shards"
+         " OR MIN(s.shard_index) != 0 OR MAX(s.shard_index) != t.n_shards - 1"),
+        ("rdb_shard rows whose tensor is missing",
+         "SELECT s.id, s.tensor_pk FROM rdb_shard s LEFT JOIN rdb_tensor t ON t.id = s.tensor_pk WHERE t.id IS NULL"),
+        ("rdb_shard rows whose blob is missing from rdb_blob",
+         "SELECT t.tensor_id, t.rank, s.blob_id FROM rdb_shard s JOIN rdb_tensor t ON t.id = s.tensor_pk"
+         " LEFT JOIN rdb_blob b ON b.id = s.blob_id WHERE b.id IS NULL"),
+        ("rdb_blob rows with impossible sizes",
+         "SELECT id, nbytes, chunk_size, n_chunks FROM rdb_blob WHERE typeof(nbytes) != 'integer'"
+         " OR typeof(chunk_size) != 'integer' OR chunk_size <= 0 OR chunk_size > ? OR nbytes < 0"
+         " OR n_chunks != (nbytes + chunk_size - 1) / chunk_size"),
+        ("rdb_blob rows whose chunk list (rdb_blob_chunk) is incomplete, points at missing chunks or does not add "
+         "up to the blob's size",
+         "SELECT b.id, b.n_chunks, COUNT(bc.idx), COALESCE(SUM(c.nbytes), 0), b.nbytes FROM rdb_blob b"
+         " LEFT JOIN rdb_blob_chunk bc ON bc.blob_id = b.id LEFT JOIN rdb_chunk c ON c.id = bc.chunk_id GROUP BY b.id"
+         " HAVING COUNT(bc.idx) != b.n_chunks OR COUNT(c.id) != COUNT(bc.idx) OR COALESCE(SUM(c.nbytes), 0) != b.nbytes"
+         " OR COUNT(DISTINCT bc.idx) != COUNT(bc.idx) OR COALESCE(MIN(bc.idx), 0) != 0"
+         " OR COALESCE(MAX(bc.idx), -1) != b.n_chunks - 1"),
+        ("rdb_chunk rows whose stored bytes do not fit their size",
+         "SELECT id, nbytes, length(data) FROM rdb_chunk WHERE typeof(data) != 'blob' OR typeof(nbytes) != 'integer'"
+         " OR nbytes <= 0 OR " + ("CASE WHEN codec IS NULL THEN length(data) != nbytes ELSE length(data) > nbytes END"
+                                  if has_codec else "length(data) != nbytes")),
+    )
+    problems = []
+    for description, sql in checks:
+        rows = conn.execute(sql + " LIMIT 11", (blobs.MAX_CHUNK_SIZE,) if "?" in sql else ()).fetchall()
+        if rows:
+            listed = "; ".join(", ".join(map(str, r)) for r in rows[:10]) + ("; ..." if len(rows) > 10 else "")
+            problems.append(f"{path}: {description}: {listed}; the database file is damaged")
+    return problems

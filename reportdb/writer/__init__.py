@@ -1,0 +1,15 @@
+"""The writer for profiling runs: operations, their links and tensor values, written while a model runs.
+
+The package reads in the order data flows through it: ``config`` (the settings and their ``REPORTDB_*`` variables),
+``values`` (numpy, torch, ttnn and legacy tensors as canonical shards, specs and rows; row values as SQLite binds
+them), ``tables`` (the file's report tables: row checks, the batch's SQL, ``CREATE TABLE`` from the models) and
+``writer`` (the :class:`Writer`: queue, background thread, flush and close).
+"""
+
+from __future__ import annotations
+
+from .config import StorePolicy, WriterConfig
+from .tables import create_table_sql
+from .writer import Role, RowsRefusedError, Writer
+
+__all__ = ["Writer", "WriterConfig", "RowsRefusedError", "Role", "StorePolicy", "create_table_sql"]
