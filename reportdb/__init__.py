@@ -1,8 +1,10 @@
 """reportdb: a TTNN report as one self-contained SQLite database of report tables and tensor values.
 
-The public API is small: ``open`` a report, ``load_tensor_file`` to read a legacy tensor file,
-``compare`` two tensors, ``Writer`` for profiling runs. Submodules load on first use, so importing
-reportdb inside a model run costs little.
+The public API: ``open`` (and ``Report``, ``upgrade``) a report; ``migrate`` and ``verify`` a legacy report folder;
+``load_tensor_file``, ``convert_tensor_file``, ``describe_tensor_file`` for one legacy tensor file; ``compare`` two
+tensors, ``compare_golden`` and ``compare_runs`` whole reports, ``plot_tensor``; ``Writer`` for profiling runs; the
+spec types; and every error class (all subclasses of ``ReportDBError``, from ``reportdb.errors``). ``reportdb.ttnn``
+and ``reportdb.models`` are submodules. Everything loads on first use, so importing reportdb inside a model run costs little.
 """
 
 from __future__ import annotations
@@ -10,7 +12,44 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import ReportDBError
+from .errors import (  # every error class, so callers can catch each by name
+    AssemblyError,
+    ComparisonError,
+    CompressionUnavailableError,
+    ConfigError,
+    CorruptionError,
+    ExportFormatError,
+    FormatError,
+    InvalidArgumentError,
+    MigrationError,
+    MigrationWriteError,
+    NotAReportError,
+    NotAReportFolderError,
+    OutputPathError,
+    PlotFormatError,
+    PlotUnavailableError,
+    QueryTimeoutError,
+    ReadOnlyError,
+    ReportDBError,
+    ReportLockedError,
+    ReportNotFoundError,
+    RowError,
+    RowsRefusedError,
+    SchemaError,
+    SchemaTooNewError,
+    SpecError,
+    StatsError,
+    TensorExistsError,
+    TensorNotFoundError,
+    TtnnError,
+    UnreadableTensorFileError,
+    UnsafeFolderError,
+    UnsafePickleError,
+    UnsafeReportError,
+    UnsupportedDTypeError,
+    VerificationError,
+    WriterError,
+)
 from .spec import Distribution, LoadedTensor, Placement, TensorSpec
 
 __version__ = "0.1.0"
@@ -31,7 +70,17 @@ _LAZY = {
     "verify": "reportdb.legacy",
 }
 
-__all__ = ["ReportDBError", "TensorSpec", "Distribution", "Placement", "LoadedTensor", "__version__", *_LAZY]
+_ERRORS = [
+    "AssemblyError", "ComparisonError", "CompressionUnavailableError", "ConfigError", "CorruptionError",
+    "ExportFormatError", "FormatError", "InvalidArgumentError", "MigrationError", "MigrationWriteError",
+    "NotAReportError", "NotAReportFolderError", "OutputPathError", "PlotFormatError", "PlotUnavailableError",
+    "QueryTimeoutError", "ReadOnlyError", "ReportDBError", "ReportLockedError", "ReportNotFoundError", "RowError",
+    "RowsRefusedError", "SchemaError", "SchemaTooNewError", "SpecError", "StatsError", "TensorExistsError",
+    "TensorNotFoundError", "TtnnError", "UnreadableTensorFileError", "UnsafeFolderError", "UnsafePickleError",
+    "UnsafeReportError", "UnsupportedDTypeError", "VerificationError", "WriterError",
+]
+
+__all__ = ["TensorSpec", "Distribution", "Placement", "LoadedTensor", "__version__", *_LAZY, *_ERRORS]
 
 #: Submodules reachable as attributes after a plain ``import reportdb`` (``reportdb.ttnn.capture(w)``), imported on
 #: first use: ``reportdb.ttnn`` needs neither ttnn nor the writer until then.

@@ -22,7 +22,7 @@ from typing import Any, Callable, NoReturn, TypeVar
 import click
 
 import reportdb
-from reportdb.errors import ReportDBError
+from reportdb.errors import InvalidArgumentError, ReadOnlyError, ReportDBError, TensorNotFoundError
 from reportdb.numeric.metrics import FLAGS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -278,9 +278,9 @@ def compare_(
         reportdb compare runs/before runs/after --json
     """
     if golden == (report_b is not None):
-        raise ReportDBError("give one report with --golden, or two reports A B to compare run against run")
+        raise InvalidArgumentError("give one report with --golden, or two reports A B to compare run against run")
     if store and not golden:
-        raise ReportDBError("--store keeps golden comparison results: use it with --golden")
+        raise InvalidArgumentError("--store keeps golden comparison results: use it with --golden")
     if golden:
         _compare_golden(report_a, store=store, rtol=rtol, atol=atol, pcc=pcc, as_json=as_json)
         return
@@ -322,7 +322,7 @@ def _compare_golden(path: Path, *, store: bool, rtol: float, atol: float, pcc: f
             legacy = probe.schema_revision is None
         if legacy:
             folder = _legacy_folder(path) or path
-            raise ReportDBError(
+            raise ReadOnlyError(
                 f"{path} is a legacy report database (the original), not a reportdb one; --store writes reportdb's tables, "
                 f"so run `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` and compare NEW_FOLDER with --store; nothing was changed"
             )
@@ -384,7 +384,7 @@ def plot_(report_path: Path, tensor_id: int, against: str | None, rank: int, out
         else:
             path, _, other_id = against.rpartition(":")
             if not other_id.isdigit():
-                raise ReportDBError(f"--against takes ID or PATH:ID, not {against!r}")
+                raise InvalidArgumentError(f"--against takes ID or PATH:ID, not {against!r}")
             if not path:
                 _require_tensor(report, report_path, int(other_id), rank)
                 reportdb.plot_tensor(report, tensor_id, out, rank=rank, against=(report, int(other_id)))
@@ -401,7 +401,7 @@ def _require_tensor(report: reportdb.Report, path: Path, tensor_id: int, rank: i
         return
     pending = _not_migrated(path)
     why = f"; {_migrate_hint(path, pending)}" if pending else ""
-    raise ReportDBError(f"{path}: no tensor {tensor_id} (rank {rank}) is stored{why}")
+    raise TensorNotFoundError(f"{path}: no tensor {tensor_id} (rank {rank}) is stored{why}")
 
 
 def _num(value: object) -> str:

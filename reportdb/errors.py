@@ -61,3 +61,97 @@ class UnsafeReportError(ReportDBError):
 
 class QueryTimeoutError(ReportDBError):
     """A query on the report ran longer than reportdb allows (a hostile or damaged schema can make one spin)."""
+
+
+class TensorExistsError(ReportDBError):
+    """A tensor is already stored under this id and rank."""
+
+
+class ComparisonError(ReportDBError, ValueError):
+    """compare() was called with invalid tolerances or thresholds."""
+
+
+class StatsError(ReportDBError, ValueError):
+    """compute_stats was called with an invalid argument (bins < 1...)."""
+
+
+class PlotUnavailableError(ReportDBError):
+    """matplotlib is not installed."""
+
+
+class PlotFormatError(ReportDBError, ValueError):
+    """The output file's suffix names no picture format reportdb can write."""
+
+
+class ExportFormatError(ReportDBError, ValueError):
+    """The output path has a suffix reportdb cannot write."""
+
+
+class OutputPathError(ReportDBError, OSError):
+    """The output file cannot be created where the user asked (no such folder, no permission, disk full)."""
+
+
+class MigrationError(ReportDBError):
+    """A legacy report folder cannot be migrated as asked; nothing was changed."""
+
+
+class NotAReportFolderError(MigrationError, ReportNotFoundError):
+    """The path is not a report folder (a folder holding a TTNN ``db.sqlite``)."""
+
+
+class VerificationError(MigrationError):
+    """Stored tensors failed verification; the destination was not replaced."""
+
+
+class UnreadableTensorFileError(MigrationError):
+    """A tensor file could not be read and ``strict`` was asked for."""
+
+
+class UnsafeFolderError(MigrationError, UnsafeReportError):
+    """The report folder holds something reportdb refuses to read through: its ``db.sqlite`` is a symbolic link or
+    not a regular file (a FIFO would block forever), or its schema puts a view under one of reportdb's names."""
+
+
+class MigrationWriteError(MigrationError):
+    """Writing the new database failed (disk full, file size limit, I/O error); the message names what was kept."""
+
+
+class RowsRefusedError(ReportDBError):
+    """Rows the report's own constraints refused when their batch was written (a duplicate key, a dangling
+    reference); every other row and tensor of the batch was committed."""
+
+
+class InvalidArgumentError(ReportDBError, ValueError):
+    """reportdb was called with an argument it cannot take (a mode, a slice, a compression name, a put's arrays, a
+    command's options); the message says which and what it takes. Nothing was changed."""
+
+
+class SpecError(InvalidArgumentError):
+    """Tensor metadata (spec, distribution, placements, shapes) is malformed; read from a report, it becomes a
+    CorruptionError naming the tensor."""
+
+
+class ConfigError(InvalidArgumentError):
+    """A Writer setting, given as an argument or a ``REPORTDB_*`` environment variable, has an invalid value."""
+
+
+class RowError(InvalidArgumentError):
+    """A row given to the Writer does not fit the report's table (unknown table or column, a value SQLite cannot
+    store); it is refused when added, before anything is queued."""
+
+
+class ReadOnlyError(ReportDBError):
+    """A write was asked of a report opened read-only, or of one that cannot be written where it lies."""
+
+
+class ReportLockedError(ReportDBError):
+    """Another process held the report's write lock for longer than reportdb waits."""
+
+
+class WriterError(ReportDBError):
+    """The Writer cannot take more work: it is closed, or its background write failed (the cause is chained)."""
+
+
+class TtnnError(ReportDBError):
+    """The installed ttnn cannot be used as asked (a version without the hook, fast runtime mode, a tensor whose
+    values it cannot give back)."""

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
-from .errors import CorruptionError, QueryTimeoutError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
+from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .spec import Shards, assemble
 from .store import blobs, codec as codec_mod, engine as engine_mod, rows as rows_mod, schema, tensors as tensors_mod
 from .store.codec import Compression
@@ -79,9 +79,9 @@ class Report:
         compression: Compression = "none",
     ) -> None:
         if mode not in ("r", "a"):
-            raise ReportDBError(f"mode must be 'r' or 'a', not {mode!r}")
+            raise InvalidArgumentError(f"mode must be 'r' or 'a', not {mode!r}")
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or not 0 < chunk_size <= blobs.MAX_CHUNK_SIZE:
-            raise ReportDBError(f"chunk_size must be a number of bytes from 1 to {blobs.MAX_CHUNK_SIZE}, not {chunk_size!r}")
+            raise InvalidArgumentError(f"chunk_size must be a number of bytes from 1 to {blobs.MAX_CHUNK_SIZE}, not {chunk_size!r}")
         self._codec = codec_mod.codec_for(compression)
         self.path = resolve_path(path)
         self.mode = mode
@@ -203,7 +203,7 @@ class Report:
 
     def _check_writable(self) -> None:
         if self.mode != "a":
-            raise ReportDBError(f"{self.path} is open read-only; open it with mode='a' to write")
+            raise ReadOnlyError(f"{self.path} is open read-only; open it with mode='a' to write")
 
     def _require_store(self) -> None:
         if "rdb_tensor" not in self._tables:
@@ -357,7 +357,7 @@ class Report:
             shard = info.shards[0]
             start, stop, step = rows.indices(shard.shape[0])
             if step != 1:
-                raise ReportDBError("rows must be a contiguous slice (step 1)")
+                raise InvalidArgumentError("rows must be a contiguous slice (step 1)")
             return self._read(blob_ids[0], shard, f"tensor {tensor_id} (rank {rank})", rows=(start, max(start, stop)))
         array = assemble(self.shards(tensor_id, rank), info.spec.distribution)
         return array if rows is None else array[rows]

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .errors import AssemblyError, ReportDBError
+from .errors import AssemblyError, ReportDBError, SpecError
 
 MeshCoordinate = tuple[int, ...]
 Shards = list[tuple[MeshCoordinate, np.ndarray]]
@@ -34,7 +34,7 @@ class Placement:
         data = _mapping(data, "placement")
         kind = data.get("kind")
         if kind not in ("shard", "replicate"):
-            raise ReportDBError(f"placement kind must be 'shard' or 'replicate', not {_show(kind)}")
+            raise SpecError(f"placement kind must be 'shard' or 'replicate', not {_show(kind)}")
         return cls(kind=kind, dim=None if data.get("dim") is None else _int(data["dim"], "placement dim"))
 
 
@@ -70,7 +70,7 @@ class Distribution:
         data = _mapping(data, "distribution")
         placements = data.get("placements")
         if "mesh_shape" not in data:
-            raise ReportDBError("distribution has no mesh_shape")
+            raise SpecError("distribution has no mesh_shape")
         return cls(
             mesh_shape=_ints(data["mesh_shape"], "distribution mesh_shape"),
             placements=None if placements is None else tuple(Placement.from_json(p) for p in _list(placements, "placements")),
@@ -120,7 +120,7 @@ class TensorSpec:
             if kwargs.get(key) is not None:
                 kwargs[key] = _ints(kwargs[key], key)
         if kwargs.get("tile_shape") is not None and len(kwargs["tile_shape"]) != 2:
-            raise ReportDBError(f"tile_shape must be [height, width], not {_show(kwargs['tile_shape'])}")
+            raise SpecError(f"tile_shape must be [height, width], not {_show(kwargs['tile_shape'])}")
         for key in ("ttnn_dtype", "layout", "storage_type"):
             kwargs[key] = _str(kwargs.get(key), key)
         if kwargs.get("memory_config") is not None:
@@ -147,7 +147,7 @@ def check_metadata(names: Iterable[str], *, also: Iterable[str] = ()) -> None:
     known = TENSOR_METADATA | set(also)
     unknown = set(names) - known
     if unknown:
-        raise ReportDBError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(known)}")
+        raise SpecError(f"unknown tensor metadata {sorted(unknown)}; known: {sorted(known)}")
 
 
 #: The highest tensor rank accepted (numpy 1.26's limit).
@@ -164,48 +164,48 @@ def _show(value: Any) -> str:
 
 def _mapping(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ReportDBError(f"{what} must be a mapping, not {_show(value)}")
+        raise SpecError(f"{what} must be a mapping, not {_show(value)}")
     return value
 
 
 def _list(value: Any, what: str) -> list[Any] | tuple[Any, ...]:
     if not isinstance(value, (list, tuple)):
-        raise ReportDBError(f"{what} must be a list, not {_show(value)}")
+        raise SpecError(f"{what} must be a list, not {_show(value)}")
     return value
 
 
 def _str(value: Any, what: str) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise ReportDBError(f"{what} must be a string, not {_show(value)}")
+        raise SpecError(f"{what} must be a string, not {_show(value)}")
     return value
 
 
 def _int(value: Any, what: str) -> int:
     if isinstance(value, bool):
-        raise ReportDBError(f"{what} must be an integer, not {_show(value)}")
+        raise SpecError(f"{what} must be an integer, not {_show(value)}")
     try:
         return operator.index(value)  # int and numpy integers; not floats or strings
     except TypeError:
-        raise ReportDBError(f"{what} must be an integer, not {_show(value)}") from None
+        raise SpecError(f"{what} must be an integer, not {_show(value)}") from None
 
 
 def _ints(value: Any, what: str) -> tuple[int, ...]:
     """A shape-like value (a list of non-negative integers of rank <= MAX_RANK) as a tuple of ints."""
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
-        raise ReportDBError(f"{what} must be a list of integers, not {_show(value)}")
+        raise SpecError(f"{what} must be a list of integers, not {_show(value)}")
     items = list(value)
     if len(items) > MAX_RANK:
-        raise ReportDBError(f"{what} has {len(items)} dimensions; at most {MAX_RANK} are supported")
+        raise SpecError(f"{what} has {len(items)} dimensions; at most {MAX_RANK} are supported")
     ints = tuple(_int(v, what) for v in items)
     if any(v < 0 for v in ints):
-        raise ReportDBError(f"{what} must not be negative: {_show(list(ints))}")
+        raise SpecError(f"{what} must not be negative: {_show(list(ints))}")
     return ints
 
 
 def shape_from_json(value: Any, what: str) -> tuple[int, ...]:
     """A stored shape or mesh coordinate (decoded JSON) checked to be a list of non-negative ints of sane rank."""
     if not isinstance(value, list):
-        raise ReportDBError(f"{what} must be a list of integers, not {_show(value)}")
+        raise SpecError(f"{what} must be a list of integers, not {_show(value)}")
     return _ints(value, what)
 
 

@@ -561,6 +561,7 @@ def test_refused_rows_of_a_background_batch_surface_on_the_next_call(tmp_path: P
         w.add_rows("operations", [{"operation_id": 1, "name": "again"}])
         w.add_operation(2, "ttnn.mul")
         _wait_for(lambda: _rows(tmp_path / "db.sqlite", "SELECT COUNT(*) FROM operations") == [(2,)], "background commit")
+        _wait_for(lambda: w._error is not None, "the refusal recorded")  # just after the commit, in the same thread
         with pytest.raises(RowsRefusedError, match="everything else was committed"):
             w.add_operation(3, "ttnn.sub")
         w.add_operation(3, "ttnn.sub")

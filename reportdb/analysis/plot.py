@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ReportDBError
+from ..errors import InvalidArgumentError, PlotFormatError, PlotUnavailableError
 from ..formats.export import check_output_folder, write_whole
 from ..numeric.stats import compute_stats
 
@@ -22,14 +22,6 @@ MAX_PIXELS = 512  # per side of the heatmap; larger views are max-pooled so no e
 
 #: Picture formats matplotlib's Agg canvas writes with no outside tool (pgf needs LaTeX), when this matplotlib has them.
 _FORMATS = ("png", "svg", "svgz", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "gif")
-
-
-class PlotUnavailableError(ReportDBError):
-    """matplotlib is not installed."""
-
-
-class PlotFormatError(ReportDBError, ValueError):
-    """The output file's suffix names no picture format reportdb can write."""
 
 
 def supported_formats() -> tuple[str, ...]:
@@ -74,7 +66,7 @@ def plot_tensor(
     values = _as_float(report.tensor(tensor_id, rank))
     other = None if against is None else _as_float(against[0].tensor(against[1], rank))
     if other is not None and other.shape != values.shape:
-        raise ReportDBError(f"cannot plot the error of shapes {list(values.shape)} and {list(other.shape)}")
+        raise InvalidArgumentError(f"cannot plot the error of shapes {list(values.shape)} and {list(other.shape)}")
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     heat_ax, hist_ax = fig.subplots(1, 2, width_ratios=[3, 2])

@@ -19,7 +19,7 @@ from typing import IO, Any, Callable
 import numpy as np
 
 from ..dtypes import DTYPES, canonical, dtype_name
-from ..errors import AssemblyError, ReportDBError
+from ..errors import AssemblyError, ExportFormatError, OutputPathError, ReportDBError
 from ..numeric.stats import compute_stats
 from ..spec import LoadedTensor
 from . import load_tensor_file
@@ -53,14 +53,6 @@ SAFETENSORS_DTYPES: dict[str, str] = {
 _WIDENED_IN_NPY = frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2"})
 
 _CHUNK_BYTES = 16 << 20
-
-
-class ExportFormatError(ReportDBError, ValueError):
-    """The output path has a suffix reportdb cannot write."""
-
-
-class OutputPathError(ReportDBError, OSError):
-    """The output file cannot be created where the user asked (no such folder, no permission, disk full)."""
 
 
 def check_output_folder(out: Path) -> None:

@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ReportDBError, ReportNotFoundError, UnsafeReportError
+from ..errors import (
+    MigrationError, MigrationWriteError, NotAReportFolderError, UnreadableTensorFileError, UnsafeFolderError, VerificationError,
+)
 from ..report import DB_NAME
 from ..store.engine import BUSY_TIMEOUT_MS
 
@@ -29,31 +31,6 @@ SQLITE_SIDE = ("-wal", "-shm", "-journal")
 _PAUSE_ENV = "REPORTDB_MIGRATE_PAUSE"
 
 Progress = Callable[[int, int, int, int], None]  # files done, files total, bytes done, bytes total
-
-
-class MigrationError(ReportDBError):
-    """A legacy report folder cannot be migrated as asked; nothing was changed."""
-
-
-class NotAReportFolderError(MigrationError, ReportNotFoundError):
-    """The path is not a report folder (a folder holding a TTNN ``db.sqlite``)."""
-
-
-class VerificationError(MigrationError):
-    """Stored tensors failed verification; the destination was not replaced."""
-
-
-class UnreadableTensorFileError(MigrationError):
-    """A tensor file could not be read and ``strict`` was asked for."""
-
-
-class UnsafeFolderError(MigrationError, UnsafeReportError):
-    """The report folder holds something reportdb refuses to read through: its ``db.sqlite`` is a symbolic link or
-    not a regular file (a FIFO would block forever), or its schema puts a view under one of reportdb's names."""
-
-
-class MigrationWriteError(MigrationError):
-    """Writing the new database failed (disk full, file size limit, I/O error); the message names what was kept."""
 
 
 class MigrationLog:

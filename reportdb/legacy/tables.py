@@ -19,7 +19,7 @@ from typing import Any, Iterator
 from .. import report as report_mod
 from ..errors import QueryTimeoutError
 from ..store import engine
-from ..store.engine import BUSY_TIMEOUT_MS
+from ..store.engine import BUSY_TIMEOUT_MS, quoted
 from ..store.schema import VERSION_TABLE
 from .common import SQLITE_SIDE, MigrationError, UnsafeFolderError, leave_wal, pause, user_tables
 from .inventory import path_kind
@@ -69,7 +69,7 @@ def prepare_partial(src_db: Path, partial: Path, run_id: str) -> bool:
                     row = row if conn.execute("PRAGMA quick_check").fetchall() == [("ok",)] else None
                 if row is not None and row[0] == fingerprint:
                     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall():
-                        conn.execute(f"DROP TRIGGER {_q(name)}")
+                        conn.execute(f"DROP TRIGGER {quoted(name)}")
             finally:
                 conn.close()
         except sqlite3.Error:
@@ -105,11 +105,6 @@ def _remove_db_file(db: Path) -> None:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 
-def _q(name: str) -> str:
-    """``name`` as a quoted SQL identifier (the source's names are someone else's text)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _copy_tables(src_db: Path, partial: Path, fingerprint: str, run_id: str) -> None:
     """Copy every source table (DDL, rows with their rowids, indexes, views) in one transaction, bounded in time.
 
@@ -138,7 +133,7 @@ def _copy_tables(src_db: Path, partial: Path, fingerprint: str, run_id: str) -> 
         conn.execute("BEGIN IMMEDIATE")
         for name in sorted(user_tables(conn)):
             if reportdb_source or not name.startswith(_OURS):
-                conn.execute(f"DROP TABLE main.{_q(name)}")
+                conn.execute(f"DROP TABLE main.{quoted(name)}")
         counts: dict[str, int] = {}
         for kind, name, table, sql in copy:
             if kind == "table":
@@ -283,19 +278,19 @@ def _time_bound(conn: sqlite3.Connection, seconds: float, what: str) -> Iterator
 def _copy_rows(conn: sqlite3.Connection, table: str) -> int:
     """Copy a table's rows from ``src`` with their rowids (when it has them), within the table's time bound
     (``COPY_SECONDS`` plus ``COPY_SECONDS_PER_ROW`` a row); check the count."""
-    columns = [r[1] for r in conn.execute(f"PRAGMA src.table_xinfo({_q(table)})") if r[6] == 0]
-    names = ", ".join(_q(c) for c in columns)
+    columns = [r[1] for r in conn.execute(f"PRAGMA src.table_xinfo({quoted(table)})") if r[6] == 0]
+    names = ", ".join(quoted(c) for c in columns)
     rowid = _rowid_alias(conn, table, columns)
-    expected = int(conn.execute(f"SELECT COUNT(*) FROM src.{_q(table)}").fetchone()[0])
+    expected = int(conn.execute(f"SELECT COUNT(*) FROM src.{quoted(table)}").fetchone()[0])
     seconds = COPY_SECONDS + expected * COPY_SECONDS_PER_ROW
     with _time_bound(conn, seconds, f"table {table!r}"):
         if rowid is None:
-            conn.execute(f"INSERT INTO main.{_q(table)} ({names}) SELECT {names} FROM src.{_q(table)}")
+            conn.execute(f"INSERT INTO main.{quoted(table)} ({names}) SELECT {names} FROM src.{quoted(table)}")
         else:
             conn.execute(
-                f"INSERT INTO main.{_q(table)} ({rowid}, {names}) SELECT {rowid}, {names} FROM src.{_q(table)} ORDER BY {rowid}"
+                f"INSERT INTO main.{quoted(table)} ({rowid}, {names}) SELECT {rowid}, {names} FROM src.{quoted(table)} ORDER BY {rowid}"
             )
-    copied = conn.execute(f"SELECT COUNT(*) FROM main.{_q(table)}").fetchone()[0]
+    copied = conn.execute(f"SELECT COUNT(*) FROM main.{quoted(table)}").fetchone()[0]
     if copied != expected:
         raise MigrationError(f"table {table}: copied {copied} of {expected} rows")
     return int(copied)
@@ -303,7 +298,7 @@ def _copy_rows(conn: sqlite3.Connection, table: str) -> int:
 
 def _rowid_alias(conn: sqlite3.Connection, table: str, columns: list[str]) -> str | None:
     """A name for the hidden rowid not shadowed by a column; None for WITHOUT ROWID or INTEGER PRIMARY KEY tables."""
-    info = conn.execute(f"PRAGMA src.table_info({_q(table)})").fetchall()
+    info = conn.execute(f"PRAGMA src.table_info({quoted(table)})").fetchall()
     pks = [r for r in info if r[5] > 0]
     if len(pks) == 1 and str(pks[0][2]).upper() == "INTEGER":
         return None  # the column is the rowid and is copied with the others
@@ -311,7 +306,7 @@ def _rowid_alias(conn: sqlite3.Connection, table: str, columns: list[str]) -> st
     for alias in ("rowid", "_rowid_", "oid"):
         if alias not in lowered:
             try:
-                conn.execute(f"SELECT {alias} FROM src.{_q(table)} LIMIT 0")
+                conn.execute(f"SELECT {alias} FROM src.{quoted(table)} LIMIT 0")
             except sqlite3.OperationalError:
                 return None  # WITHOUT ROWID
             return alias
@@ -321,4 +316,4 @@ def _rowid_alias(conn: sqlite3.Connection, table: str, columns: list[str]) -> st
 def table_counts(conn: sqlite3.Connection) -> dict[str, int]:
     """Row counts of the copied (non-reportdb) tables."""
     names = sorted(n for n in user_tables(conn) if not n.startswith(_OURS))
-    return {n: conn.execute(f"SELECT COUNT(*) FROM {_q(n)}").fetchone()[0] for n in names}
+    return {n: conn.execute(f"SELECT COUNT(*) FROM {quoted(n)}").fetchone()[0] for n in names}

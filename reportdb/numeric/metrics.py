@@ -50,7 +50,7 @@ import ml_dtypes
 import numpy as np
 
 from ..dtypes import DTYPES, dtype_name
-from ..errors import ReportDBError
+from ..errors import ComparisonError, ReportDBError
 from .blocks import BLOCK_ELEMENTS, Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
 
 #: Floor of the relative-error denominator, ``max(|b|, REL_EPS)`` (float64 machine epsilon, as Polygraphy).
@@ -61,10 +61,6 @@ REL_EPS = float(np.finfo(np.float64).eps)
 _CONSTANT_REL = 1e-12
 
 _TINY = float(np.finfo(np.float64).tiny)
-
-
-class ComparisonError(ReportDBError, ValueError):
-    """compare() was called with invalid tolerances or thresholds."""
 
 
 #: The metric vector's boolean flags that say why a comparison failed besides a low PCC.

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import dtype_name
-from ..errors import ReportDBError
+from ..errors import ReportDBError, StatsError
 from .blocks import BLOCK_ELEMENTS, Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
 
 #: Arrays up to this many elements take the few-calls path, whose float64 temporaries (128 KiB at most) stay
@@ -30,10 +30,6 @@ SMALL_ELEMENTS = 1 << 14
 #: 2-byte dtypes are summarized from the count of each of their 65,536 bit patterns from this length on; below it,
 #: work on the 65,536 counts costs more than the elements (numpy 1.26's nonzero alone: 0.4 ms).
 PATTERN_MIN_ELEMENTS = 1 << 16
-
-
-class StatsError(ReportDBError, ValueError):
-    """compute_stats was called with an invalid argument (bins < 1...)."""
 
 
 class _StatsAccumulator:

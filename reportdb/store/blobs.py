@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import CorruptionError, ReportDBError
+from ..errors import CorruptionError, InvalidArgumentError
 from . import codec as codec_mod, pools
 
 DEFAULT_CHUNK_SIZE = 4 << 20
@@ -85,7 +85,7 @@ def put_blob(
     if digests is None:
         digests = digest(array, chunk_size)
     elif digests.chunk_size != chunk_size or digests.nbytes != data.nbytes:
-        raise ReportDBError(f"digests of {digests.nbytes} bytes in {digests.chunk_size}-byte chunks given for "
+        raise InvalidArgumentError(f"digests of {digests.nbytes} bytes in {digests.chunk_size}-byte chunks given for "
                             f"{data.nbytes} bytes in {chunk_size}-byte chunks")
     nbytes = digests.nbytes
     cursor = conn.execute(

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from ..errors import CompressionUnavailableError, CorruptionError, ReportDBError
+from ..errors import CompressionUnavailableError, CorruptionError, InvalidArgumentError
 
 Compression = Literal["none", "zstd"]
 COMPRESSIONS: tuple[str, ...] = ("none", "zstd")
@@ -108,7 +108,7 @@ def _zstd(missing: str = "compression='zstd' needs a zstd library and none is in
 def codec_for(compression: str) -> str | None:
     """The codec stored for a ``compression`` option (``"none"`` -> None); checks that zstd can be used."""
     if compression not in COMPRESSIONS:
-        raise ReportDBError(f"compression must be one of {', '.join(map(repr, COMPRESSIONS))}, not {compression!r}")
+        raise InvalidArgumentError(f"compression must be one of {', '.join(map(repr, COMPRESSIONS))}, not {compression!r}")
     if compression == "none":
         return None
     _zstd()
@@ -118,7 +118,7 @@ def codec_for(compression: str) -> str | None:
 def check_codec(codec: str | None) -> None:
     """Refuse a codec name that chunks cannot be written with."""
     if codec not in (None, ZSTD):
-        raise ReportDBError(f"unknown chunk codec {codec!r}; known: {ZSTD!r} (or None for raw bytes)")
+        raise InvalidArgumentError(f"unknown chunk codec {codec!r}; known: {ZSTD!r} (or None for raw bytes)")
 
 
 def worth_compressing(data: np.ndarray) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.pool import StaticPool
 
-from ..errors import CorruptionError, QueryTimeoutError, ReportDBError, SchemaError
+from ..errors import CorruptionError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportLockedError, SchemaError
 
 PAGE_SIZE = 65536
 BUSY_TIMEOUT_MS = 60_000
@@ -124,7 +124,7 @@ def translate(
     if only_own:
         return None
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in message or "busy" in message):
-        return ReportDBError(f"{where}: the database is locked by another process ({message}); try again when it is done")
+        return ReportLockedError(f"{where}: the database is locked by another process ({message}); try again when it is done")
     if isinstance(exc, sqlite3.OperationalError):
         return SchemaError(
             f"{where}: the report's tables are not laid out as this reportdb expects ({message}); was the file changed "
@@ -162,7 +162,7 @@ def readonly_uri(path: Path) -> str:
     if wal_size is not None and shm.exists():
         return f"{base}?mode=ro&readonly_shm=1"
     if wal_size:
-        raise ReportDBError(
+        raise ReadOnlyError(
             f"{path}: its {wal.name} holds {wal_size} bytes of committed changes not yet copied into the database, "
             f"and there is no {shm.name} to read them through without creating a file (a writer crashed, or the file "
             f"was copied without it). Open it once with write access (`reportdb upgrade {path}`, or "

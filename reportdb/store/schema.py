@@ -18,7 +18,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from ..errors import NotAReportError, ReportDBError, SchemaError, SchemaTooNewError, UnsafeReportError
+from ..errors import NotAReportError, ReadOnlyError, ReportDBError, SchemaError, SchemaTooNewError, UnsafeReportError
 from . import engine as engine_mod
 
 VERSION_TABLE = "reportdb_alembic_version"
@@ -77,7 +77,7 @@ def open_database(path: Path, *, writing: bool, existed: bool) -> Opened:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
         if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
-            raise ReportDBError(
+            raise ReadOnlyError(
                 f"{path}: cannot be read without write access ({exc}): a hot journal beside it needs rolling "
                 "back. Open it once where it is writable (reportdb.open(path, 'a')), then read it"
             ) from exc

@@ -20,7 +20,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from ..dtypes import canonical, dtype_name
-from ..errors import ReportDBError
+from ..errors import InvalidArgumentError, ReportDBError, TensorExistsError
 from ..numeric.stats import compute_stats, compute_stats_many
 from ..spec import MeshCoordinate, Shards, TensorSpec, assembled_shape, check_metadata
 from . import blobs, bulk, pools
@@ -49,10 +49,6 @@ _INSERT_STATS = (
     "INSERT INTO rdb_stats(blob_id, dtype, count, min, max, mean, std, absmax, nan_count, inf_count, zero_count,"
     " histogram) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-class TensorExistsError(ReportDBError):
-    """A tensor is already stored under this id and rank."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +113,7 @@ def new_tensor(
     """``put_tensor``'s arguments checked and made canonical: one ``array`` or ``shards`` of one dtype, metadata
     the TensorSpec fields and ``source`` (see ``Report.put_tensor``)."""
     if (array is None) == (shards is None):
-        raise ReportDBError("put_tensor takes either an array or shards=[(mesh_coordinate, array), ...]")
+        raise InvalidArgumentError("put_tensor takes either an array or shards=[(mesh_coordinate, array), ...]")
     check_metadata(metadata)
     source = metadata.pop("source", None)
     spec = TensorSpec.from_json(metadata) if metadata else _NO_SPEC
@@ -126,12 +122,12 @@ def new_tensor(
         else [(tuple(int(c) for c in coord), canonical(a)) for coord, a in shards or ()]
     )
     if not items:
-        raise ReportDBError(f"tensor {tensor_id}: shards is empty")
+        raise InvalidArgumentError(f"tensor {tensor_id}: shards is empty")
     first_dtype = items[0][1].dtype
     if any(a.dtype != first_dtype for _, a in items):
-        raise ReportDBError(f"tensor {tensor_id}: shards have different dtypes {sorted({str(a.dtype) for _, a in items})}")
+        raise InvalidArgumentError(f"tensor {tensor_id}: shards have different dtypes {sorted({str(a.dtype) for _, a in items})}")
     if _prepared is not None and len(_prepared) != len(items):
-        raise ReportDBError(f"tensor {tensor_id}: {len(_prepared)} prepared shards for {len(items)} shards")
+        raise InvalidArgumentError(f"tensor {tensor_id}: {len(_prepared)} prepared shards for {len(items)} shards")
     return NewTensor(int(tensor_id), int(rank), items, spec, source, _prepared)
 
 

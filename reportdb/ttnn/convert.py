@@ -20,7 +20,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..errors import ReportDBError
+from ..errors import TtnnError
 from ..spec import Distribution, LoadedTensor, Placement, TensorSpec
 
 #: ttnn dtypes whose values numpy holds natively; every other float type goes through float32.
@@ -218,7 +218,7 @@ def _values_through_file(tensor: Any) -> np.ndarray:
             except Exception:
                 continue
             return load_tensor_file(path).array
-    raise ReportDBError(f"cannot read the values of a ttnn tensor of dtype {tensor.dtype}, layout {tensor.layout}")
+    raise TtnnError(f"cannot read the values of a ttnn tensor of dtype {tensor.dtype}, layout {tensor.layout}")
 
 
 def is_ttnn_object(value: Any) -> bool:

@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from ..errors import ReportDBError
+from ..errors import TtnnError
 from .convert import is_ttnn_object, ttnn_version
 
 if TYPE_CHECKING:  # the writer loads with the first Writer made here, not with this module
@@ -97,7 +97,7 @@ def patch_database(*, rank: int = 0, **writer_options: Any) -> Patch:
     import ttnn.database as db
 
     if not hasattr(db, "store_tensor"):
-        raise ReportDBError(
+        raise TtnnError(
             f"ttnn {ttnn_version()} has no ttnn.database.store_tensor: it stores no tensor values; "
             "use reportdb.ttnn.capture(writer) with this ttnn instead"
         )
@@ -295,7 +295,7 @@ def capture(writer: Writer, *, inputs: bool = True, stack_traces: bool = False) 
     import ttnn
 
     if getattr(ttnn.CONFIG, "enable_fast_runtime_mode", False):
-        raise ReportDBError(
+        raise TtnnError(
             "ttnn runs in fast runtime mode, where operation hooks never run; set "
             "TTNN_CONFIG_OVERRIDES='{\"enable_fast_runtime_mode\": false}' before importing ttnn"
         )

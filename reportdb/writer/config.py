@@ -38,7 +38,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
-from ..errors import ReportDBError
+from ..errors import ConfigError
 from ..store import blobs
 from ..store.codec import Compression, codec_for
 
@@ -53,7 +53,7 @@ def _parse_size(text: str, name: str) -> int:
             return int(float(raw[:-1]) * units[raw[-1]])
         return int(raw)
     except ValueError:
-        raise ReportDBError(f"{name}={text!r} is not a size in bytes (examples: 65536, 4M, 64MiB)") from None
+        raise ConfigError(f"{name}={text!r} is not a size in bytes (examples: 65536, 4M, 64MiB)") from None
 
 
 def _parse_bool(text: str, name: str) -> bool:
@@ -62,14 +62,14 @@ def _parse_bool(text: str, name: str) -> bool:
         return True
     if value in ("0", "false", "no", "off"):
         return False
-    raise ReportDBError(f"{name}={text!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+    raise ConfigError(f"{name}={text!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
 
 
 def _parse_float(text: str, name: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ReportDBError(f"{name}={text!r} is not a number") from None
+        raise ConfigError(f"{name}={text!r} is not a number") from None
 
 
 def _parse_word(text: str, name: str) -> str:
@@ -107,14 +107,14 @@ class WriterConfig:
 
     def __post_init__(self) -> None:
         if self.store not in ("all", "outputs", "none"):
-            raise ReportDBError(f"store must be 'all', 'outputs' or 'none', not {self.store!r}")
+            raise ConfigError(f"store must be 'all', 'outputs' or 'none', not {self.store!r}")
         codec_for(self.compression)  # an unknown name, or zstd without a zstd library: a clear error now
         for name in ("chunk_size", "batch_items", "batch_bytes"):
             if getattr(self, name) < 1:
-                raise ReportDBError(f"{name} must be at least 1, not {getattr(self, name)}")
+                raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
         for name in ("batch_seconds", "sync_bytes", "lock_timeout"):
             if getattr(self, name) < 0:
-                raise ReportDBError(f"{name} must not be negative, not {getattr(self, name)}")
+                raise ConfigError(f"{name} must not be negative, not {getattr(self, name)}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "WriterConfig":
@@ -126,6 +126,6 @@ class WriterConfig:
                 values[name] = parse(env[var], var)
         unknown = set(overrides) - set(_ENV)
         if unknown:
-            raise ReportDBError(f"unknown writer options {sorted(unknown)}; known: {sorted(_ENV)}")
+            raise ConfigError(f"unknown writer options {sorted(unknown)}; known: {sorted(_ENV)}")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ReportDBError
+from ..errors import ReportDBError, RowError
+from ..store.engine import quoted
 from .values import TensorItem, bindable, int64
 
 #: A queued report row: its table, the columns it fills and their values.
@@ -39,11 +40,6 @@ _OPERATION_ROWS: dict[str, tuple[str, ...]] = {
     "input_tensors": ("operation_id", "input_index", "tensor_id"),
     "output_tensors": ("operation_id", "output_index", "tensor_id"),
 }
-
-
-def quote(name: str) -> str:
-    """``name`` as an SQL identifier: in double quotes, with each ``"`` doubled, so any name a file holds is safe."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,23 +68,23 @@ def create_table_sql(table: str) -> list[str]:
         if column.name == "rowid":  # SQLite's own, mapped by the model, never declared
             continue
         if column.primary_key:
-            decl = f"{quote(column.name)} INTEGER PRIMARY KEY"
+            decl = f"{quoted(column.name)} INTEGER PRIMARY KEY"
         else:
             kind = "int" if isinstance(column.type, Integer) else "float" if isinstance(column.type, Float) else "text"
-            decl = f"{quote(column.name)} {kind}" + (" UNIQUE" if column.unique else "")
+            decl = f"{quoted(column.name)} {kind}" + (" UNIQUE" if column.unique else "")
             decl += "" if column.nullable else " NOT NULL"
             if column.server_default is not None:
                 decl += f" DEFAULT {column.server_default.arg}"
         for fk in column.foreign_keys:
-            decl += f" REFERENCES {quote(fk.column.table.name)}({quote(fk.column.name)})"
+            decl += f" REFERENCES {quoted(fk.column.table.name)}({quoted(fk.column.name)})"
         body.append(decl)
     for constraint in model.constraints:
         if isinstance(constraint, UniqueConstraint):
-            body.append(f"UNIQUE({', '.join(quote(c.name) for c in constraint.columns)})")
-    statements = [f"CREATE TABLE IF NOT EXISTS {quote(table)} ({', '.join(body)})"]
+            body.append(f"UNIQUE({', '.join(quoted(c.name) for c in constraint.columns)})")
+    statements = [f"CREATE TABLE IF NOT EXISTS {quoted(table)} ({', '.join(body)})"]
     for index in model.indexes:
-        columns = ", ".join(quote(c.name) for c in index.columns)
-        statements.append(f"CREATE INDEX IF NOT EXISTS {quote(str(index.name))} ON {quote(table)} ({columns})")
+        columns = ", ".join(quoted(c.name) for c in index.columns)
+        statements.append(f"CREATE INDEX IF NOT EXISTS {quoted(str(index.name))} ON {quoted(table)} ({columns})")
     return statements
 
 
@@ -101,7 +97,7 @@ def _file_tables(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
     for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type='table'").fetchall():
         if name.startswith(("sqlite_", "rdb_")) or name == VERSION_TABLE or str(sql).lstrip().upper().startswith("CREATE VIRTUAL"):
             continue
-        tables[name] = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({quote(name)})"))
+        tables[name] = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({quoted(name)})"))
     return tables
 
 
@@ -112,7 +108,7 @@ def _unique_tensor_rows(conn: sqlite3.Connection, columns: Sequence[str]) -> boo
         return False
     key = {"tensor_id", "rank"} if "rank" in columns else {"tensor_id"}
     for _, name, unique, *_ in conn.execute("PRAGMA index_list(tensors)").fetchall():
-        if unique and {r[2] for r in conn.execute(f"PRAGMA index_info({quote(name)})")} == key:
+        if unique and {r[2] for r in conn.execute(f"PRAGMA index_info({quoted(name)})")} == key:
             return True
     return False
 
@@ -148,7 +144,7 @@ class FileTables:
         if columns is None:
             columns = _model_columns(table)
             if columns is None:
-                raise ReportDBError(
+                raise RowError(
                     f"{self.path}: unknown report table {table!r}; this report has {sorted(self._tables)}, and reportdb "
                     f"can create {sorted(set(_model_tables()) - set(self._tables))}"
                 )
@@ -160,11 +156,11 @@ class FileTables:
         have = self.columns(table)
         newer = [c for c in missing if c in (_model_columns(table) or ())]
         why = f" (newer reports have {', '.join(newer)}; an older ttnn wrote this one)" if newer else ""
-        return ReportDBError(f"{self.path}: table {table!r} of this report has no columns {missing}{why}; it has {list(have)}")
+        return RowError(f"{self.path}: table {table!r} of this report has no columns {missing}{why}; it has {list(have)}")
 
     def rank_refused(self, table: str, rank: int) -> ReportDBError:
         """The error for a row of a rank other than 0 in a table without a rank column."""
-        return ReportDBError(
+        return RowError(
             f"{self.path}: table {table!r} of this report has no rank column (ttnn wrote it before multi-host runs), "
             f"so only rank 0 can be written to it, not rank {rank}; write other ranks to a new report"
         )
@@ -253,7 +249,7 @@ class FileTables:
             explicit = "rank" in values
             rank = values.pop("rank", default_rank)
             if not isinstance(rank, (int, np.integer)) or isinstance(rank, bool):
-                raise ReportDBError(f"table {table!r}: rank must be an integer, not {rank!r}")
+                raise RowError(f"table {table!r}: rank must be an integer, not {rank!r}")
             missing = [c for c in values if c not in have]
             if missing:
                 raise self.no_columns(table, missing)
@@ -277,7 +273,7 @@ class FileTables:
             return
         for statement in create_table_sql(table):
             conn.execute(statement)
-        created[table] = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({quote(table)})"))
+        created[table] = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({quoted(table)})"))
         if table == "tensors":
             self._unique_rows = _unique_tensor_rows(conn, created[table])
 
@@ -328,8 +324,8 @@ class FileTables:
                 if not conn.execute(update, (name, duration, *key)).rowcount:
                     run(insert, [(op, name, duration, *key[1:])], "operations")
         for (table, columns), group in _grouped(rows):
-            names = ", ".join(quote(c) for c in columns)
-            run(f"INSERT INTO {quote(table)}({names}) VALUES ({', '.join('?' * len(columns))})", group, table)
+            names = ", ".join(quoted(c) for c in columns)
+            run(f"INSERT INTO {quoted(table)}({names}) VALUES ({', '.join('?' * len(columns))})", group, table)
 
     def write_tensor_rows(
         self, conn: sqlite3.Connection, items: list[TensorItem], created: dict[str, tuple[str, ...]]

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..dtypes import canonical, dtype_name
-from ..errors import ReportDBError
+from ..errors import ReportDBError, RowError
 from ..spec import LoadedTensor, check_metadata
 from ..ttnn.convert import convert as convert_ttnn
 from ..ttnn.convert import is_ttnn_object
@@ -124,7 +124,7 @@ def int64(value: Any, table: str, column: str) -> int:
     """``int(value)``, refused now if it does not fit the 64-bit integers SQLite stores."""
     number = int(value)
     if not -_I64 <= number < _I64:
-        raise ReportDBError(f"table {table!r}, column {column!r}: {number} does not fit SQLite's 64-bit integers")
+        raise RowError(f"table {table!r}, column {column!r}: {number} does not fit SQLite's 64-bit integers")
     return number
 
 
@@ -141,7 +141,7 @@ def bindable(value: Any, table: str, column: str) -> Any:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise ReportDBError(f"table {table!r}, column {column!r}: text that is not valid Unicode ({exc})") from None
+                raise RowError(f"table {table!r}, column {column!r}: text that is not valid Unicode ({exc})") from None
         return value if type(value) is str else str.__str__(value)
     if isinstance(value, int):  # bool and IntEnum included
         return int64(value, table, column)
@@ -149,7 +149,7 @@ def bindable(value: Any, table: str, column: str) -> Any:
         return float(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return value
-    raise ReportDBError(
+    raise RowError(
         f"table {table!r}, column {column!r}: cannot store a {type(value).__name__} ({str(value)[:80]!r}); "
         "give an int, float, str, bytes or None"
     )

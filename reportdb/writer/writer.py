@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar
 
-from ..errors import ReportDBError
+from ..errors import ReportLockedError, RowsRefusedError, WriterError
 from ..store.checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
 from .config import StorePolicy, WriterConfig
 from .tables import FileTables, Operation, Row
@@ -45,11 +45,6 @@ T = TypeVar("T")
 
 #: The background thread starts once 1/_EAGER of a batch (count or bytes) is queued.
 _EAGER = 8
-
-
-class RowsRefusedError(ReportDBError):
-    """Rows the report's own constraints refused when their batch was written (a duplicate key, a dangling
-    reference); every other row and tensor of the batch was committed."""
 
 
 @dataclass
@@ -241,7 +236,7 @@ class Writer:
                 if cause is None or not _is_lock_error(cause):
                     raise
                 if time.monotonic() >= deadline:
-                    raise ReportDBError(
+                    raise ReportLockedError(
                         f"{self.path}: could not {what}: the database stayed locked for {self.config.lock_timeout:.0f} s "
                         f"({cause}); another process holds a write transaction"
                     ) from exc
@@ -407,7 +402,7 @@ class Writer:
         if self._pid != os.getpid():
             self._forget_parent()
         if self._closed:
-            raise ReportDBError(f"{self.path}: this Writer is closed")
+            raise WriterError(f"{self.path}: this Writer is closed")
         self._raise_background_error()
 
     def _raise_background_error(self) -> None:
@@ -415,7 +410,7 @@ class Writer:
         if isinstance(error, RowsRefusedError):
             raise error  # the batch was committed, all but these rows
         if error is not None:
-            raise ReportDBError(f"{self.path}: a background write failed: {error}") from error
+            raise WriterError(f"{self.path}: a background write failed: {error}") from error
 
     def _load_known(self, rank: int) -> None:
         """Note the ids of ``rank`` already stored in the file (by an earlier run, say), once per rank, so a put
