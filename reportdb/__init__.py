@@ -4,7 +4,8 @@ The public API: ``open`` (and ``Report``, ``upgrade``) a report; ``migrate`` and
 ``load_tensor_file``, ``convert_tensor_file``, ``describe_tensor_file`` for one legacy tensor file; ``compare`` two
 tensors, ``compare_golden`` and ``compare_runs`` whole reports, ``plot_tensor``; ``Writer`` for profiling runs; the
 spec types; and every error class (all subclasses of ``ReportDBError``, from ``reportdb.errors``). ``reportdb.ttnn``
-and ``reportdb.models`` are submodules. Everything loads on first use, so importing reportdb inside a model run costs little.
+and ``reportdb.models`` are submodules. Everything but the error classes loads on first use (the spec types too: they
+import numpy), so importing reportdb inside a model run, or for ``reportdb --help``, costs little.
 """
 
 from __future__ import annotations
@@ -50,11 +51,14 @@ from .errors import (  # every error class, so callers can catch each by name
     VerificationError,
     WriterError,
 )
-from .spec import Distribution, LoadedTensor, Placement, TensorSpec
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "TensorSpec": "reportdb.spec",
+    "Distribution": "reportdb.spec",
+    "Placement": "reportdb.spec",
+    "LoadedTensor": "reportdb.spec",
     "open": "reportdb.report",
     "Report": "reportdb.report",
     "upgrade": "reportdb.report",
@@ -80,7 +84,7 @@ _ERRORS = [
     "UnsafeReportError", "UnsupportedDTypeError", "VerificationError", "WriterError",
 ]
 
-__all__ = ["TensorSpec", "Distribution", "Placement", "LoadedTensor", "__version__", *_LAZY, *_ERRORS]
+__all__ = ["__version__", *_LAZY, *_ERRORS]
 
 #: Submodules reachable as attributes after a plain ``import reportdb`` (``reportdb.ttnn.capture(w)``), imported on
 #: first use: ``reportdb.ttnn`` needs neither ttnn nor the writer until then.
@@ -89,6 +93,7 @@ _SUBMODULES = frozenset({"ttnn", "models"})
 if TYPE_CHECKING:  # pragma: no cover
     from . import models, ttnn  # noqa: F401
     from .report import Report, open  # noqa: F401
+    from .spec import Distribution, LoadedTensor, Placement, TensorSpec  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

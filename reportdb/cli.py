@@ -2,7 +2,8 @@
 
 Errors reach the user as one line on stderr and a non-zero exit code, never a traceback. Commands that
 look at a report (``info``, ``ls``, ``verify``, ``compare``, ``plot``, ``show``) open it read-only and
-never change a byte of it; only ``upgrade``, ``migrate`` and ``compare --store`` write.
+never change a byte of it; only ``upgrade``, ``migrate`` and ``compare --store`` write. Each command imports what
+it needs when it runs (``reportdb`` loads its modules lazily), so ``--help`` loads no numpy and ``info`` no SQLAlchemy.
 
 Exit status: 0 success; 1 an error (one line on stderr) or, for ``compare`` and ``verify``, a failed
 check; 2 a usage error; 130 interrupted; 141 stdout closed early (``reportdb ls | head``), quietly.
@@ -23,7 +24,6 @@ import click
 
 import reportdb
 from reportdb.errors import InvalidArgumentError, ReadOnlyError, ReportDBError, TensorNotFoundError
-from reportdb.numeric.metrics import FLAGS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -317,6 +317,8 @@ def compare_(
 
 def _compare_golden(path: Path, *, store: bool, rtol: float, atol: float, pcc: float | None, as_json: bool) -> None:
     """``compare A --golden``: read-only unless ``store``; exit 1 when a compared tensor fails."""
+    from reportdb.numeric.metrics import FLAGS
+
     if store:
         with reportdb.open(path, "r") as probe:
             legacy = probe.schema_revision is None

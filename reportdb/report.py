@@ -14,10 +14,9 @@ import sqlite3
 import threading
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
-from sqlalchemy.orm import Session, sessionmaker
 
 from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .spec import Shards, assemble
@@ -25,6 +24,10 @@ from .store import blobs, codec as codec_mod, engine as engine_mod, rows as rows
 from .store.codec import Compression
 from .store.prepared import PreparedShard
 from .store.rows import ShardInfo, TensorInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session, sessionmaker
 
 Mode = Literal["r", "a"]
 DB_NAME = "db.sqlite"
@@ -100,10 +103,8 @@ class Report:
         opened = schema.open_database(self.path, writing=mode == "a", existed=existed)
         self._conn, self.schema_revision = opened.conn, opened.revision
         self._wal = opened.new_file  # this connection has put the file in WAL mode (else at its first write)
-        self._engine = engine_mod.engine_for(
-            self._conn, readonly=mode == "r", before_write=self._start_writing if mode == "a" else None
-        )
-        self._sessions = sessionmaker(bind=self._engine)
+        self._engine: Engine | None = None  # made by session(), on first use: SQLAlchemy's ORM is slow to import
+        self._sessions: sessionmaker[Session] | None = None
         self._tables = self._table_names()
         self._has_codec = "rdb_chunk" in self._tables and any(
             r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
@@ -136,7 +137,8 @@ class Report:
                 assert mapped is not None
                 raise mapped from exc
             finally:
-                self._engine.dispose()  # StaticPool: closes the connection too
+                if self._engine is not None:
+                    self._engine.dispose()  # StaticPool: closes the connection too
                 self._conn.close()
 
     def __enter__(self) -> "Report":
@@ -146,8 +148,19 @@ class Report:
         self.close()
 
     def session(self) -> Session:
-        """An ORM session on this report (models in ``reportdb.models``); commit it yourself."""
-        return self._sessions()
+        """An ORM session on this report (models in ``reportdb.models``); commit it yourself.
+
+        The SQLAlchemy engine, on this report's own connection, is made at the first call: a Report used only for
+        tensors and counts (``reportdb info``, ``ls``) never imports the ORM."""
+        with self._lock:
+            if self._sessions is None:
+                from sqlalchemy.orm import sessionmaker
+
+                self._engine = engine_mod.engine_for(
+                    self._conn, readonly=self.mode == "r", before_write=self._start_writing if self.mode == "a" else None
+                )
+                self._sessions = sessionmaker(bind=self._engine)
+            return self._sessions()
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:

@@ -470,7 +470,7 @@ def test_decode_workers_import_neither_sqlalchemy_nor_the_rest_of_the_migration(
         "'reportdb.legacy.'))))\n"
         "import reportdb.legacy\n"
         "reportdb.legacy.migrate\n"
-        "print('sqlalchemy' in sys.modules)\n"
+        "print('reportdb.report' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

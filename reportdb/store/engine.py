@@ -1,7 +1,8 @@
 """SQLite connections with the settings reportdb relies on, shared by raw blob I/O and SQLAlchemy.
 
 One ``sqlite3`` connection per Report: blob chunks go through it directly (``zeroblob`` +
-``blobopen``, which SQLAlchemy does not expose), and the SQLAlchemy engine runs on the very same
+``blobopen``, which SQLAlchemy does not expose), and the SQLAlchemy engine, made only when something needs it
+(an ORM session, a schema upgrade: importing SQLAlchemy takes about 0.2 s), runs on the very same
 connection through a StaticPool, so both see one transaction.
 
 A report is untrusted input, so every connection is hardened: ``trusted_schema=OFF`` (no function with
@@ -17,10 +18,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.pool import StaticPool
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import CorruptionError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportLockedError, SchemaError
 
@@ -32,6 +30,9 @@ STATEMENT_TIMEOUT = 10.0
 #: SQLite virtual-machine instructions between two looks at the clock (~0.1-1 ms of work).
 _PROGRESS_STEPS = 20_000
 _HEADER = b"SQLite format 3\x00"
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy import Engine
 
 
 class Connection(sqlite3.Connection):
@@ -250,7 +251,11 @@ def finish_writing(conn: sqlite3.Connection) -> bool:
 
 def engine_for(conn: sqlite3.Connection, *, readonly: bool, before_write: Callable[[], None] | None = None) -> Engine:
     """A SQLAlchemy engine bound to ``conn``; its transactions start with BEGIN IMMEDIATE when writable, after
-    ``before_write`` (which may set the journal mode: no transaction is open yet)."""
+    ``before_write`` (which may set the journal mode: no transaction is open yet). SQLAlchemy is imported here, on
+    first use, so commands that never need it (``reportdb info``, ``ls``) do not pay for its import."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.pool import StaticPool
+
     engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
     begin = "BEGIN" if readonly else "BEGIN IMMEDIATE"
 

@@ -4,22 +4,28 @@ Cases: a new (empty) file; a report of any pre-reportdb age; an older reportdb s
 one; a newer one, which is refused before anything touches the file. Before any of that, :func:`check_safety`
 refuses a schema that would make reportdb run the report's own SQL: views or other non-tables under reportdb's
 names, triggers on its tables, and (for writes) any trigger at all. :func:`open_database` runs them in order.
+
+Classifying a file needs only the revision names, which :func:`_revisions` reads from the migration scripts as text;
+alembic (and SQLAlchemy under it, most of a CLI command's start-up) is imported only by :func:`upgrade`.
 """
 
 from __future__ import annotations
 
+import ast
 import enum
+import functools
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from typing import TYPE_CHECKING
 
 from ..errors import NotAReportError, ReadOnlyError, ReportDBError, SchemaError, SchemaTooNewError, UnsafeReportError
 from . import engine as engine_mod
+
+if TYPE_CHECKING:  # pragma: no cover
+    from alembic.config import Config
+    from sqlalchemy import Engine
 
 VERSION_TABLE = "reportdb_alembic_version"
 #: Where the migrations live in a source checkout (the wheel ships them as ``reportdb.migrations``).
@@ -99,6 +105,8 @@ def _migrations_folder() -> Path:
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_migrations_folder()))
     return config
@@ -137,15 +145,52 @@ def check_safety(conn: sqlite3.Connection, path: Path, *, writing: bool) -> None
         )
 
 
+#: A module-level ``revision = ...`` or ``down_revision = ...`` line of a migration script (optionally annotated, as
+#: alembic's newer template writes them, optionally with a comment); the last one of each wins, as in Python.
+_REVISION_LINE = re.compile(r"^(revision|down_revision)\s*(?::[^=\n]*)?=\s*(.+?)\s*(?:#[^\n]*)?$", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=None)
+def _revisions() -> tuple[frozenset[str], str]:
+    """Every revision the migration scripts declare and the head, read as text (no alembic import, a fraction of a
+    millisecond) as alembic finds them: each ``versions/*.py`` script's ``revision`` and ``down_revision`` literals;
+    the head is the one revision that no other one revises. tests/test_startup.py checks this equals alembic's own
+    ``ScriptDirectory.walk_revisions()`` and ``get_current_head()``, so the two cannot drift apart."""
+    folder = _migrations_folder() / "versions"
+    known: set[str] = set()
+    revised: set[str] = set()
+    for script in sorted(folder.glob("*.py")):
+        if script.name.startswith(("__init__", ".#")):
+            continue
+        values = dict(_REVISION_LINE.findall(script.read_text(encoding="utf-8")))
+        try:
+            revision = ast.literal_eval(values["revision"])
+            down = ast.literal_eval(values.get("down_revision", "None"))
+        except (KeyError, ValueError, SyntaxError) as exc:
+            raise SchemaError(
+                f"{script}: reportdb's migration script declares no literal revision ({exc!r}); the installation is "
+                "damaged: reinstall reportdb"
+            ) from exc
+        if not isinstance(revision, str) or not (down is None or isinstance(down, (str, tuple))):
+            raise SchemaError(f"{script}: reportdb's migration script declares no revision name; reinstall reportdb")
+        known.add(revision)
+        revised.update((down,) if isinstance(down, str) else down or ())
+    heads = known - revised
+    if len(heads) != 1:
+        raise SchemaError(
+            f"{folder}: reportdb's migration scripts have {len(heads)} heads ({sorted(heads)}), not one; reinstall reportdb"
+        )
+    return frozenset(known), heads.pop()
+
+
 def head_revision() -> str:
     """The newest schema revision this reportdb knows."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert head is not None
-    return head
+    return _revisions()[1]
 
 
-def known_revisions() -> set[str]:
-    return {script.revision for script in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+def known_revisions() -> frozenset[str]:
+    """Every schema revision this reportdb knows (it reads each, and upgrades each to the head)."""
+    return _revisions()[0]
 
 
 def inspect(conn: sqlite3.Connection, path: Path) -> SchemaState:
@@ -189,6 +234,8 @@ def _newer(version: str, than: str) -> bool:
 
 def upgrade(engine: Engine, target: str = "head") -> None:
     """Bring the schema to ``target`` in one transaction: an interruption or error leaves the file as it was."""
+    from alembic import command
+
     from .. import __version__
 
     config = _alembic_config()

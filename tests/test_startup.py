@@ -1,0 +1,216 @@
+"""Start-up cost (issue 16): commands that only read import neither SQLAlchemy's ORM nor alembic, ``--help`` not even
+numpy, and the schema revisions known without alembic are exactly alembic's.
+
+Every check runs in a fresh interpreter (a subprocess), where ``sys.modules`` shows what a command imported.
+No timings here: ``benchmarks/bench_read.py`` measures them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from alembic.script import ScriptDirectory
+
+import reportdb
+from reportdb.errors import SchemaError
+from reportdb.store import schema
+from reportdb.store.engine import connect, engine_for
+
+from conftest import FIXTURES
+
+HEAVY = ("sqlalchemy", "alembic")
+
+
+def run_python(code: str, *args: str) -> list[str]:
+    """Run ``code`` in a fresh interpreter and return its stdout lines (failing on a non-zero exit)."""
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+LOADED = "import sys; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in %r})))" % (
+    HEAVY + ("numpy",),
+)
+
+
+@pytest.fixture()
+def small_report(tmp_path: Path) -> Path:
+    folder = tmp_path / "report"
+    folder.mkdir()
+    with reportdb.open(folder, "a") as report:
+        report.put_tensor(1, np.arange(12, dtype=np.float32).reshape(3, 4), ttnn_dtype="FLOAT32", layout="ROW_MAJOR")
+        report.put_tensor(2, np.ones(5, np.int32))
+        with report.connection() as conn:
+            conn.execute("INSERT INTO operations(operation_id, name, duration) VALUES (1, 'ttnn.add', 0.5)")
+    return folder
+
+
+def test_reading_a_report_imports_neither_orm_nor_alembic_until_session(small_report: Path) -> None:
+    """``open``, ``summary``, ``tensor_info`` and ``tensor`` (what ``info`` and ``ls`` do) load neither package;
+    the first ``session()`` loads the ORM and still answers from the same connection."""
+    code = (
+        "import json, sys\n"
+        "import reportdb, reportdb.cli\n"
+        "r = reportdb.open(sys.argv[1])\n"
+        "s = r.summary()\n"
+        "infos = [r.tensor_info(t, k).to_json() for t, k in r.tensor_keys()]\n"
+        "total = float(r.tensor(1).sum())\n"
+        f"{LOADED}\n"
+        "from sqlalchemy import func, select\n"
+        "from reportdb.models import Operation, StoredTensor\n"
+        "with r.session() as session:\n"
+        "    names = session.scalars(select(Operation.name)).all()\n"
+        "    count = session.scalar(select(func.count()).select_from(StoredTensor))\n"
+        "print(json.dumps([s['tensors'], s['schema_revision'] == s['schema_head'], len(infos), total, names, count]))\n"
+        "print('sqlalchemy.orm' in sys.modules)\n"
+        "r.close()\n"
+    )
+    before, answers, orm = run_python(code, str(small_report))
+    assert json.loads(before) == ["numpy"]
+    assert json.loads(answers) == [2, True, 2, 66.0, ["ttnn.add"], 2]
+    assert orm == "True"
+
+
+def test_cli_info_and_ls_import_neither_orm_nor_alembic(small_report: Path) -> None:
+    """The ``info`` and ``ls`` commands' own code path, on a folder (which also looks for legacy tensor files)."""
+    for command in (["info", "--json"], ["ls", "--json"]):
+        code = (
+            "import json, sys\n"
+            "from reportdb.cli import cli\n"
+            "cli.main(sys.argv[1:], prog_name='reportdb', standalone_mode=False)\n"
+            f"{LOADED}\n"
+        )
+        *output, loaded = run_python(code, command[0], str(small_report), *command[1:])
+        assert json.loads(loaded) == ["numpy"], command
+        answer = json.loads("\n".join(output))
+        assert (answer["tensors"] if command[0] == "info" else len(answer)) == 2
+
+
+def test_help_imports_no_numpy() -> None:
+    code = (
+        "import json, sys\n"
+        "from reportdb.cli import cli\n"
+        "cli.main(['--help'], prog_name='reportdb', standalone_mode=False)\n"
+        f"{LOADED}\n"
+    )
+    *output, loaded = run_python(code)
+    assert json.loads(loaded) == [] and any("info" in line for line in output)
+
+
+def test_reading_older_and_legacy_schemas_imports_no_alembic(tmp_path: Path) -> None:
+    """Classifying a file as an older reportdb schema, or a legacy TTNN report, uses the revisions read as text."""
+    older = tmp_path / "older.sqlite"
+    conn = connect(older, readonly=False)
+    schema.upgrade(engine_for(conn, readonly=False), target="0002")
+    conn.close()
+    legacy = tmp_path / "legacy"
+    shutil.copytree(FIXTURES / "ttnn-0.62.2-bin" / "report", legacy, ignore=shutil.ignore_patterns("tensors"))
+    code = (
+        "import json, sys\n"
+        "import reportdb\n"
+        "revisions = []\n"
+        "for path in sys.argv[1:]:\n"
+        "    with reportdb.open(path) as r:\n"
+        "        revisions.append(r.summary()['schema_revision'])\n"
+        "print(json.dumps(revisions))\n"
+        f"{LOADED}\n"
+    )
+    revisions, loaded = run_python(code, str(older), str(legacy))
+    assert json.loads(revisions) == ["0002", None]
+    assert json.loads(loaded) == ["numpy"]
+
+
+def _alembic_answer() -> tuple[set[str], str | None]:
+    scripts = ScriptDirectory.from_config(schema._alembic_config())
+    return {s.revision for s in scripts.walk_revisions()}, scripts.get_current_head()
+
+
+def test_revisions_read_as_text_are_alembics() -> None:
+    """The revisions and head that open-time classification uses equal alembic's, so the two cannot drift apart."""
+    known, head = _alembic_answer()
+    assert schema.known_revisions() == known and schema.head_revision() == head
+    assert len(known) >= 4
+
+
+def _scripts_folder(tmp_path: Path, extra: dict[str, str]) -> Path:
+    """A copy of reportdb's migration scripts plus ``extra`` (file name -> source) in ``tmp_path/migrations``."""
+    folder = tmp_path / "migrations"
+    shutil.copytree(schema._migrations_folder(), folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name, source in extra.items():
+        (folder / "versions" / name).write_text(source)
+    return folder
+
+
+_ANNOTATED = '''"""A later revision in alembic's current template style (annotated module variables)."""
+from typing import Sequence, Union
+
+revision: str = "0005"
+down_revision: Union[str, Sequence[str], None] = "0004"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    pass
+'''
+
+_BRANCH = '''revision = "0005b"
+down_revision = '0004'
+
+
+def upgrade() -> None:
+    pass
+'''
+
+_MERGE = '''"""Merges 0005 and 0005b.
+
+revision = "0005c" (a docstring line that reads like one: the module's own assignment, after it, wins)
+"""
+revision = "0006"  # a trailing comment
+down_revision = ("0005", "0005b")
+
+
+def upgrade() -> None:
+    pass
+'''
+
+
+def test_revisions_follow_added_scripts_as_alembic_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Added scripts, annotated variables, a branch and its merge: the text reading still equals alembic's walk."""
+    folder = _scripts_folder(tmp_path, {"0005_a.py": _ANNOTATED, "0005_b.py": _BRANCH, "0006_merge.py": _MERGE})
+    monkeypatch.setattr(schema, "_migrations_folder", lambda: folder)
+    schema._revisions.cache_clear()
+    try:
+        known, head = _alembic_answer()
+        assert known == {"0001", "0002", "0003", "0004", "0005", "0005b", "0006"} and head == "0006"
+        assert schema.known_revisions() == known and schema.head_revision() == head
+    finally:
+        schema._revisions.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("revision = make_name()\ndown_revision = '0004'\n", "declares no literal revision"),
+        ("down_revision = '0004'\n", "declares no literal revision"),
+        ("revision = 5\ndown_revision = '0004'\n", "declares no revision name"),
+        ("revision = '0005'\ndown_revision = '0003'\n", "2 heads"),
+    ],
+)
+def test_damaged_scripts_are_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
+) -> None:
+    folder = _scripts_folder(tmp_path, {"0005_bad.py": source})
+    monkeypatch.setattr(schema, "_migrations_folder", lambda: folder)
+    schema._revisions.cache_clear()
+    try:
+        with pytest.raises(SchemaError, match=message):
+            schema.head_revision()
+    finally:
+        schema._revisions.cache_clear()
