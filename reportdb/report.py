@@ -21,6 +21,7 @@ import numpy as np
 from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .spec import Shards, assemble
 from .store import blobs, codec as codec_mod, engine as engine_mod, rows as rows_mod, schema, tensors as tensors_mod
+from .store import windows
 from .store.codec import Compression
 from .store.prepared import PreparedShard
 from .store.rows import ShardInfo, TensorInfo
@@ -109,6 +110,7 @@ class Report:
         self._has_codec = "rdb_chunk" in self._tables and any(
             r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
         )  # False for an older schema read as it is
+        self._verified = windows.VerifiedChunks()  # chunks this connection has checked, for cheap windows into them
         if opened.upgraded_older:
             self.fill_missing_stats()  # tensors stored before the statistics table existed
 
@@ -359,26 +361,35 @@ class Report:
             for s, blob_id in zip(info.shards, blob_ids)
         ]
 
-    def tensor(self, tensor_id: int, rank: int = 0, *, rows: slice | None = None) -> np.ndarray:
-        """The logical array (multi-device tensors assembled as their distribution says).
+    def tensor(
+        self, tensor_id: int, rank: int = 0, *, window: windows.Window | None = None, rows: slice | None = None
+    ) -> np.ndarray:
+        """The logical array (multi-device tensors assembled as their distribution says), or only ``window`` of it.
 
-        ``rows`` reads a range along the first axis; for a single-device tensor only the chunks that
-        hold it are read.
+        ``window`` is numpy basic indexing (``(0, 0, slice(0, 32), slice(0, 64))``, ``np.s_[..., :64]``); for a
+        single-device tensor only the chunks that hold it are read, and once a chunk has been checked against its
+        crc32 (by this Report), later windows into it read only their own bytes. ``rows=s`` is ``window=(s,)``.
         """
+        if rows is not None:
+            if window is not None:
+                raise InvalidArgumentError("give window= or rows=, not both")
+            window = (rows,)
         info, blob_ids = self._info(tensor_id, rank)
-        if rows is not None and len(info.shards) == 1 and info.shards[0].shape:
-            shard = info.shards[0]
-            start, stop, step = rows.indices(shard.shape[0])
-            if step != 1:
-                raise InvalidArgumentError("rows must be a contiguous slice (step 1)")
-            return self._read(blob_ids[0], shard, f"tensor {tensor_id} (rank {rank})", rows=(start, max(start, stop)))
+        what = f"tensor {tensor_id} (rank {rank})"
+        if window is not None and len(info.shards) == 1:
+            with self._reading(what) as conn:
+                return rows_mod.read_shard(conn, blob_ids[0], info.shards[0], what, window=window,
+                                           verified=self._verified, has_codec=self._has_codec)
         array = assemble(self.shards(tensor_id, rank), info.spec.distribution)
-        return array if rows is None else array[rows]
+        if window is None:
+            return array
+        windows.plan_window(array.shape, array.dtype.itemsize, window)  # the same checks and errors as one shard's
+        return np.ascontiguousarray(array[window])
 
-    def _read(self, blob_id: int, shard: ShardInfo, what: str, rows: tuple[int, int] | None = None) -> np.ndarray:
-        """A shard's values (``rows``: only rows ``start..stop`` of its first axis), checked before allocation."""
+    def _read(self, blob_id: int, shard: ShardInfo, what: str) -> np.ndarray:
+        """A shard's values, checked before allocation."""
         with self._reading(what) as conn:
-            return rows_mod.read_shard(conn, blob_id, shard, what, rows=rows, has_codec=self._has_codec)
+            return rows_mod.read_shard(conn, blob_id, shard, what, has_codec=self._has_codec)
 
     def tensor_stats(self, tensor_id: int, rank: int = 0) -> dict[str, Any]:
         """Statistics stored when the tensor was written (per shard for multi-device); reads no tensor bytes."""

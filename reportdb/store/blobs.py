@@ -19,7 +19,7 @@ import sqlite3
 import zlib
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -146,9 +146,9 @@ MAX_CHUNK_SIZE = 1 << 30
 _DAMAGED = "the database file is damaged; restore it from a copy or migrate the report again"
 
 
-@dataclass(frozen=True)
-class ChunkRow:
-    """One chunk of a blob as its rows describe it, checked against the blob's layout."""
+class ChunkRow(NamedTuple):
+    """One chunk of a blob as its rows describe it, checked against the blob's layout (a tuple: a layout of a
+    large blob makes hundreds, and a frozen dataclass costs several times more to build)."""
 
     idx: int
     id: int
@@ -160,143 +160,151 @@ class ChunkRow:
 
 @dataclass(frozen=True)
 class BlobLayout:
-    """A blob whose rows were checked to describe ``nbytes`` bytes in complete ``chunk_size`` chunks."""
+    """A blob whose rows were checked to describe ``nbytes`` bytes in complete ``chunk_size`` chunks; ``chunks``
+    holds chunks ``first..first + len(chunks) - 1`` (all of them unless the layout was made for a byte span)."""
 
     id: int
     nbytes: int
     chunk_size: int
     chunks: tuple[ChunkRow, ...]
     digest: bytes  # the blob's content address as stored
+    first: int = 0
 
     def expected(self, idx: int) -> int:
         """The raw size chunk ``idx`` must have: ``chunk_size``, the last one the remainder."""
         return min(self.chunk_size, self.nbytes - idx * self.chunk_size)
 
+    def chunk(self, idx: int) -> ChunkRow:
+        """Chunk ``idx`` of the blob, which this layout must hold."""
+        if not self.first <= idx < self.first + len(self.chunks):
+            raise IndexError(f"chunk {idx} is outside this layout of chunks {self.first}..{self.first + len(self.chunks) - 1}")
+        return self.chunks[idx - self.first]
 
-def _corrupt(what: str, problem: str) -> CorruptionError:
+
+def corrupt(what: str, problem: str) -> CorruptionError:
+    """A CorruptionError naming ``what`` and its ``problem``, saying the file is damaged and what to do."""
     return CorruptionError(f"{what}: {problem}; {_DAMAGED}")
 
 
-def blob_layout(conn: sqlite3.Connection, blob_id: int, nbytes: int, *, what: str = "blob", has_codec: bool = True) -> BlobLayout:
+def blob_layout(
+    conn: sqlite3.Connection, blob_id: int, nbytes: int, *, what: str = "blob", has_codec: bool = True,
+    span: tuple[int, int] | None = None,
+) -> BlobLayout:
     """Check, before anything is allocated, that the rows of blob ``blob_id`` describe ``nbytes`` bytes (what the
     shard's shape and dtype need): a sane chunk size, a chunk count that fits, the index list complete, every chunk
     present with a raw size in (0, chunk size] and a stored size that fits it. Raise CorruptionError naming ``what``
     otherwise. Raw chunks are also checked to be exactly their expected size here; a compressed chunk's size is
-    checked once its frame has been (see :func:`read_blob_into`)."""
+    checked once its frame has been (see :func:`read_blob_into`).
+
+    ``span=(lo, hi)``, a non-empty byte range of the blob, lists and checks only the chunks that hold those bytes: a
+    small window of a large blob then costs one or two chunk rows, not hundreds."""
     found = conn.execute("SELECT nbytes, chunk_size, n_chunks, digest FROM rdb_blob WHERE id=?", (blob_id,)).fetchone()
     if found is None:
-        raise _corrupt(what, f"its blob {blob_id} is missing from table rdb_blob")
+        raise corrupt(what, f"its blob {blob_id} is missing from table rdb_blob")
     row = found[:3]
     stored_nbytes, chunk_size, n_chunks = row
     if not all(type(v) is int for v in row) or not 0 < chunk_size <= MAX_CHUNK_SIZE or stored_nbytes < 0:
-        raise _corrupt(what, f"table rdb_blob gives blob {blob_id} impossible sizes (nbytes {stored_nbytes!r}, chunk_size "
+        raise corrupt(what, f"table rdb_blob gives blob {blob_id} impossible sizes (nbytes {stored_nbytes!r}, chunk_size "
                              f"{chunk_size!r}, at most {MAX_CHUNK_SIZE})")
     if stored_nbytes != nbytes:
-        raise _corrupt(what, f"table rdb_blob says blob {blob_id} holds {stored_nbytes} bytes; the shard's shape and dtype "
+        raise corrupt(what, f"table rdb_blob says blob {blob_id} holds {stored_nbytes} bytes; the shard's shape and dtype "
                              f"need {nbytes}")
     if n_chunks != -(-nbytes // chunk_size):
-        raise _corrupt(what, f"table rdb_blob says blob {blob_id} has {n_chunks!r} chunks; {nbytes} bytes in "
+        raise corrupt(what, f"table rdb_blob says blob {blob_id} has {n_chunks!r} chunks; {nbytes} bytes in "
                              f"{chunk_size}-byte chunks need {-(-nbytes // chunk_size)}")
+    first, last = 0, n_chunks - 1
+    if span is not None:
+        if not 0 <= span[0] < span[1] <= nbytes:
+            raise InvalidArgumentError(f"bytes {span[0]}..{span[1]} are not a non-empty range of a {nbytes}-byte blob")
+        first, last = span[0] // chunk_size, (span[1] - 1) // chunk_size
     rows = conn.execute(
         f"SELECT bc.idx, c.id, c.nbytes, c.crc32, {'c.codec' if has_codec else 'NULL'}, c.digest, length(c.data),"
         " typeof(c.data) FROM rdb_blob_chunk bc LEFT JOIN rdb_chunk c ON c.id = bc.chunk_id WHERE bc.blob_id=?"
-        " ORDER BY bc.idx LIMIT ?",
-        (blob_id, n_chunks + 1),
+        " AND bc.idx >= ? ORDER BY bc.idx LIMIT ?",
+        (blob_id, first, last - first + 1 + (span is None)),  # the whole list: one more row shows an extra one
     ).fetchall()
-    if [r[0] for r in rows] != list(range(n_chunks)):
+    if [r[0] for r in rows] != list(range(first, last + 1)):
         have = [r[0] for r in rows]
-        raise _corrupt(what, f"table rdb_blob_chunk lists chunks {_brief(have)} of blob {blob_id}, which needs chunks "
-                             f"0..{n_chunks - 1}")
+        part = "" if span is None else f" of its 0..{n_chunks - 1} for bytes {span[0]}..{span[1]}"
+        raise corrupt(what, f"table rdb_blob_chunk lists chunks {_brief(have)} of blob {blob_id}, which needs chunks "
+                            f"{first}..{last}{part}")
     layout = BlobLayout(blob_id, nbytes, chunk_size, (), b"")
     chunks = []
     for idx, chunk_id, raw, crc, codec, digest_, stored, kind in rows:
         if chunk_id is None:
-            raise _corrupt(what, f"chunk {idx} of blob {blob_id} is missing from table rdb_chunk")
+            raise corrupt(what, f"chunk {idx} of blob {blob_id} is missing from table rdb_chunk")
         if type(raw) is not int or not 0 < raw <= chunk_size or type(crc) is not int or kind != "blob":
-            raise _corrupt(what, f"table rdb_chunk row {chunk_id} (chunk {idx}) claims {raw!r} bytes of {kind} data in "
+            raise corrupt(what, f"table rdb_chunk row {chunk_id} (chunk {idx}) claims {raw!r} bytes of {kind} data in "
                                  f"{chunk_size}-byte chunks")
         if codec is None:
             if stored != raw:
-                raise _corrupt(what, f"chunk {idx} holds {stored} bytes, not {raw}")
-            _check_size(layout, idx, raw, what)
+                raise corrupt(what, f"chunk {idx} holds {stored} bytes, not {raw}")
+            check_size(layout, idx, raw, what)
         elif stored > raw:  # reportdb stores a frame only where it saves 10%
-            raise _corrupt(what, f"chunk {idx} is a {stored}-byte frame for {raw} bytes")
+            raise corrupt(what, f"chunk {idx} is a {stored}-byte frame for {raw} bytes")
         chunks.append(ChunkRow(idx, chunk_id, raw, crc, codec, digest_ if isinstance(digest_, bytes) else b""))
-    return BlobLayout(blob_id, nbytes, chunk_size, tuple(chunks), found[3] if isinstance(found[3], bytes) else b"")
+    return BlobLayout(blob_id, nbytes, chunk_size, tuple(chunks), found[3] if isinstance(found[3], bytes) else b"", first)
 
 
 def _brief(values: list[int]) -> str:
     return "[" + ", ".join(map(str, values[:8])) + (", ...]" if len(values) > 8 else "]")
 
 
-def _check_size(layout: BlobLayout, idx: int, nbytes: int, what: str) -> None:
+def check_size(layout: BlobLayout, idx: int, nbytes: int, what: str) -> None:
     if nbytes != layout.expected(idx):
-        raise _corrupt(what, f"chunk {idx} of blob {layout.id} holds {nbytes} bytes; a {layout.nbytes}-byte blob in "
+        raise corrupt(what, f"chunk {idx} of blob {layout.id} holds {nbytes} bytes; a {layout.nbytes}-byte blob in "
                              f"{layout.chunk_size}-byte chunks needs {layout.expected(idx)} there")
 
 
-def read_blob_into(
-    conn: sqlite3.Connection, layout: BlobLayout, out: np.ndarray, *, offset: int = 0, what: str = "blob"
-) -> None:
-    """Fill ``out`` (a flat uint8 array) with the bytes of a checked blob from ``offset``, reading only the chunks
-    that hold them.
+def read_blob_into(conn: sqlite3.Connection, layout: BlobLayout, out: np.ndarray, *, what: str = "blob") -> None:
+    """Fill ``out`` (a flat uint8 array of the blob's size) with the bytes of a checked blob (windows of it are
+    ``windows.read_window``'s).
 
     Every chunk read is checked against its crc32 (of the stored bytes, before any decompression); a mismatch
     raises CorruptionError naming ``what``.
     """
-    length = int(out.nbytes)
-    if length == 0:
-        return
-    chunk_size, total = layout.chunk_size, layout.nbytes
-    if offset < 0 or offset + length > total:
-        raise CorruptionError(f"{what}: asked for bytes {offset}..{offset + length} of a {total}-byte blob")
-    first, last = offset // chunk_size, (offset + length - 1) // chunk_size
+    if out.nbytes != layout.nbytes or layout.first != 0 or len(layout.chunks) != -(-layout.nbytes // layout.chunk_size):
+        raise InvalidArgumentError(f"{what}: {out.nbytes} bytes asked of a {layout.nbytes}-byte blob whose layout holds "
+                                   f"{len(layout.chunks)} chunks from chunk {layout.first}")
     # The crc32 of a large chunk (and the decompression of a compressed one) runs in a helper thread while the
     # next chunk is read (both release the GIL), so it costs little wall time; ``out`` is the caller's and is
     # discarded if a check fails.
-    with _ChecksBehind(pools.pool("check", 2)) as checks:
-        for chunk in layout.chunks[first : last + 1]:
+    with ChecksBehind(pools.pool("check", 2)) as checks:
+        for chunk in layout.chunks:
             idx, nbytes = chunk.idx, chunk.nbytes
-            data = _chunk_bytes(conn, chunk.id)
-            chunk_start = idx * chunk_size
-            lo = max(offset, chunk_start)
-            hi = min(offset + length, chunk_start + nbytes)
-            target = out[lo - offset : hi - offset]
-            inline = nbytes < _THREADED_CRC_MIN
+            data = chunk_bytes(conn, chunk.id)
+            target = out[idx * layout.chunk_size : idx * layout.chunk_size + layout.expected(idx)]
+            inline = nbytes < THREADED_CRC_MIN
             if chunk.codec is not None:
-                checks.run(_decode_into, layout, target, lo - chunk_start, chunk, data, what, inline=inline)
+                checks.run(_decode_into, layout, target, chunk, data, what, inline=inline)
                 continue
             if len(data) != nbytes:
-                raise _corrupt(what, f"chunk {idx} holds {len(data)} bytes, not {nbytes}")
-            checks.run(_check_crc, idx, chunk.crc32, data, what, inline=inline)
-            target[:] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo - chunk_start)
+                raise corrupt(what, f"chunk {idx} holds {len(data)} bytes, not {nbytes}")
+            checks.run(check_crc, idx, chunk.crc32, data, what, inline=inline)
+            target[:] = np.frombuffer(data, dtype=np.uint8)
 
 
-def _decode_into(
-    layout: BlobLayout, target: np.ndarray, start: int, chunk: ChunkRow, data: bytes, what: str
-) -> None:
-    """Check a compressed chunk's crc32, decompress it, check its size and copy its bytes from ``start`` into
-    ``target``."""
-    raw = _decoded(layout, chunk, data, what, crc=True)
-    target[:] = np.frombuffer(raw, dtype=np.uint8, count=target.nbytes, offset=start)
+def _decode_into(layout: BlobLayout, target: np.ndarray, chunk: ChunkRow, data: bytes, what: str) -> None:
+    """Check a compressed chunk's crc32, decompress it, check its size and copy its bytes into ``target``."""
+    target[:] = np.frombuffer(decoded(layout, chunk, data, what, crc=True), dtype=np.uint8)
 
 
-def _decoded(layout: BlobLayout, chunk: ChunkRow, data: bytes, what: str, *, crc: bool) -> bytes:
+def decoded(layout: BlobLayout, chunk: ChunkRow, data: bytes, what: str, *, crc: bool) -> bytes:
     """The raw bytes of a compressed chunk (its crc32 checked first when ``crc``), of the size the layout needs."""
     if crc:
-        _check_crc(chunk.idx, chunk.crc32, data, what)
+        check_crc(chunk.idx, chunk.crc32, data, what)
     assert chunk.codec is not None
     raw = codec_mod.decompress(chunk.codec, data, chunk.nbytes, f"{what}: chunk {chunk.idx}")
-    _check_size(layout, chunk.idx, chunk.nbytes, what)
+    check_size(layout, chunk.idx, chunk.nbytes, what)
     return raw
 
 
 # Two threads: zstd decodes ~350 MB/s per thread on a 2-core VM, so compressed reads nearly double with the
 # second one (measured 350 -> 600 MB/s); raw reads, bound by the copy, are unchanged.
-_THREADED_CRC_MIN = 1 << 20  # below this a thread hand-off costs more than the check itself
+THREADED_CRC_MIN = 1 << 20  # below this a thread hand-off costs more than the check itself
 
 
-def _check_crc(idx: int, crc: int, data: bytes, what: str) -> None:
+def check_crc(idx: int, crc: int, data: bytes, what: str) -> None:
     if zlib.crc32(data) != crc:
         raise CorruptionError(
             f"{what}: chunk {idx} failed its integrity check (stored bytes were changed or lost); "
@@ -304,7 +312,7 @@ def _check_crc(idx: int, crc: int, data: bytes, what: str) -> None:
         )
 
 
-class _ChecksBehind:
+class ChecksBehind:
     """Integrity checks run in ``pool`` while the caller reads the next chunks, at most two chunks behind so
     memory stays bounded; leaving the block waits for them all (after an error, the rest are cancelled)."""
 
@@ -320,7 +328,7 @@ class _ChecksBehind:
         if len(self.ahead) > 2:
             self.ahead.popleft().result()
 
-    def __enter__(self) -> "_ChecksBehind":
+    def __enter__(self) -> "ChecksBehind":
         return self
 
     def __exit__(self, exc_type: object, *_: object) -> None:
@@ -332,7 +340,7 @@ class _ChecksBehind:
                 future.cancel()
 
 
-def _chunk_bytes(conn: sqlite3.Connection, chunk_id: int) -> bytes:
+def chunk_bytes(conn: sqlite3.Connection, chunk_id: int) -> bytes:
     """A chunk's bytes; incremental blob I/O reads them several times faster than a SELECT of the value."""
     if hasattr(conn, "blobopen"):
         with conn.blobopen("rdb_chunk", "data", chunk_id, readonly=True) as blob:
@@ -360,13 +368,13 @@ def verify_blob(
 
     def check(chunk: ChunkRow, data: bytes) -> None:
         if chunk.codec is not None:
-            data = _decoded(layout, chunk, data, what, crc=False)
+            data = decoded(layout, chunk, data, what, crc=False)
         elif len(data) != chunk.nbytes:
-            raise _corrupt(what, f"chunk {chunk.idx} holds {len(data)} bytes, not {chunk.nbytes}")
+            raise corrupt(what, f"chunk {chunk.idx} holds {len(data)} bytes, not {chunk.nbytes}")
         if hashlib.sha256(data).digest() != chunk.digest:
             raise CorruptionError(f"{what}: chunk {chunk.idx} does not match its sha256 digest; {_DAMAGED}")
 
-    with _ChecksBehind(pool) as checks:
+    with ChecksBehind(pool) as checks:
         for chunk in layout.chunks:
-            checks.run(check, chunk, _chunk_bytes(conn, chunk.id))
+            checks.run(check, chunk, chunk_bytes(conn, chunk.id))
     return nbytes

@@ -21,7 +21,7 @@ from ..dtypes import numpy_dtype
 from ..errors import CorruptionError, ReportDBError, TensorNotFoundError
 from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, shape_from_json
 from ..numeric.stats import histogram_edges
-from . import blobs
+from . import blobs, windows
 
 #: The longest JSON text a metadata column may hold (a memory config is a few KiB).
 MAX_JSON = 16 << 20
@@ -159,21 +159,23 @@ def read_info(conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int) -
 
 
 def read_shard(
-    conn: sqlite3.Connection, blob_id: int, shard: ShardInfo, what: str, *, rows: tuple[int, int] | None = None,
-    has_codec: bool = True,
+    conn: sqlite3.Connection, blob_id: int, shard: ShardInfo, what: str, *,
+    window: windows.Window | None = None, verified: windows.VerifiedChunks | None = None, has_codec: bool = True,
 ) -> np.ndarray:
-    """A shard's values (``rows``: only rows ``start..stop`` of its first axis, reading only the chunks that hold
-    them). The blob's rows are checked to describe the shard's shape and dtype, complete, before anything is
-    allocated."""
+    """A shard's values, or only ``window`` of them (numpy basic indexing, see ``windows.plan_window``), reading only
+    the chunks that hold them. The blob's rows are checked to describe the shard's shape and dtype, complete (for a
+    window: the chunks it spans), before anything is allocated. ``verified``, one per connection, lets windows into
+    chunks already checked read only their bytes."""
     dtype = numpy_dtype(shard.dtype)
-    shape, offset = shard.shape, 0
-    if rows is not None:
-        row_bytes = math.prod(shape[1:]) * dtype.itemsize
-        shape, offset = (rows[1] - rows[0],) + shape[1:], rows[0] * row_bytes
-    layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec)
-    out = np.empty(shape, dtype=dtype)
-    blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), offset=offset, what=what)
-    return out
+    if window is None:
+        layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec)
+        out = np.empty(shard.shape, dtype=dtype)
+        blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), what=what)
+        return out
+    plan = windows.plan_window(shard.shape, dtype.itemsize, window)
+    layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec,
+                               span=plan.span if plan.nbytes else None)
+    return windows.read_window(conn, layout, plan, dtype, what=what, verified=verified)
 
 
 def read_stats(conn: sqlite3.Connection, stored: Stored, blob_id: int, dtype: str) -> dict[str, Any] | None:
