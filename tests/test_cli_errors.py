@@ -23,6 +23,8 @@ import reportdb
 
 from conftest import FIXTURES
 
+pytestmark = pytest.mark.process  # starts other processes: CI runs it, the fast tier leaves it out
+
 LEGACY = FIXTURES / "ttnn-0.62.2-bin" / "report"
 LEGACY_TENSOR_FILES = sum(1 for p in (LEGACY / "tensors").iterdir() if p.suffix in (".bin", ".tensorbin", ".pt"))
 

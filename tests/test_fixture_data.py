@@ -166,6 +166,7 @@ def _checkout_files() -> list[str]:
     return [name for name in listed.decode().split("\0") if name and (ROOT / name).is_file()]
 
 
+@pytest.mark.process
 def test_suite_collects_on_a_plain_clone(tmp_path: Path) -> None:
     """A copy of the checkout with nothing beside it collects every test module without an error."""
     clone = tmp_path / "clone" / "reportdb"

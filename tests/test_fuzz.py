@@ -175,6 +175,7 @@ def _environment_failure(proc_stdout: str, proc_stderr: str) -> None:
     )
 
 
+@pytest.mark.process
 def test_fuzz_mutated_fixtures() -> None:
     assert len(fixture_files()) > 100
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
@@ -541,6 +542,7 @@ def _db_fuzz(base: Path, cases: int, scratch: Path) -> None:
     assert not failures, f"{len(failures)} distinct DB fuzz failures over {cases} cases:\n{report}"
 
 
+@pytest.mark.process
 def test_fuzz_mutated_report_databases(base_report: Path, tmp_path: Path) -> None:
     _db_fuzz(base_report, DB_CASES, tmp_path)
 

@@ -237,6 +237,7 @@ def test_copy_triggers_creates_them_last(tmp_path: Path) -> None:
     assert verify(db)["ok"]
 
 
+@pytest.mark.process
 def test_a_schema_too_slow_to_copy_is_stopped(tmp_path: Path) -> None:
     """A CHECK constraint the copy evaluates per row (0.1 s each here, for 1000 rows) stops at the copy's time
     bound, lowered for the test, with a QueryTimeoutError, and leaves nothing behind."""
@@ -332,6 +333,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
+@pytest.mark.process
 def test_disk_full_is_one_clear_line_and_a_rerun_resumes(small_disk: Path, tmp_path: Path) -> None:
     src = writable_copy(tmp_path / "report")
     rng = np.random.default_rng(0)

@@ -352,6 +352,7 @@ def run_and_kill(args: list[str], partial: Path, point: Callable[[Path], bool]) 
         proc.wait()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("point", sorted(KILL_POINTS))
 def test_killed_migration_leaves_source_and_reruns(point: str, tmp_path: Path) -> None:
     folder = REPORTS[0]
@@ -371,6 +372,7 @@ def test_killed_migration_leaves_source_and_reruns(point: str, tmp_path: Path) -
     assert_report_values(out / "db.sqlite", folder)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("point", ["tables copied", "20 tensors stored"])
 def test_killed_in_place_migration_leaves_source_and_reruns(point: str, tmp_path: Path) -> None:
     folder = REPORTS[1]
@@ -420,6 +422,7 @@ def test_cli_verify_fails_on_a_damaged_chunk(tmp_path: Path) -> None:
     assert verify(db)["problems"][0]["error"].startswith("CorruptionError")
 
 
+@pytest.mark.process
 def test_killed_parallel_migration_leaves_no_worker_behind(tmp_path: Path) -> None:
     """Decode workers end with the migrate process, even when it is killed with SIGKILL."""
     proc = subprocess.Popen(

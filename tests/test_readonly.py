@@ -25,6 +25,8 @@ import reportdb
 
 from conftest import FIXTURES
 
+pytestmark = pytest.mark.process  # starts other processes: CI runs it, the fast tier leaves it out
+
 LEGACY = FIXTURES / "ttnn-0.62.2-bin" / "report"
 
 

@@ -18,6 +18,8 @@ import pytest
 
 import reportdb
 
+pytestmark = pytest.mark.process  # starts other processes: CI runs it, the fast tier leaves it out
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Values are a function of (tensor_id, rank), so the parent can check them without being told.
