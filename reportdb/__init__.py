@@ -10,8 +10,9 @@ import numpy), so importing reportdb inside a model run, or for ``reportdb --hel
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_getattr
 
 from .errors import (  # every error class, so callers can catch each by name
     AssemblyError,
@@ -96,12 +97,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from .spec import Distribution, LoadedTensor, Placement, TensorSpec  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")  # the import binds it in this module too
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'reportdb' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY, _SUBMODULES)

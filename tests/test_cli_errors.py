@@ -278,21 +278,24 @@ def test_head_on_a_long_listing_ends_quietly(tmp_path: Path) -> None:
     assert (proc.returncode, proc.stderr, len(proc.stdout.splitlines())) == (141, "", 2)
 
 
-def test_internal_error_is_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
-    report = _writer_report(tmp_path / "run", records=[(1, 2, 0.99)])
+def _golden_with(report: Path, replacement: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``reportdb compare REPORT --golden ARGS`` in a subprocess whose ``reportdb.compare_golden`` is ``replacement``
+    (the source of a function of that name), to reach the CLI's handling of what the library returns or raises."""
     code = (
-        "import sys, reportdb, reportdb.analysis.golden\n"
-        "def broken(*a, **k):\n"
-        "    raise RuntimeError('first line\\nsecond line\\nthird line')\n"
-        "reportdb.compare_golden = broken\n"
+        "import sys, numpy as np, reportdb\n" + replacement + "reportdb.compare_golden = replacement\n"
         "from reportdb.cli import main\n"
-        f"sys.argv = ['reportdb', 'compare', {str(report)!r}, '--golden']\n"
+        f"sys.argv = ['reportdb', 'compare', {str(report)!r}, '--golden', *{list(args)!r}]\n"
         "main()\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_internal_error_is_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
+    report = _writer_report(tmp_path / "run", records=[(1, 2, 0.99)])
+    broken = "def replacement(*a, **k):\n    raise RuntimeError('first line\\nsecond line\\nthird line')\n"
+    out = _golden_with(report, broken)
     assert one_line_error(out) == "Error: internal error RuntimeError: first line (set REPORTDB_DEBUG=1 for the traceback)"
-    debug = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "REPORTDB_DEBUG": "1"})
+    debug = _golden_with(report, broken, env={**os.environ, "REPORTDB_DEBUG": "1"})
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "third line" in debug.stderr
 
 
@@ -332,16 +335,11 @@ def test_migrate_summary_names_skipped_symlinks(tmp_path: Path) -> None:
 
 def test_json_output_is_strict_even_with_nonfinite_values(tmp_path: Path) -> None:
     report = _writer_report(tmp_path / "run", records=[(1, 2, 0.99)])
-    code = (
-        "import sys, numpy as np, reportdb\n"
-        "def nonfinite(*a, **k):\n"
+    nonfinite = (
+        "def replacement(*a, **k):\n"
         "    return [{'tensor_id': 1, 'metrics': {'pcc': float('nan'), 'max_abs_error': np.float32('inf'), 'passed': True},"
         " 'values': (float('-inf'), np.float64(2.5))}]\n"
-        "reportdb.compare_golden = nonfinite\n"
-        "from reportdb.cli import main\n"
-        f"sys.argv = ['reportdb', 'compare', {str(report)!r}, '--golden', '--json']\n"
-        "main()\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = _golden_with(report, nonfinite, "--json")
     assert out.returncode == 0, out.stderr
     assert strict_json(out.stdout) == [{"tensor_id": 1, "metrics": {"pcc": None, "max_abs_error": None, "passed": True}, "values": [None, 2.5]}]

@@ -8,6 +8,7 @@ as root without any capability (``setpriv``: permission bits then apply to root 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -134,16 +135,26 @@ def _first_tensor(report: Path) -> int:
         return r.tensor_ids()[0]
 
 
-@pytest.mark.parametrize("name, command", CASES)
-def test_reads_without_write_permission_change_nothing(reports: Path, tmp_path_factory: pytest.TempPathFactory,
-                                                       name: str, command: str) -> None:
+@contextlib.contextmanager
+def _unprivileged_workspace(mode: int) -> Iterator[tuple[list[str], dict[str, Any], Path]]:
+    """How to run as a reader without write permission, and a folder of ``mode`` outside root's 0700 tmp (removed
+    after, whatever modes the test left in it); skips where no such reader can be had."""
     how = _unprivileged()
     if how is None:
         pytest.skip("running as root, and neither `nobody` can run this Python nor `setpriv` can drop root's capabilities")
-    prefix, kwargs = how
-    work = Path(tempfile.mkdtemp(prefix="reportdb-ro-case-"))
+    work = Path(tempfile.mkdtemp(prefix="reportdb-ro-"))
     try:
-        work.chmod(0o777)
+        work.chmod(mode)
+        yield how[0], how[1], work
+    finally:
+        for folder, _, _ in os.walk(work):
+            os.chmod(folder, 0o777)
+        shutil.rmtree(work)
+
+
+@pytest.mark.parametrize("name, command", CASES)
+def test_reads_without_write_permission_change_nothing(reports: Path, name: str, command: str) -> None:
+    with _unprivileged_workspace(0o777) as (prefix, kwargs, work):
         out = work / "out"
         out.mkdir()
         out.chmod(0o777)
@@ -152,10 +163,6 @@ def test_reads_without_write_permission_change_nothing(reports: Path, tmp_path_f
         result = _run(_commands(report, out, _first_tensor(reports / name))[command], prefix, kwargs, out)
         _check_ran(command, result)
         assert _state(report) == before
-    finally:
-        for folder, _, _ in os.walk(work):
-            os.chmod(folder, 0o777)
-        shutil.rmtree(work)
 
 
 @pytest.mark.parametrize("name, command", CASES)
@@ -171,20 +178,10 @@ def test_reads_with_write_permission_change_nothing(reports: Path, tmp_path: Pat
 
 def test_the_copies_really_are_read_only_for_the_reader(reports: Path) -> None:
     """The setup check: the unprivileged reader cannot create a file in a 0555 report folder."""
-    how = _unprivileged()
-    if how is None:
-        pytest.skip("no way to run without root's permission override here")
-    prefix, kwargs = how
-    work = Path(tempfile.mkdtemp(prefix="reportdb-ro-check-"))
-    try:
-        work.chmod(0o755)
+    with _unprivileged_workspace(0o755) as (prefix, kwargs, work):
         report = _copy(reports, "written", work, readonly=True)
         assert stat.S_IMODE(report.stat().st_mode) == 0o555
         probe = subprocess.run(prefix + [sys.executable, "-c", f"open({str(report / 'x')!r}, 'w')"],
                                capture_output=True, text=True, **kwargs)
         assert probe.returncode != 0 and "Permission denied" in probe.stderr
-    finally:
-        for folder, _, _ in os.walk(work):
-            os.chmod(folder, 0o755)
-        shutil.rmtree(work)
 

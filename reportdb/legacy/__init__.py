@@ -12,38 +12,31 @@ and must not load SQLAlchemy with this package.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
+from ..errors import (
+    MigrationError, MigrationWriteError, NotAReportFolderError, UnreadableTensorFileError, UnsafeFolderError,
+    VerificationError,
+)
 
 _LAZY = {
     "migrate": "reportdb.legacy.pipeline",
     "verify": "reportdb.legacy.verification",
     "pending_legacy_files": "reportdb.legacy.inventory",
     "PARTIAL_NAME": "reportdb.legacy.common",
-    "MigrationError": "reportdb.legacy.common",
-    "NotAReportFolderError": "reportdb.legacy.common",
-    "VerificationError": "reportdb.legacy.common",
-    "UnreadableTensorFileError": "reportdb.legacy.common",
-    "UnsafeFolderError": "reportdb.legacy.common",
-    "MigrationWriteError": "reportdb.legacy.common",
 }
 
-__all__ = list(_LAZY)
+__all__ = [
+    *_LAZY, "MigrationError", "MigrationWriteError", "NotAReportFolderError", "UnreadableTensorFileError",
+    "UnsafeFolderError", "VerificationError",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .common import (  # noqa: F401
-        PARTIAL_NAME, MigrationError, MigrationWriteError, NotAReportFolderError, UnreadableTensorFileError,
-        UnsafeFolderError, VerificationError,
-    )
+    from .common import PARTIAL_NAME  # noqa: F401
     from .inventory import pending_legacy_files  # noqa: F401
     from .pipeline import migrate  # noqa: F401
     from .verification import verify  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'reportdb.legacy' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
