@@ -111,6 +111,7 @@ class Report:
             r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
         )  # False for an older schema read as it is
         self._verified = windows.VerifiedChunks()  # chunks this connection has checked, for cheap windows into them
+        self._parsed = rows_mod.ParsedCache()  # specs and shapes decoded, by their stored text: each parsed once
         if opened.upgraded_older:
             self.fill_missing_stats()  # tensors stored before the statistics table existed
 
@@ -351,15 +352,16 @@ class Report:
         CorruptionError naming the tensor, the table and the column)."""
         self._require_store()
         with self._reading(f"tensor {tensor_id} (rank {rank})") as conn:
-            return rows_mod.read_info(conn, self.path, tensor_id, rank)
+            return rows_mod.read_info(conn, self.path, tensor_id, rank, self._parsed)
 
     def shards(self, tensor_id: int, rank: int = 0) -> Shards:
         """Every device shard of a tensor as ``[(mesh_coordinate, array), ...]``."""
-        info, blob_ids = self._info(tensor_id, rank)
-        return [
-            (s.mesh_coordinate, self._read(blob_id, s, f"tensor {tensor_id} (rank {rank})"))
-            for s, blob_id in zip(info.shards, blob_ids)
-        ]
+        return self._shards(*self._info(tensor_id, rank))
+
+    def _shards(self, info: TensorInfo, blob_ids: list[int]) -> Shards:
+        """The shards of a tensor whose rows ``_info`` has read and checked."""
+        what = f"tensor {info.tensor_id} (rank {info.rank})"
+        return [(s.mesh_coordinate, self._read(blob_id, s, what)) for s, blob_id in zip(info.shards, blob_ids)]
 
     def tensor(
         self, tensor_id: int, rank: int = 0, *, window: windows.Window | None = None, rows: slice | None = None
@@ -369,18 +371,25 @@ class Report:
         ``window`` is numpy basic indexing (``(0, 0, slice(0, 32), slice(0, 64))``, ``np.s_[..., :64]``); for a
         single-device tensor only the chunks that hold it are read, and once a chunk has been checked against its
         crc32 (by this Report), later windows into it read only their own bytes. ``rows=s`` is ``window=(s,)``.
+        A whole tensor of one shard in one chunk (most small tensors) is read with one query.
         """
         if rows is not None:
             if window is not None:
                 raise InvalidArgumentError("give window= or rows=, not both")
             window = (rows,)
-        info, blob_ids = self._info(tensor_id, rank)
         what = f"tensor {tensor_id} (rank {rank})"
+        if window is None:
+            self._require_store()
+            with self._reading(what) as conn:
+                small = rows_mod.read_small(conn, self.path, tensor_id, rank, self._parsed, has_codec=self._has_codec)
+            if small is not None:
+                return assemble([(small[0].shards[0].mesh_coordinate, small[1])], small[0].spec.distribution)
+        info, blob_ids = self._info(tensor_id, rank)
         if window is not None and len(info.shards) == 1:
             with self._reading(what) as conn:
                 return rows_mod.read_shard(conn, blob_ids[0], info.shards[0], what, window=window,
                                            verified=self._verified, has_codec=self._has_codec)
-        array = assemble(self.shards(tensor_id, rank), info.spec.distribution)
+        array = assemble(self._shards(info, blob_ids), info.spec.distribution)
         if window is None:
             return array
         windows.plan_window(array.shape, array.dtype.itemsize, window)  # the same checks and errors as one shard's

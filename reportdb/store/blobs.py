@@ -201,17 +201,7 @@ def blob_layout(
     found = conn.execute("SELECT nbytes, chunk_size, n_chunks, digest FROM rdb_blob WHERE id=?", (blob_id,)).fetchone()
     if found is None:
         raise corrupt(what, f"its blob {blob_id} is missing from table rdb_blob")
-    row = found[:3]
-    stored_nbytes, chunk_size, n_chunks = row
-    if not all(type(v) is int for v in row) or not 0 < chunk_size <= MAX_CHUNK_SIZE or stored_nbytes < 0:
-        raise corrupt(what, f"table rdb_blob gives blob {blob_id} impossible sizes (nbytes {stored_nbytes!r}, chunk_size "
-                             f"{chunk_size!r}, at most {MAX_CHUNK_SIZE})")
-    if stored_nbytes != nbytes:
-        raise corrupt(what, f"table rdb_blob says blob {blob_id} holds {stored_nbytes} bytes; the shard's shape and dtype "
-                             f"need {nbytes}")
-    if n_chunks != -(-nbytes // chunk_size):
-        raise corrupt(what, f"table rdb_blob says blob {blob_id} has {n_chunks!r} chunks; {nbytes} bytes in "
-                             f"{chunk_size}-byte chunks need {-(-nbytes // chunk_size)}")
+    chunk_size, n_chunks = check_blob_row(blob_id, nbytes, found, what)
     first, last = 0, n_chunks - 1
     if span is not None:
         if not 0 <= span[0] < span[1] <= nbytes:
@@ -228,7 +218,35 @@ def blob_layout(
         part = "" if span is None else f" of its 0..{n_chunks - 1} for bytes {span[0]}..{span[1]}"
         raise corrupt(what, f"table rdb_blob_chunk lists chunks {_brief(have)} of blob {blob_id}, which needs chunks "
                             f"{first}..{last}{part}")
-    layout = BlobLayout(blob_id, nbytes, chunk_size, (), b"")
+    return checked_layout(blob_id, nbytes, found, rows, what, first)
+
+
+def check_blob_row(blob_id: int, nbytes: int, found: tuple[Any, ...], what: str) -> tuple[int, int]:
+    """Check a blob's ``rdb_blob`` row ``(nbytes, chunk_size, n_chunks, ...)`` describes ``nbytes`` bytes in a sane
+    number of sane chunks (CorruptionError naming ``what`` otherwise); return its chunk size and chunk count."""
+    stored_nbytes, chunk_size, n_chunks = found[:3]
+    if type(stored_nbytes) is not int or type(chunk_size) is not int or type(n_chunks) is not int or not (
+        0 < chunk_size <= MAX_CHUNK_SIZE
+    ) or stored_nbytes < 0:
+        raise corrupt(what, f"table rdb_blob gives blob {blob_id} impossible sizes (nbytes {stored_nbytes!r}, chunk_size "
+                             f"{chunk_size!r}, at most {MAX_CHUNK_SIZE})")
+    if stored_nbytes != nbytes:
+        raise corrupt(what, f"table rdb_blob says blob {blob_id} holds {stored_nbytes} bytes; the shard's shape and dtype "
+                             f"need {nbytes}")
+    if n_chunks != -(-nbytes // chunk_size):
+        raise corrupt(what, f"table rdb_blob says blob {blob_id} has {n_chunks!r} chunks; {nbytes} bytes in "
+                             f"{chunk_size}-byte chunks need {-(-nbytes // chunk_size)}")
+    return chunk_size, n_chunks
+
+
+def checked_layout(
+    blob_id: int, nbytes: int, found: tuple[Any, ...], rows: list[tuple[Any, ...]], what: str, first: int = 0
+) -> BlobLayout:
+    """The layout of a blob from its checked ``rdb_blob`` row ``found`` (:func:`check_blob_row`) and its chunk rows
+    ``(idx, chunk id, raw size, crc32, codec, digest, stored size, typeof(data))`` (consecutive from ``first``), each
+    chunk row checked: present, a raw size in (0, chunk size], a stored size that fits it; CorruptionError otherwise.
+    Shared by :func:`blob_layout` and the one-query read of a small tensor, so both check alike."""
+    chunk_size = found[1]
     chunks = []
     for idx, chunk_id, raw, crc, codec, digest_, stored, kind in rows:
         if chunk_id is None:
@@ -239,7 +257,8 @@ def blob_layout(
         if codec is None:
             if stored != raw:
                 raise corrupt(what, f"chunk {idx} holds {stored} bytes, not {raw}")
-            check_size(layout, idx, raw, what)
+            if raw != min(chunk_size, nbytes - idx * chunk_size):  # BlobLayout.expected, without making one
+                check_size(BlobLayout(blob_id, nbytes, chunk_size, (), b""), idx, raw, what)
         elif stored > raw:  # reportdb stores a frame only where it saves 10%
             raise corrupt(what, f"chunk {idx} is a {stored}-byte frame for {raw} bytes")
         chunks.append(ChunkRow(idx, chunk_id, raw, crc, codec, digest_ if isinstance(digest_, bytes) else b""))
@@ -256,9 +275,12 @@ def check_size(layout: BlobLayout, idx: int, nbytes: int, what: str) -> None:
                              f"{layout.chunk_size}-byte chunks needs {layout.expected(idx)} there")
 
 
-def read_blob_into(conn: sqlite3.Connection, layout: BlobLayout, out: np.ndarray, *, what: str = "blob") -> None:
+def read_blob_into(
+    conn: sqlite3.Connection, layout: BlobLayout, out: np.ndarray, *, what: str = "blob", first_data: bytes | None = None,
+) -> None:
     """Fill ``out`` (a flat uint8 array of the blob's size) with the bytes of a checked blob (windows of it are
-    ``windows.read_window``'s).
+    ``windows.read_window``'s). ``first_data``: the stored bytes of chunk 0 when the caller already selected them
+    (a small tensor's one query), checked exactly like bytes read here.
 
     Every chunk read is checked against its crc32 (of the stored bytes, before any decompression); a mismatch
     raises CorruptionError naming ``what``.
@@ -266,22 +288,41 @@ def read_blob_into(conn: sqlite3.Connection, layout: BlobLayout, out: np.ndarray
     if out.nbytes != layout.nbytes or layout.first != 0 or len(layout.chunks) != -(-layout.nbytes // layout.chunk_size):
         raise InvalidArgumentError(f"{what}: {out.nbytes} bytes asked of a {layout.nbytes}-byte blob whose layout holds "
                                    f"{len(layout.chunks)} chunks from chunk {layout.first}")
+    if first_data is not None and len(layout.chunks) == 1 and layout.nbytes < THREADED_CRC_MIN:
+        _fill_chunk(layout, layout.chunks[0], first_data, out, what)  # a small tensor's one chunk: no thread, no pool
+        return
     # The crc32 of a large chunk (and the decompression of a compressed one) runs in a helper thread while the
     # next chunk is read (both release the GIL), so it costs little wall time; ``out`` is the caller's and is
     # discarded if a check fails.
     with ChecksBehind(pools.pool("check", 2)) as checks:
         for chunk in layout.chunks:
             idx, nbytes = chunk.idx, chunk.nbytes
-            data = chunk_bytes(conn, chunk.id)
+            data = first_data if first_data is not None and idx == 0 else chunk_bytes(conn, chunk.id)
             target = out[idx * layout.chunk_size : idx * layout.chunk_size + layout.expected(idx)]
-            inline = nbytes < THREADED_CRC_MIN
-            if chunk.codec is not None:
-                checks.run(_decode_into, layout, target, chunk, data, what, inline=inline)
-                continue
-            if len(data) != nbytes:
-                raise corrupt(what, f"chunk {idx} holds {len(data)} bytes, not {nbytes}")
-            checks.run(check_crc, idx, chunk.crc32, data, what, inline=inline)
-            target[:] = np.frombuffer(data, dtype=np.uint8)
+            if nbytes < THREADED_CRC_MIN:
+                _fill_chunk(layout, chunk, data, target, what)
+            elif chunk.codec is not None:
+                checks.run(_decode_into, layout, target, chunk, data, what)
+            else:
+                _check_length(chunk, data, what)
+                checks.run(check_crc, idx, chunk.crc32, data, what)
+                target[:] = np.frombuffer(data, dtype=np.uint8)
+
+
+def _fill_chunk(layout: BlobLayout, chunk: ChunkRow, data: bytes, target: np.ndarray, what: str) -> None:
+    """Check a chunk's stored bytes here and now (size and crc32; a compressed one decompressed to its size) and copy
+    its raw bytes into ``target``."""
+    if chunk.codec is not None:
+        _decode_into(layout, target, chunk, data, what)
+        return
+    _check_length(chunk, data, what)
+    check_crc(chunk.idx, chunk.crc32, data, what)
+    target[:] = np.frombuffer(data, dtype=np.uint8)
+
+
+def _check_length(chunk: ChunkRow, data: bytes, what: str) -> None:
+    if len(data) != chunk.nbytes:
+        raise corrupt(what, f"chunk {chunk.idx} holds {len(data)} bytes, not {chunk.nbytes}")
 
 
 def _decode_into(layout: BlobLayout, target: np.ndarray, chunk: ChunkRow, data: bytes, what: str) -> None:

@@ -8,12 +8,13 @@ holds the connection and maps SQLite's own errors (``Report`` does, naming the t
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 
@@ -73,9 +74,10 @@ class Stored:
     """Decodes the stored values of one tensor (or blob, ``what``): JSON columns and shapes, each malformed one a
     CorruptionError that names it, the table and the column, and says what to do."""
 
-    def __init__(self, path: Path, what: str) -> None:
+    def __init__(self, path: Path, what: str, cache: ParsedCache | None = None) -> None:
         self.path = path
         self.what = what
+        self.cache = cache  # decoded shapes by their text, shared by a Report's reads
 
     def damaged(self, table: str, problem: str) -> CorruptionError:
         return CorruptionError(
@@ -97,26 +99,71 @@ class Stored:
 
     def shape(self, table: str, column: str, text: Any, *, optional: bool = False) -> tuple[int, ...] | None:
         """A JSON shape or mesh coordinate: a list of non-negative ints of sane rank (NULL only if ``optional``)."""
+        key = ("shape", text)
+        if self.cache is not None and isinstance(text, str):
+            found = self.cache.get(key)
+            if found is not MISSING:
+                return found  # type: ignore[no-any-return]
         value = self.json(table, column, text)
         if value is None and optional:
             return None
         try:
-            return shape_from_json(value, f"column {column}")
+            shape = shape_from_json(value, f"column {column}")
         except ReportDBError as exc:
             raise self.damaged(table, str(exc)) from None
+        if self.cache is not None and isinstance(text, str):
+            self.cache.put(key, shape)
+        return shape
 
 
-def read_info(conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int) -> tuple[TensorInfo, list[int]]:
+class ParsedCache:
+    """Decoded metadata of one Report, keyed by the stored text itself (a spec by its columns' text, a shape by its
+    JSON): tensors that share a memory config share one parse, and a row changed by anyone is a different key, so it
+    can never be served a stale value. Least recently used entries go first beyond ``size``. Only values that decoded
+    without error are kept; a malformed one is decoded, and reported, again at every read. A cached TensorSpec is
+    shared by every TensorInfo that uses it: treat it, its ``memory_config`` dict included, as read-only."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._items: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+    def get(self, key: Hashable) -> Any:
+        """The value kept under ``key``, or :data:`MISSING`."""
+        value = self._items.get(key, MISSING)
+        if value is not MISSING:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self._items[key] = value
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+#: What :meth:`ParsedCache.get` returns for a key it does not hold (None is a value: a NULL column).
+MISSING: Any = object()
+
+_TENSOR_COLUMNS = (
+    "id, dtype, shape, nbytes, ttnn_dtype, layout, tile_shape, transpose_tile, padded_shape, storage_type, memory_config,"
+    " distribution, source, n_shards"
+)
+
+
+def read_info(
+    conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int, cache: ParsedCache | None = None
+) -> tuple[TensorInfo, list[int]]:
     """A tensor's metadata and its shards' blob ids, every stored value checked: the shard rows all there (as many
-    as ``n_shards``, itself bounded), each shard's blob present, every JSON column well-formed."""
+    as ``n_shards``, itself bounded), each shard's blob present, every JSON column well-formed. ``cache`` keeps
+    decoded specs and shapes across calls (see :class:`ParsedCache`)."""
     row = conn.execute(
-        "SELECT id, dtype, shape, nbytes, ttnn_dtype, layout, tile_shape, transpose_tile, padded_shape,"
-        " storage_type, memory_config, distribution, source, n_shards FROM rdb_tensor WHERE tensor_id=? AND rank=?",
-        (tensor_id, rank),
+        f"SELECT {_TENSOR_COLUMNS} FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank)
     ).fetchone()
     if row is None:
         raise TensorNotFoundError(f"{path}: no tensor {tensor_id} (rank {rank}) is stored")
-    stored = Stored(path, f"tensor {tensor_id} (rank {rank})")
+    stored = Stored(path, f"tensor {tensor_id} (rank {rank})", cache)
     n_shards = row[13]
     if type(n_shards) is not int or not 1 <= n_shards <= MAX_SHARDS:
         raise stored.damaged("rdb_tensor", f"n_shards is {n_shards!r}, not a count from 1 to {MAX_SHARDS}")
@@ -125,20 +172,34 @@ def read_info(conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int) -
         " LEFT JOIN rdb_blob b ON b.id = s.blob_id WHERE s.tensor_pk=? ORDER BY s.shard_index LIMIT ?",
         (row[0], n_shards + 1),
     ).fetchall()
+    return _decode_info(stored, tensor_id, rank, row, shard_rows)
+
+
+def _decode_info(
+    stored: Stored, tensor_id: int, rank: int, row: Sequence[Any], shard_rows: Sequence[Sequence[Any]]
+) -> tuple[TensorInfo, list[int]]:
+    """:func:`read_info` of a tensor's ``rdb_tensor`` row (:data:`_TENSOR_COLUMNS`, ``n_shards`` checked) and its
+    shard rows ``(shard_index, mesh_coordinate, dtype, shape, blob_id, rdb_blob.id)``, in shard order."""
+    n_shards = row[13]
     if [r[0] for r in shard_rows] != list(range(n_shards)):
         raise stored.damaged("rdb_shard", f"has shards {[r[0] for r in shard_rows][:8]} of the {row[13]!r} "
                                           "rdb_tensor.n_shards says")
-    spec_fields = {
-        "ttnn_dtype": row[4], "layout": row[5], "tile_shape": stored.json("rdb_tensor", "tile_shape", row[6]),
-        "transpose_tile": bool(row[7]), "padded_shape": stored.json("rdb_tensor", "padded_shape", row[8]),
-        "storage_type": row[9], "memory_config": stored.json("rdb_tensor", "memory_config", row[10]),
-        "distribution": stored.json("rdb_tensor", "distribution", row[11]),
-        "logical_shape": stored.json("rdb_tensor", "shape", row[2]),
-    }
-    try:
-        spec = TensorSpec.from_json(spec_fields)
-    except ReportDBError as exc:
-        raise stored.damaged("rdb_tensor", f"its metadata is malformed ({exc})") from None
+    key = ("spec", row[2], *row[4:12])
+    spec = MISSING if stored.cache is None else stored.cache.get(key)
+    if spec is MISSING:
+        spec_fields = {
+            "ttnn_dtype": row[4], "layout": row[5], "tile_shape": stored.json("rdb_tensor", "tile_shape", row[6]),
+            "transpose_tile": bool(row[7]), "padded_shape": stored.json("rdb_tensor", "padded_shape", row[8]),
+            "storage_type": row[9], "memory_config": stored.json("rdb_tensor", "memory_config", row[10]),
+            "distribution": stored.json("rdb_tensor", "distribution", row[11]),
+            "logical_shape": stored.json("rdb_tensor", "shape", row[2]),
+        }
+        try:
+            spec = TensorSpec.from_json(spec_fields)
+        except ReportDBError as exc:
+            raise stored.damaged("rdb_tensor", f"its metadata is malformed ({exc})") from None
+        if stored.cache is not None:
+            stored.cache.put(key, spec)
     shards = []
     for index, coord, dtype, shape_text, blob_id, found in shard_rows:
         if found is None:
@@ -156,6 +217,57 @@ def read_info(conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int) -
         tensor_id, rank, row[1], shape, row[3], spec, stored.json("rdb_tensor", "source", row[12]), tuple(shards)
     )
     return info, [r[4] for r in shard_rows]
+
+
+#: A chunk up to this size comes back inside the one query of :func:`read_small` (larger ones through ``blobopen``).
+SMALL_CHUNK = 256 << 10
+
+
+def _small_sql(codec: str) -> str:
+    """The one query of :func:`read_small`; ``codec`` is the column, or NULL for a schema older than compression."""
+    return (
+        f"SELECT {', '.join('t.' + c.strip() for c in _TENSOR_COLUMNS.split(','))},"
+        " s.shard_index, s.mesh_coordinate, s.dtype, s.shape, s.blob_id, b.id,"
+        " b.nbytes, b.chunk_size, b.n_chunks, b.digest,"
+        f" bc.idx, c.id, c.nbytes, c.crc32, {codec}, c.digest, length(c.data),"
+        " typeof(c.data), CASE WHEN typeof(c.data) = 'blob' AND length(c.data) <= ? THEN c.data END"
+        " FROM rdb_tensor t LEFT JOIN rdb_shard s ON s.tensor_pk = t.id LEFT JOIN rdb_blob b ON b.id = s.blob_id"
+        " LEFT JOIN rdb_blob_chunk bc ON bc.blob_id = b.id LEFT JOIN rdb_chunk c ON c.id = bc.chunk_id"
+        " WHERE t.tensor_id=? AND t.rank=? LIMIT 2"
+    )
+
+
+_SMALL_SQL = {True: _small_sql("c.codec"), False: _small_sql("NULL")}
+
+
+def read_small(
+    conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int, cache: ParsedCache | None = None, *,
+    has_codec: bool = True,
+) -> tuple[TensorInfo, np.ndarray] | None:
+    """A tensor of one shard in at most one chunk (the common small tensor) read with one query: its tensor, shard,
+    blob and chunk rows joined, and the chunk's bytes with them when they are at most :data:`SMALL_CHUNK`. Every value
+    is checked as :func:`read_info` and :func:`read_shard` check it (the same functions do), the crc32 included.
+
+    Returns None, having allocated nothing, for any other tensor: several shards or chunks, a missing tensor or any
+    row that does not join as it should; the caller then takes the general path, which reads and reports it."""
+    rows = conn.execute(_SMALL_SQL[has_codec], (SMALL_CHUNK, tensor_id, rank)).fetchall()
+    if len(rows) != 1:
+        return None
+    row = rows[0]
+    n_chunks, idx = row[22], row[24]
+    if row[13] != 1 or type(row[13]) is not int or row[14] != 0 or row[19] is None or not (
+        (n_chunks == 1 and idx == 0) or (n_chunks == 0 and idx is None)
+    ) or type(n_chunks) is not int:
+        return None
+    what = f"tensor {tensor_id} (rank {rank})"
+    info, blob_ids = _decode_info(Stored(path, what, cache), tensor_id, rank, row[:14], [row[14:20]])
+    shard = info.shards[0]
+    blob = row[20:24]
+    blobs.check_blob_row(blob_ids[0], shard.nbytes, blob, what)
+    layout = blobs.checked_layout(blob_ids[0], shard.nbytes, blob, [row[24:32]] if n_chunks else [], what)
+    out = np.empty(shard.shape, dtype=numpy_dtype(shard.dtype))
+    blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), what=what, first_data=row[32])
+    return info, out
 
 
 def read_shard(
