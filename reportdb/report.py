@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, Mapping, Seq
 
 import numpy as np
 
+from .dtypes import numpy_dtype
 from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .spec import Shards, assemble
 from .store import blobs, codec as codec_mod, engine as engine_mod, rows as rows_mod, schema, tensors as tensors_mod
@@ -389,11 +390,10 @@ class Report:
             with self._reading(what) as conn:
                 return rows_mod.read_shard(conn, blob_ids[0], info.shards[0], what, window=window,
                                            verified=self._verified, has_codec=self._has_codec)
+        if window is not None and info.shape is not None:  # a bad window is refused before any shard is read
+            windows.plan_window(info.shape, numpy_dtype(info.dtype).itemsize, window)
         array = assemble(self._shards(info, blob_ids), info.spec.distribution)
-        if window is None:
-            return array
-        windows.plan_window(array.shape, array.dtype.itemsize, window)  # the same checks and errors as one shard's
-        return np.ascontiguousarray(array[window])
+        return array if window is None else np.ascontiguousarray(array[window])
 
     def _read(self, blob_id: int, shard: ShardInfo, what: str) -> np.ndarray:
         """A shard's values, checked before allocation."""
