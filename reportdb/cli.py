@@ -549,6 +549,36 @@ def verify_(path: Path, against: Path | None, as_json: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
+@cli.command("attach")
+@click.argument("values", type=click.Path(path_type=Path))
+@click.argument("report", type=click.Path(path_type=Path))
+@click.option("--unmatched", is_flag=True, help="Also store values of tensors the report does not list.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was attached as JSON.")
+@_friendly
+def attach_(values: Path, report: Path, unmatched: bool, as_json: bool) -> None:
+    """Store the tensor values capture() recorded (VALUES, a reportdb file) into the report ttnn 0.81+ wrote itself.
+
+    \b
+    Example (a run with `reportdb.Writer("values.sqlite")` and `reportdb.ttnn.capture(w)` around the model):
+        reportdb attach values.sqlite generated/ttnn/reports/1234
+    Tensors are matched by id and rank with the report's `tensors` table; the report's db.sqlite is replaced
+    atomically once every value has been read back, so a failed attach leaves it as it was. Running it again is safe.
+    """
+    from reportdb.ttnn import attach
+
+    result = attach(values, report, unmatched=unmatched)
+    if as_json:
+        _emit(result.to_dict())
+        return
+    _echo(f"{result.values} -> {result.report}")
+    _echo(f"attached: {result.attached} tensors ({_size(result.bytes_attached)}); {result.already_attached} were there already")
+    if result.unmatched and not result.attached + result.already_attached and not unmatched:
+        click.echo("reportdb: no tensor of VALUES is listed in the report: are they from the same run?", err=True)
+    if result.unmatched:
+        left = "stored too" if unmatched else "left out (--unmatched stores them)"
+        _echo(f"unmatched: {len(result.unmatched)} tensors the report does not list, {left}")
+
+
 def main() -> None:
     """Console-script entry point: a closed stdout, even at the final flush, ends quietly (status 141)."""
     try:

@@ -7,11 +7,16 @@ with CPython 3.10/3.12), and importing this package loads no Writer. Two modules
   ttnn gave it; the Writer uses it for every ttnn value it is given.
 - ``hooks``: ``patch_database()`` makes a legacy ``ttnn.database`` write its whole report through a Writer, and
   ``capture(writer)`` records every operation of current ttnn through its operation hooks.
+- ``attach_values``: ``attach(values, report_dir)`` stores the values ``capture()`` recorded into the report ttnn 0.81+ wrote
+  itself, so one folder holds both (loaded on first use: it needs the report API, a model run does not).
 """
 
 from __future__ import annotations
 
+from .._lazy import lazy_getattr
 from .convert import Converted, convert, to_loaded
 from .hooks import Patch, capture, patch_database
 
-__all__ = ["Converted", "convert", "to_loaded", "patch_database", "Patch", "capture"]
+__all__ = ["Converted", "convert", "to_loaded", "patch_database", "Patch", "capture", "attach", "AttachResult"]
+
+__getattr__ = lazy_getattr(__name__, globals(), {"attach": f"{__name__}.attach_values", "AttachResult": f"{__name__}.attach_values"})
