@@ -66,7 +66,7 @@ import json, resource, sys, time
 from reportdb.legacy import migrate
 start = time.perf_counter()
 summary = migrate(sys.argv[1], sys.argv[2], jobs=int(sys.argv[3]), stats=sys.argv[4] == "1")
-print(json.dumps({"seconds": time.perf_counter() - start, "summary": summary,
+print(json.dumps({"seconds": time.perf_counter() - start, "summary": summary.to_dict(),
                   "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "children_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """

@@ -139,7 +139,7 @@ def bench_zstd(mib: int, repeat: int) -> None:
                     rows.setdefault("warm read MB/s", []).append(
                         nbytes / _timed(lambda: [report.tensor(i) for i in range(len(tensors))]) / 1e6
                     )
-                    rows.setdefault("ratio", []).append(nbytes / report.summary()["stored_bytes"])
+                    rows.setdefault("ratio", []).append(nbytes / report.summary().stored_bytes)
             finally:
                 shutil.rmtree(root, ignore_errors=True)
         print(f"  {compression:<5}" + "".join(f"  {k} {statistics.median(v):8.2f}" for k, v in rows.items()))

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .errors import AssemblyError, ReportDBError, SpecError
+from .errors import AssemblyError, SpecError
 
 MeshCoordinate = tuple[int, ...]
 Shards = list[tuple[MeshCoordinate, np.ndarray]]

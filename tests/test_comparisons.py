@@ -14,6 +14,7 @@ import pytest
 
 import reportdb
 from reportdb.analysis.plot import PlotUnavailableError
+from reportdb.analysis.runs import OperationRef
 
 from conftest import FIXTURES
 
@@ -36,20 +37,20 @@ def test_recomputed_pcc_equals_recorded_wherever_the_golden_exists(migrated: dic
     shutil.copytree(migrated[name], work)
     with reportdb.open(work, "a") as report:
         results = reportdb.compare_golden(report)
-        stored = {(r["kind"], r["tensor_id"]) for r in results if r["metrics"] is not None}
+        stored = {(r.kind, r.tensor_id) for r in results if r.metrics is not None}
         golden_files = {int(p.stem) for p in (FIXTURES / name / "report" / "tensors").glob("*.pt")}
-        compared = [r for r in results if r["status"] == "compared"]
-        assert compared and {r["golden_tensor_id"] for r in compared} <= golden_files
+        compared = [r for r in results if r.status == "compared"]
+        assert compared and {r.golden_tensor_id for r in compared} <= golden_files
         for r in results:
-            if r["golden_tensor_id"] in golden_files and report.has_tensor(r["tensor_id"]):
-                assert r["status"] == "compared"
+            if r.golden_tensor_id in golden_files and report.has_tensor(r.tensor_id):
+                assert r.status == "compared"
         for r in compared:
-            assert r["metrics"]["pcc"] == pytest.approx(r["recorded_pcc"], abs=1e-6)
-            assert r["metrics"]["pcc_ttmetal"] == pytest.approx(r["recorded_pcc"], abs=1e-6)
-            assert r["metrics"]["passed"] == (r["recorded_pcc"] >= r["desired_pcc"])
-        missing = [r for r in results if r["status"] != "compared"]
-        assert all(r["metrics"] is None for r in missing)
-        json.dumps(results, allow_nan=False)
+            assert r.metrics.pcc == pytest.approx(r.recorded_pcc, abs=1e-6)
+            assert r.metrics.pcc_ttmetal == pytest.approx(r.recorded_pcc, abs=1e-6)
+            assert r.metrics.passed == (r.recorded_pcc >= r.desired_pcc)
+        missing = [r for r in results if r.status != "compared"]
+        assert all(r.metrics is None for r in missing)
+        json.dumps([r.to_dict() for r in results], allow_nan=False)
     con = sqlite3.connect(work / "db.sqlite")
     rows = {(k, t): json.loads(m) for k, t, m in con.execute("SELECT kind, tensor_id, metrics FROM rdb_comparison")}
     assert set(rows) == stored
@@ -74,15 +75,15 @@ def test_run_vs_run_marks_the_first_divergence(migrated: dict[str, Path], tmp_pa
     _differ_in_one_output(a, b, operation_id=6)
     with reportdb.open(a) as ra, reportdb.open(b) as rb:
         result = reportdb.compare_runs(ra, rb)
-    assert result["matched_by"] == "id" and not result["unmatched_a"] and not result["unmatched_b"]
-    compared = [r for r in result["rows"] if r["status"] == "compared"]
+    assert result.matched_by == "id" and not result.unmatched_a and not result.unmatched_b
+    compared = [r for r in result.rows if r.status == "compared"]
     assert compared
-    first = result["first_divergence"]
-    assert first is not None and first["operation_id_a"] == 6 and first["passed"] is False
-    assert [r["operation_id_a"] for r in result["rows"] if r["first_divergence"]] == [6]
+    first = result.first_divergence
+    assert first is not None and first.operation_id_a == 6 and first.passed is False
+    assert [r.operation_id_a for r in result.rows if r.first_divergence] == [6]
     for r in compared:
-        if r["operation_id_a"] != 6:
-            assert r["passed"] and r["pcc"] == pytest.approx(1.0)
+        if r.operation_id_a != 6:
+            assert r.passed and r.pcc == pytest.approx(1.0)
 
 
 def test_run_vs_run_falls_back_to_name_order_when_ids_differ(migrated: dict[str, Path], tmp_path: Path) -> None:
@@ -98,10 +99,10 @@ def test_run_vs_run_falls_back_to_name_order_when_ids_differ(migrated: dict[str,
     con.close()
     with reportdb.open(a) as ra, reportdb.open(b) as rb:
         result = reportdb.compare_runs(ra, rb)
-    assert result["matched_by"] == "name order"
-    assert result["unmatched_a"] == [{"operation_id": 2, "name": removed_name}] and result["unmatched_b"] == []
-    first = result["first_divergence"]
-    assert first is not None and (first["operation_id_a"], first["operation_id_b"]) == (9, 109)
+    assert result.matched_by == "name order"
+    assert result.unmatched_a == (OperationRef(2, removed_name),) and result.unmatched_b == ()
+    first = result.first_divergence
+    assert first is not None and (first.operation_id_a, first.operation_id_b) == (9, 109)
 
 
 def test_cli_compare_golden_and_runs(migrated: dict[str, Path], tmp_path: Path) -> None:
@@ -161,13 +162,13 @@ def test_stats_of_migrated_tensors_equal_numpy(migrated: dict[str, Path]) -> Non
             values = report.tensor(tensor_id).astype(np.float64)
             s = report.tensor_stats(tensor_id)
             finite = values[np.isfinite(values)]
-            assert s["count"] == values.size and s["nan_count"] == int(np.isnan(values).sum())
+            assert s.count == values.size and s.nan_count == int(np.isnan(values).sum())
             if finite.size:
-                assert (s["min"], s["max"]) == (finite.min(), finite.max())
-                assert s["mean"] == pytest.approx(finite.mean(), rel=1e-9, abs=1e-12)
-                assert s["std"] == pytest.approx(finite.std(), rel=1e-9, abs=1e-12)
+                assert (s.min, s.max) == (finite.min(), finite.max())
+                assert s.mean == pytest.approx(finite.mean(), rel=1e-9, abs=1e-12)
+                assert s.std == pytest.approx(finite.std(), rel=1e-9, abs=1e-12)
                 counts, _ = np.histogram(finite, 64, range=(finite.min(), finite.max()) if finite.min() < finite.max() else (finite.min() - 0.5, finite.max() + 0.5))
-                assert s["hist_counts"] == counts.tolist()
+                assert s.hist_counts == tuple(counts.tolist())
 
 
 def _bare_report(path: Path, ddl: str | None) -> Path:
@@ -199,8 +200,8 @@ def test_compare_golden_reads_record_tables_missing_columns(tmp_path: Path) -> N
         conn.execute("INSERT INTO global_tensor_comparison_records VALUES (1, 2)")
     with reportdb.open(path) as report:
         (row,) = reportdb.compare_golden(report)
-    assert (row["kind"], row["rank"], row["desired_pcc"], row["recorded_pcc"], row["status"]) == ("global", 0, None, None, "compared")
-    assert row["metrics"]["passed"]
+    assert (row.kind, row.rank, row.desired_pcc, row.recorded_pcc, row.status) == ("global", 0, None, None, "compared")
+    assert row.metrics.passed
     hostile = _bare_report(tmp_path / "hostile.sqlite", "CREATE TABLE local_tensor_comparison_records (x int)")
     with reportdb.open(hostile) as report, pytest.raises(reportdb.ReportDBError, match="no tensor_id column"):
         reportdb.compare_golden(report)

@@ -371,7 +371,7 @@ def test_worked_offsets_of_the_spec(tmp_path: Path) -> None:
 
 
 def test_missing_and_unreadable_paths_raise_reportdb_errors(tmp_path) -> None:
-    from reportdb.errors import FormatError, ReportNotFoundError
+    from reportdb.errors import ReportNotFoundError
 
     with pytest.raises(ReportNotFoundError, match="no such tensor file"):
         load_tensor_file(tmp_path / "missing.bin")

@@ -64,7 +64,7 @@ def test_reading_a_wal_report_creates_and_changes_no_file(tmp_path: Path) -> Non
     before = _files(tmp_path)
     with reportdb.open(path) as report:
         np.testing.assert_array_equal(report.tensor(1), ARRAY)
-        assert report.summary()["tensors"] == 2
+        assert report.summary().tensors == 2
     assert _files(tmp_path) == before  # no -wal or -shm appeared, no byte or mtime changed
 
 
@@ -290,7 +290,7 @@ def test_stored_sizes_are_checked_before_allocating(tmp_path: Path, tamper: str,
             with pytest.raises(CorruptionError, match=f"tensor 1 .*{message}"):
                 report.tensor(1)
         assert _peak_during(read) < 4 << 20
-    assert not reportdb.verify(path)["ok"]
+    assert not reportdb.verify(path).ok
 
 
 def test_a_zstd_frame_must_declare_the_size_it_claims(tmp_path: Path) -> None:
@@ -346,8 +346,8 @@ def test_malformed_values_are_corruption_naming_tensor_and_table(tmp_path: Path,
             assert "damaged" in str(caught.value)
         np.testing.assert_array_equal(report.tensor(2), ARRAY + 1)  # the others still read
     verified = reportdb.verify(path)
-    assert not verified["ok"] and 1 in [p["tensor_id"] for p in verified["problems"]]
-    assert 2 not in [p["tensor_id"] for p in verified["problems"]]
+    assert not verified.ok and 1 in [p.tensor_id for p in verified.problems]
+    assert 2 not in [p.tensor_id for p in verified.problems]
 
 
 def test_a_damaged_page_is_corruption(tmp_path: Path) -> None:
@@ -385,7 +385,7 @@ def test_check_store_and_verify_find_incomplete_stores(tmp_path: Path, tamper: s
     with reportdb.open(path) as report:
         problems = report.check_store()
     assert any(found in p for p in problems), problems
-    assert not reportdb.verify(path)["ok"]
+    assert not reportdb.verify(path).ok
 
 
 def test_verify_tensor_checks_the_blob_address(tmp_path: Path) -> None:
@@ -408,7 +408,7 @@ def test_summary_quotes_table_names(tmp_path: Path) -> None:
     path = _report(tmp_path / "db.sqlite")
     _sql(path, 'CREATE TABLE "odd ""name" (x)', 'INSERT INTO "odd ""name" VALUES (1)')
     with reportdb.open(path) as report:
-        assert report.summary()["tables"]['odd "name'] == 1
+        assert report.summary().tables['odd "name'] == 1
 
 
 def test_a_newer_schema_from_this_very_version_asks_for_a_newer_one(tmp_path: Path) -> None:

@@ -227,14 +227,14 @@ def test_copy_triggers_creates_them_last(tmp_path: Path) -> None:
     summary = migrate(src, tmp_path / "out", copy_triggers=True)
     db = tmp_path / "out" / "db.sqlite"
     assert schema_objects(db, "trigger") == ["audit_tensors", "spin_ops"]  # not those on or naming rdb_* tables
-    assert summary["triggers_copied"] == ["spin_ops", "audit_tensors"]
-    assert {e["name"] for e in summary["skipped"] if e["kind"] == "trigger"} == {"spin_log", "audit_rdb"}
+    assert summary.triggers_copied == ("spin_ops", "audit_tensors")
+    assert {e.name for e in summary.skipped if e.kind == "trigger"} == {"spin_log", "audit_rdb"}
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT what FROM audit").fetchall() == [("from the source",)]  # no row fired it
     conn.execute("INSERT INTO tensors(tensor_id) VALUES (424242)")  # the trigger is live in the output
     assert conn.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == 2
     conn.close()
-    assert verify(db)["ok"]
+    assert verify(db).ok
 
 
 @pytest.mark.process
@@ -276,8 +276,8 @@ def test_verify_against_names_files_not_stored(tmp_path: Path) -> None:
         (src / "tensors" / name).write_bytes(b"\0" * 64)
     migrate(src, tmp_path / "out")
     result = verify(tmp_path / "out", against=src)
-    assert not result["ok"] and result["compared"] == 34
-    assert sorted(p["path"] for p in result["problems"]) == ["tensors/7.bin", "tensors/8.bin"]
+    assert not result.ok and result.compared == 34
+    assert sorted(p.path for p in result.problems) == ["tensors/7.bin", "tensors/8.bin"]
     cli = run_cli("verify", str(tmp_path / "out"), "--against", str(src))
     assert cli.returncode == 1 and "tensors/7.bin" in cli.stderr and "Traceback" not in cli.stderr
 
@@ -312,7 +312,7 @@ def test_verify_fails_on_an_incomplete_store(damage: str, tmp_path: Path) -> Non
         result = verify(db)
     except reportdb.ReportDBError:
         return  # refused as a whole, which is a failure too
-    assert not result["ok"] and result["problems"]
+    assert not result.ok and result.problems
     assert run_cli("verify", str(db)).returncode == 1
 
 
@@ -348,8 +348,8 @@ def test_disk_full_is_one_clear_line_and_a_rerun_resumes(small_disk: Path, tmp_p
     assert not (out / "db.sqlite").exists()
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
     summary = migrate(src, out)
-    assert summary["resumed"] and summary["tensors"]["stored"] == 40  # the tables copied before are reused
-    assert verify(out, against=src)["ok"]
+    assert summary.resumed and summary.tensors.stored == 40  # the tables copied before are reused
+    assert verify(out, against=src).ok
 
 
 def test_disk_full_error_class(small_disk: Path, tmp_path: Path) -> None:
@@ -371,11 +371,11 @@ def test_strict_failure_names_the_partial_file(tmp_path: Path) -> None:
 def test_remigrating_a_migrated_report_carries_its_tensors_over(tmp_path: Path) -> None:
     first = migrate(REPORT, tmp_path / "one")
     again = migrate(tmp_path / "one", tmp_path / "two")
-    assert again["problems"]["missing_files"] == []
-    assert again["problems"]["golden_without_file"] == first["problems"]["golden_without_file"]
-    assert again["tensors"]["carried_over"] == again["tensors"]["stored"] == 36
-    assert again["problem_count"] == 0
-    assert verify(tmp_path / "two", against=REPORT)["ok"]
+    assert again.problems["missing_files"] == ()
+    assert again.problems["golden_without_file"] == first.problems["golden_without_file"]
+    assert again.tensors.carried_over == again.tensors.stored == 36
+    assert again.problem_count == 0
+    assert verify(tmp_path / "two", against=REPORT).ok
 
 
 # --- 6. the source is read, never written ---------------------------------------------------------------------
@@ -397,7 +397,7 @@ def test_source_is_byte_and_mtime_identical_after_migrate(journal: str, tmp_path
     before = snapshot(src)
     summary = migrate(src, tmp_path / "out")
     assert snapshot(src) == before
-    assert summary["tensors"]["stored"] == 36
+    assert summary.tensors.stored == 36
     if journal == "wal":  # the row only the WAL holds was read
         conn = sqlite3.connect(tmp_path / "out" / "db.sqlite")
         assert conn.execute("SELECT COUNT(*) FROM devices WHERE device_id=77").fetchone()[0] == 1

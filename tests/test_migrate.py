@@ -116,14 +116,14 @@ def test_migrate_real_report_to_new_folder(folder: str, jobs: int, tmp_path: Pat
     assert table_dump(out / "db.sqlite") == table_dump(src / "db.sqlite")
     assert_report_values(out / "db.sqlite", folder)
     files = len(list((src / "tensors").iterdir()))
-    assert summary["tensors"]["imported"] == summary["tensors"]["stored"] == files
-    assert summary["verified"]["ok"] and summary["verified"]["tensors"] == files
-    assert summary["problem_count"] == 0 and not summary["resumed"]
-    assert summary["bytes"]["after"] == (out / "db.sqlite").stat().st_size
+    assert summary.tensors.imported == summary.tensors.stored == files
+    assert summary.verified.ok and summary.verified.tensors == files
+    assert summary.problem_count == 0 and not summary.resumed
+    assert summary.bytes.after == (out / "db.sqlite").stat().st_size
     kinds = log_kinds(out / "db.sqlite")
     assert kinds["tensor"] == files and kinds["summary"] == 1 and kinds["verified"] == 1
-    assert kinds["table"] == len(summary["tables"])
-    assert verify(out, against=src)["compared"] == files
+    assert kinds["table"] == len(summary.tables)
+    assert verify(out, against=src).compared == files
 
 
 def test_golden_tensors_are_linked(tmp_path: Path) -> None:
@@ -135,10 +135,10 @@ def test_golden_tensors_are_linked(tmp_path: Path) -> None:
         assert {"table": "local_tensor_comparison_records", "tensor_id": 2} in info.source["golden_of"]
         assert report.tensor_info(10).spec.ttnn_dtype == "BFLOAT16"
         assert report.tensor_info(10).source["legacy_row"]["dtype"] == "DataType.BFLOAT16"
-    assert summary["tensors"]["golden_linked"] == 8
+    assert summary.tensors.golden_linked == 8
     # goldens named by comparison records that the legacy writer never dumped are listed, not invented
-    assert {g["tensor_id"] for g in summary["problems"]["golden_without_file"]} == {100003, 100006, 100009, 100012}
-    assert summary["problems"]["missing_files"] == []
+    assert {g["tensor_id"] for g in summary.problems["golden_without_file"]} == {100003, 100006, 100009, 100012}
+    assert summary.problems["missing_files"] == ()
 
 
 @pytest.mark.parametrize("folder", REPORTS)
@@ -147,23 +147,23 @@ def test_migrate_in_place(folder: str, tmp_path: Path) -> None:
     legacy_tables = table_dump(work / "db.sqlite")
     tensors_before = tree_hashes(work / "tensors")
     summary = migrate(work)
-    assert summary["in_place"] and summary["verified"]["ok"]
+    assert summary.in_place and summary.verified.ok
     assert sorted(p.name for p in work.iterdir()) == ["config.json", "db.sqlite", "tensors"]
     assert tree_hashes(work / "tensors") == tensors_before  # kept without --remove-legacy-files
     assert table_dump(work / "db.sqlite") == legacy_tables
     assert_report_values(work / "db.sqlite", folder)
     again = migrate(work, remove_legacy_files=True)  # a rerun after success only removes the files
-    assert again["already_migrated"] and again["legacy_files_removed"] == len(tensors_before)
+    assert again.already_migrated and again.legacy_files_removed == len(tensors_before)
     assert not (work / "tensors").exists()
     assert_report_values(work / "db.sqlite", folder)
-    assert verify(work)["ok"]
+    assert verify(work).ok
 
 
 def test_in_place_with_remove_legacy_files(tmp_path: Path) -> None:
     work = writable_copy(FIXTURES / REPORTS[0] / "report", tmp_path / "report")
     summary = migrate(work, remove_legacy_files=True, jobs=2)
-    assert summary["verified_against_legacy"]["ok"] and summary["verified_against_legacy"]["compared"] == 36
-    assert summary["legacy_files_removed"] == 36 and not (work / "tensors").exists()
+    assert summary.verified_against_legacy.ok and summary.verified_against_legacy.compared == 36
+    assert summary.legacy_files_removed == 36 and not (work / "tensors").exists()
     assert_report_values(work / "db.sqlite", REPORTS[0])
 
 
@@ -176,9 +176,9 @@ def test_migrate_report_schema_fixtures(schema: str, tmp_path: Path) -> None:
     summary = migrate(src, tmp_path / "out")
     assert tree_hashes(src) == before
     assert table_dump(tmp_path / "out" / "db.sqlite") == table_dump(src / "db.sqlite")
-    assert summary["tensors"]["stored"] == 0 and summary["problem_count"] == 0
+    assert summary.tensors.stored == 0 and summary.problem_count == 0
     with reportdb.open(tmp_path / "out") as report:
-        assert report.schema_revision == report.summary()["schema_head"]
+        assert report.schema_revision == report.summary().schema_head
 
 
 def test_rowids_unknown_tables_and_indexes_are_kept(tmp_path: Path) -> None:
@@ -220,7 +220,7 @@ def test_tables_larger_than_a_copy_batch_keep_every_row_and_rowid(tmp_path: Path
     conn.commit()
     conn.close()
     summary = migrate(src, tmp_path / "out")
-    assert summary["tables"]["big"] == 10_001 and summary["tables"]["ipk"] == 9_000 and summary["tables"]["wr"] == 5_000
+    assert summary.tables["big"] == 10_001 and summary.tables["ipk"] == 9_000 and summary.tables["wr"] == 5_000
     assert table_dump(tmp_path / "out" / "db.sqlite") == table_dump(src / "db.sqlite")
 
 
@@ -243,12 +243,12 @@ def test_unreadable_orphan_and_missing_files_are_reported(tmp_path: Path) -> Non
     before = tree_hashes(src)
     summary = migrate(src, tmp_path / "out", jobs=2)
     assert tree_hashes(src) == before
-    problems = summary["problems"]
+    problems = summary.problems
     assert [p["tensor_id"] for p in problems["orphan_files"]] == [999]
-    assert problems["missing_files"] == [{"tensor_id": 9, "rank": 0}]
+    assert problems["missing_files"] == ({"tensor_id": 9, "rank": 0},)
     assert sorted(p["path"] for p in problems["unreadable_files"]) == ["tensors/7.bin", "tensors/notes.txt"]
     assert "FormatError" in next(p["error"] for p in problems["unreadable_files"] if p["path"] == "tensors/7.bin")
-    assert summary["problem_count"] == 4
+    assert summary.problem_count == 4
     db = tmp_path / "out" / "db.sqlite"
     kinds = log_kinds(db)
     assert (kinds["orphan_file"], kinds["missing_file"], kinds["unreadable_file"]) == (1, 1, 2)
@@ -269,7 +269,7 @@ def test_strict_stops_at_an_unreadable_file(tmp_path: Path) -> None:
 def test_remove_legacy_files_keeps_unreadable_ones(tmp_path: Path) -> None:
     src = damaged_report(tmp_path)
     summary = migrate(src, remove_legacy_files=True)
-    assert summary["legacy_files_removed"] == 35  # 36 - missing 9 - unreadable 7 + orphan 999
+    assert summary.legacy_files_removed == 35  # 36 - missing 9 - unreadable 7 + orphan 999
     assert sorted(p.name for p in (src / "tensors").iterdir()) == ["7.bin", "notes.txt"]
 
 
@@ -365,8 +365,8 @@ def test_killed_migration_leaves_source_and_reruns(point: str, tmp_path: Path) -
     stored_before_rerun = max(_count(out / PARTIAL_NAME, "SELECT COUNT(*) FROM rdb_tensor"), 0)
     summary = migrate(src, out)
     assert tree_hashes(src) == before
-    assert summary["tensors"]["already_stored"] == stored_before_rerun  # not decoded again
-    assert summary["tensors"]["stored"] == 36 and summary["verified"]["ok"]
+    assert summary.tensors.already_stored == stored_before_rerun  # not decoded again
+    assert summary.tensors.stored == 36 and summary.verified.ok
     assert not (out / PARTIAL_NAME).exists()
     assert table_dump(out / "db.sqlite") == table_dump(src / "db.sqlite")
     assert_report_values(out / "db.sqlite", folder)
@@ -419,7 +419,7 @@ def test_cli_verify_fails_on_a_damaged_chunk(tmp_path: Path) -> None:
     conn.close()
     result = CliRunner().invoke(cli, ["verify", str(db)])
     assert result.exit_code == 1
-    assert verify(db)["problems"][0]["error"].startswith("CorruptionError")
+    assert verify(db).problems[0].error.startswith("CorruptionError")
 
 
 @pytest.mark.process

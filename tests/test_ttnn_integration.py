@@ -131,7 +131,7 @@ def test_legacy_062_report_through_patch_database(tmp_path: Path) -> None:
             np.testing.assert_array_equal(r.tensor(tid).astype(np.float32), expected)
             info = r.tensor_info(tid)
             assert info.spec.ttnn_dtype in ("BFLOAT16", "FLOAT32") and info.source["format"] == "ttnn"
-    assert reportdb.verify(report)["ok"]
+    assert reportdb.verify(report).ok
 
 
 DEVICE_REPORT_SCRIPT = textwrap.dedent(
@@ -219,7 +219,7 @@ def test_legacy_062_devices_and_buffers_through_patch_database(tmp_path: Path) -
     finally:
         ref.close()
         ours.close()
-    assert reportdb.verify(tmp_path / "report")["ok"]
+    assert reportdb.verify(tmp_path / "report").ok
 
 
 CONVERT_SCRIPT = textwrap.dedent(

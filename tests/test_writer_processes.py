@@ -89,7 +89,7 @@ def _check_database(db: Path) -> None:
     finally:
         conn.close()
     result = reportdb.verify(db)
-    assert result["ok"], result["problems"]
+    assert result.ok, result.problems
 
 
 def test_eight_processes_append_to_one_new_report(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import IO, Any, Callable
 import numpy as np
 
 from ..dtypes import DTYPES, canonical, dtype_name
-from ..errors import AssemblyError, ExportFormatError, OutputPathError, ReportDBError
+from ..errors import AssemblyError, ExportFormatError, OutputPathError
 from ..numeric.stats import compute_stats
 from ..spec import LoadedTensor
 from . import load_tensor_file

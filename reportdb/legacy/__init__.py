@@ -3,8 +3,8 @@
 The flow, one module a step: ``inventory`` (the folder's files, read without following links), ``tables`` (the
 partial database and the table copy), ``decode`` (tensor files decoded, in worker processes with ``jobs > 1``),
 ``importer`` (decoded tensors stored), ``verification`` (every stored tensor re-hashed, values compared with the
-legacy files), ``finish`` (the partial file renamed into place, side files copied, legacy files removed), and
-``pipeline``, whose :func:`migrate` runs them in order.
+legacy files), ``finish`` (the partial file renamed into place, side files copied, legacy files removed),
+``pipeline``, whose :func:`migrate` runs them in order, and ``summary`` (the :class:`MigrationSummary` it returns).
 
 Names load on first use, like ``reportdb``'s: a ``migrate --jobs N`` worker imports ``reportdb.legacy.decode``
 and must not load SQLAlchemy with this package.

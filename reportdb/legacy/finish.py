@@ -9,6 +9,7 @@ import errno
 import os
 import sqlite3
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -16,26 +17,24 @@ from .. import report as report_mod
 from ..store.engine import BUSY_TIMEOUT_MS
 from .common import DB_NAME, TENSORS_DIR, VerificationError, leave_wal, rel_path
 from .inventory import NOFOLLOW, TensorFile, open_regular, pending_legacy_files, scan_tensor_files
-from .verification import brief, verify_report
+from .summary import MigrationSummary
+from .verification import verify_report
 
 
-def finish_already_migrated(src_dir: Path, summary: dict[str, Any], remove_legacy_files: bool) -> dict[str, Any]:
+def finish_already_migrated(src_dir: Path, summary: MigrationSummary, remove_legacy_files: bool) -> MigrationSummary:
     """A rerun after success: nothing to import; optionally remove the legacy files once values compare equal."""
-    summary = dict(summary, already_migrated=True)
+    summary = replace(summary, already_migrated=True)
     if remove_legacy_files and (src_dir / TENSORS_DIR).is_dir():
         against = verify_report(src_dir, src_dir, excused=pending_legacy_files(src_dir))
-        if not against["ok"]:
-            raise VerificationError(f"{src_dir / DB_NAME}: values differ from the legacy files: {against['problems'][:5]}")
-        summary["verified_against_legacy"] = brief(against)
+        if not against.ok:
+            raise VerificationError(f"{src_dir / DB_NAME}: values differ from the legacy files: {against.problems_text()}")
         files = scan_tensor_files(src_dir)[0]
         with report_mod.open(src_dir, "r") as report:
             stored = set(report.tensor_keys())
         unreadable = {rel_path(src_dir, f.path) for f in files if (f.tensor_id, f.rank) not in stored}
-        summary["legacy_files_removed"] = remove_imported_files(
-            src_dir, files, {"unreadable_files": [{"path": p} for p in unreadable]}
-        )
-    summary["bytes"] = dict(summary.get("bytes", {}), after=(src_dir / DB_NAME).stat().st_size)
-    return summary
+        removed = remove_imported_files(src_dir, files, {"unreadable_files": [{"path": p} for p in unreadable]})
+        summary = replace(summary, verified_against_legacy=against, legacy_files_removed=removed)
+    return replace(summary, bytes=replace(summary.bytes, after=(src_dir / DB_NAME).stat().st_size))
 
 
 def make_self_contained(db: Path) -> None:

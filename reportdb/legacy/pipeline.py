@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import sqlite3
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,8 @@ from .finish import copy_side_files, finish_already_migrated, make_self_containe
 from .importer import import_tensors
 from .inventory import TensorFile, record_inventory, report_folder, scan_side_files, scan_tensor_files
 from .tables import create_triggers, prepare_partial, schema_left_out, table_counts, trigger_plan, write_once
-from .verification import brief, verify, verify_report
+from .summary import ByteCounts, MigrationSummary, Skipped, TensorCounts
+from .verification import VerifyResult, verify, verify_report
 
 
 def migrate(
@@ -63,8 +64,8 @@ def migrate(
     stats: bool = True,
     compression: Compression = "none",
     copy_triggers: bool = False,
-) -> dict[str, Any]:
-    """Turn the report folder ``src`` into a self-contained report; return a summary.
+) -> MigrationSummary:
+    """Turn the report folder ``src`` into a self-contained report; return a summary of what was done.
 
     With ``dst``, ``dst`` becomes a new report folder (its ``db.sqlite`` plus the side files, never
     ``tensors/``) and ``src`` is not touched. Without it, ``src/db.sqlite`` is replaced atomically
@@ -78,8 +79,8 @@ def migrate(
     to its table (reportdb refuses to write to a report that has one). ``copy_triggers=True`` copies them, except
     those on or naming reportdb's own tables, as the very last step, once every row and tensor is stored and
     verified, so none fires during the migration. Symbolic links and special files in the folder are never
-    followed, copied or deleted; they, and any schema object not copied, are listed in ``summary["skipped"]``
-    (entries ``{"kind", "name", "reason"}``) and in the migration log.
+    followed, copied or deleted; they, and any schema object not copied, are listed in ``summary.skipped`` and in
+    the migration log.
     """
     started = time.perf_counter()
     if jobs < 1:
@@ -96,7 +97,9 @@ def migrate(
         _check_in_place(src_dir)
         done = _already_migrated(src_dir / DB_NAME)
         if done is not None:
-            return finish_already_migrated(src_dir, done, remove_legacy_files)
+            return replace(
+                finish_already_migrated(src_dir, done, remove_legacy_files), seconds=round(time.perf_counter() - started, 3)
+            )
 
     partial = dst_dir / PARTIAL_NAME
     run_id = uuid.uuid4().hex
@@ -115,29 +118,33 @@ def migrate(
             for entry in skipped:
                 message = f"{entry['kind']} {entry['name']}: {entry['reason']}"
                 log.add("skipped", path=entry["name"], message=message, detail=entry)
+            summary_skipped = tuple(Skipped(**entry) for entry in skipped)
             problems = record_inventory(report, conn, log, src_dir, files, unnamed, stored)
             imported = import_tensors(report, conn, log, src_dir, files, jobs, strict, stats, problems, progress)
-            imported["carried_over"] = len(stored - {(f.tensor_id, f.rank) for f in files})
-            by_format = dict(
-                conn.execute(
+            by_format = {
+                "unknown" if fmt is None else str(fmt): n
+                for fmt, n in conn.execute(
                     "SELECT json_extract(source, '$.format'), COUNT(*) FROM rdb_tensor GROUP BY 1 ORDER BY 1"
-                ).fetchall()
-            )
+                )
+            }
+            counts = TensorCounts(
+                **imported, carried_over=len(stored - {(f.tensor_id, f.rank) for f in files}),
+                stored=sum(by_format.values()), by_format=by_format,
+            )  # fmt: skip
             checked = verify(partial)
-            if not checked["ok"]:
-                raise VerificationError(f"{partial}: verification failed: {checked['problems'][:5]}")
-            log.add("verified", message=f"{checked['tensors']} tensors, {checked['bytes_checked']} bytes re-hashed", detail=checked)
+            if not checked.ok:
+                raise VerificationError(f"{partial}: verification failed: {checked.problems_text()}")
+            log.add("verified", message=f"{checked.tensors} tensors, {checked.bytes_checked} bytes re-hashed", detail=checked.to_dict())
             pause()
-            summary = _summary(src_dir, dst_dir, in_place, run_id, resumed, tables, files, imported, by_format, problems, checked)
-            summary["skipped"] = skipped
-            summary["triggers_copied"] = [name for name, _ in triggers]
-            log.add("summary", message="migration complete", detail=summary)
+            summary = _summary(src_dir, dst_dir, in_place, run_id, resumed, tables, files, counts, problems, checked)
+            summary = replace(summary, skipped=summary_skipped, triggers_copied=tuple(name for name, _ in triggers))
+            log.add("summary", message="migration complete", detail=summary.to_dict())
         if remove_legacy_files:
             unreadable = {p["path"] for p in problems["unreadable_files"] if "path" in p}
             against = verify_report(partial, src_dir, excused=unreadable)
-            if not against["ok"]:
-                raise VerificationError(f"{partial}: values differ from the legacy files: {against['problems'][:5]}")
-            summary["verified_against_legacy"] = brief(against)
+            if not against.ok:
+                raise VerificationError(f"{partial}: values differ from the legacy files: {against.problems_text()}")
+            summary = replace(summary, verified_against_legacy=replace(against, path=str(dst_dir / DB_NAME)))
         create_triggers(partial, triggers)
         make_self_contained(partial)
         if not in_place:
@@ -149,10 +156,11 @@ def migrate(
             raise
         raise MigrationWriteError(f"{dst_dir / DB_NAME}: {failure} while migrating; {kept(partial)}") from exc
     if remove_legacy_files:
-        summary["legacy_files_removed"] = remove_imported_files(src_dir, files, problems)
-    summary["bytes"]["after"] = (dst_dir / DB_NAME).stat().st_size
-    summary["seconds"] = round(time.perf_counter() - started, 3)
-    return summary
+        summary = replace(summary, legacy_files_removed=remove_imported_files(src_dir, files, problems))
+    return replace(
+        summary, bytes=replace(summary.bytes, after=(dst_dir / DB_NAME).stat().st_size),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def _check_destination(src_dir: Path, dst_dir: Path) -> None:
@@ -177,7 +185,7 @@ def _check_in_place(src_dir: Path) -> None:
             )
 
 
-def _already_migrated(db: Path) -> dict[str, Any] | None:
+def _already_migrated(db: Path) -> MigrationSummary | None:
     """The stored summary when ``db`` is already the result of a migration, else None."""
     with contextlib.closing(engine.connect(db, readonly=True)) as conn:
         if "rdb_migration_log" not in user_tables(conn):
@@ -185,7 +193,7 @@ def _already_migrated(db: Path) -> dict[str, Any] | None:
         row = conn.execute(
             "SELECT detail FROM rdb_migration_log WHERE kind='summary' ORDER BY id DESC LIMIT 1"
         ).fetchone()
-    return None if row is None else json.loads(row[0])
+    return None if row is None else MigrationSummary.from_json(row[0], f"{db}: table rdb_migration_log")
 
 
 def _summary(
@@ -196,30 +204,22 @@ def _summary(
     resumed: bool,
     tables: dict[str, int],
     files: list[TensorFile],
-    imported: dict[str, int],
-    by_format: dict[str, int],
+    counts: TensorCounts,
     problems: dict[str, list[dict[str, Any]]],
-    checked: dict[str, Any],
-) -> dict[str, Any]:
-    """The summary :func:`migrate` returns and logs, from what each step counted."""
+    checked: VerifyResult,
+) -> MigrationSummary:
+    """The summary :func:`migrate` returns and logs, from what each step counted (the verification of the partial
+    file named by the database it becomes)."""
     db_bytes = (src_dir / DB_NAME).stat().st_size
     tensor_bytes = sum(f.nbytes for f in files)
-    return {
-        "source": str(src_dir),
-        "destination": str(dst_dir),
-        "in_place": in_place,
-        "run_id": run_id,
-        "resumed": resumed,
-        "tables_copied": len(tables),
-        "rows_copied": sum(tables.values()),
-        "tables": tables,
-        "tensors": dict(imported, stored=sum(by_format.values()), by_format=by_format),
-        "problems": problems,
-        "problem_count": sum(len(v) for k, v in problems.items() if k != "golden_without_file"),
-        "verified": brief(checked),
-        "bytes": {"before": db_bytes + tensor_bytes, "before_db": db_bytes, "before_tensors": tensor_bytes, "after": None},
-        "legacy_files_removed": 0,
-    }
+    return MigrationSummary(
+        source=str(src_dir), destination=str(dst_dir), in_place=in_place, run_id=run_id, resumed=resumed,
+        tables_copied=len(tables), rows_copied=sum(tables.values()), tables=tables, tensors=counts,
+        problems={k: tuple(v) for k, v in problems.items()},
+        problem_count=sum(len(v) for k, v in problems.items() if k != "golden_without_file"),
+        verified=replace(checked, path=str(dst_dir / DB_NAME)),
+        bytes=ByteCounts(before=db_bytes + tensor_bytes, before_db=db_bytes, before_tensors=tensor_bytes, after=None),
+    )  # fmt: skip
 
 
 def _write_failure(exc: BaseException) -> str | None:

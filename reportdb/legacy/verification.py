@@ -5,37 +5,71 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection
+from typing import Collection
 
 import numpy as np
 
 from .. import report as report_mod
 from ..dtypes import canonical, dtype_name
+from ..results import Result
 from .common import DB_NAME, VerificationError, rel_path, user_tables
 from .inventory import legacy_folder_of, pending_legacy_files, report_folder, scan_tensor_files
 
 
-def verify(path: str | os.PathLike[str], *, against: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class VerifyProblem(Result):
+    """One thing :func:`verify` found wrong: the tensor it concerns (``tensor_id`` and ``rank`` None for the store
+    as a whole), the legacy file (``path``, relative to the folder; None unless a legacy file is not stored) and
+    what is wrong (``error``)."""
+
+    tensor_id: int | None
+    rank: int | None
+    path: str | None
+    error: str
+
+
+@dataclass(frozen=True)
+class VerifyResult(Result):
+    """What :func:`verify` proved of a report database (``path``): ``ok`` when nothing is wrong; the tensors and
+    distinct blobs checked and the bytes re-hashed; the legacy folder compared ``against`` (None: none) and the
+    tensors whose values were compared with it; every problem found."""
+
+    path: str
+    ok: bool
+    tensors: int
+    blobs: int
+    bytes_checked: int
+    against: str | None
+    compared: int
+    problems: tuple[VerifyProblem, ...]
+
+    def problems_text(self, limit: int = 5) -> str:
+        """The first ``limit`` problems as one line, for an error message."""
+        return "; ".join(
+            p.error if p.tensor_id is None else f"tensor {p.tensor_id} (rank {p.rank}): {p.error}" for p in self.problems[:limit]
+        ) + ("; ..." if len(self.problems) > limit else "")
+
+
+def verify(path: str | os.PathLike[str], *, against: str | os.PathLike[str] | None = None) -> VerifyResult:
     """Prove every stored tensor complete and re-hash its chunks (``Report.verify_tensor``), check the store's
     references (``Report.check_store``); with ``against`` (a legacy report folder) compare values too, and
     require every legacy tensor file there to be stored.
 
-    Returns ``{"ok", "tensors", "blobs", "bytes_checked", "compared", "problems": [...]}``; never
-    raises for a bad tensor, so one damaged tensor does not hide the others. A problem names its
-    ``tensor_id`` and ``rank`` (None for the store as a whole) and says what is wrong in ``error``. A legacy
-    report folder that was never migrated (tensor files beside a database that stores none) is not "0 tensors,
-    ok": it raises :class:`VerificationError` pointing to ``reportdb migrate``.
+    Never raises for a bad tensor, so one damaged tensor does not hide the others: each is a problem of the
+    result. A legacy report folder that was never migrated (tensor files beside a database that stores none) is
+    not "0 tensors, ok": it raises :class:`VerificationError` pointing to ``reportdb migrate``.
     """
     return verify_report(path, against)
 
 
 def verify_report(
     path: str | os.PathLike[str], against: str | os.PathLike[str] | None, excused: Collection[str] = ()
-) -> dict[str, Any]:
+) -> VerifyResult:
     """:func:`verify`; legacy files whose relative paths are in ``excused`` (the unreadable ones a migration
     logged and kept) may be missing from the database."""
-    problems: list[dict[str, Any]] = []
+    problems: list[VerifyProblem] = []
     seen_blobs: set[int] = set()
     checked = compared = 0
     pending = pending_legacy_files(path)
@@ -59,27 +93,22 @@ def verify_report(
                     _compare_with_file(report, tensor_id, rank, by_key[tensor_id, rank])
                     compared += 1
             except Exception as exc:  # noqa: BLE001 - every failure is reported, none stops the rest
-                problems.append({"tensor_id": tensor_id, "rank": rank, "error": f"{type(exc).__name__}: {exc}"})
-        problems += [{"tensor_id": None, "rank": None, "error": text} for text in report.check_store()]
+                problems.append(VerifyProblem(tensor_id, rank, None, f"{type(exc).__name__}: {exc}"))
+        problems += [VerifyProblem(None, None, None, text) for text in report.check_store()]
         stored = set(keys)
     if src_dir is not None:
         for f in legacy:
             rel = rel_path(src_dir, f.path)
             if (f.tensor_id, f.rank) not in stored and rel not in excused:
-                problems.append({
-                    "tensor_id": f.tensor_id, "rank": f.rank, "path": rel,
-                    "error": f"{rel} is not stored in the database (unreadable or not migrated: see rdb_migration_log)",
-                })
-    return {
-        "path": str(report_mod.resolve_path(path)),
-        "ok": not problems,
-        "tensors": len(keys),
-        "blobs": len(seen_blobs),
-        "bytes_checked": checked,
-        "against": None if against is None else str(against),
-        "compared": compared,
-        "problems": problems,
-    }
+                problems.append(VerifyProblem(
+                    f.tensor_id, f.rank, rel,
+                    f"{rel} is not stored in the database (unreadable or not migrated: see rdb_migration_log)",
+                ))  # fmt: skip
+    return VerifyResult(
+        path=str(report_mod.resolve_path(path)), ok=not problems, tensors=len(keys), blobs=len(seen_blobs),
+        bytes_checked=checked, against=None if against is None else str(against), compared=compared,
+        problems=tuple(problems),
+    )
 
 
 def _has_migration_log(report: report_mod.Report) -> bool:
@@ -106,7 +135,3 @@ def _compare_with_file(report: report_mod.Report, tensor_id: int, rank: int, pat
         if not np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)):
             raise VerificationError(f"shard at {list(coord_a)} differs from {path}")
 
-
-def brief(checked: dict[str, Any]) -> dict[str, Any]:
-    """The part of a :func:`verify` result that a migration summary keeps."""
-    return {k: checked[k] for k in ("ok", "tensors", "blobs", "bytes_checked", "compared", "problems")}

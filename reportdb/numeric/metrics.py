@@ -50,7 +50,8 @@ import ml_dtypes
 import numpy as np
 
 from ..dtypes import DTYPES, dtype_name
-from ..errors import ComparisonError, ReportDBError
+from ..errors import ComparisonError
+from ..results import Result
 from .blocks import BLOCK_ELEMENTS, Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
 
 #: Floor of the relative-error denominator, ``max(|b|, REL_EPS)`` (float64 machine epsilon, as Polygraphy).
@@ -256,6 +257,54 @@ def _finite_or_none(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+@dataclass(frozen=True)
+class Comparison(Result):
+    """The metric vector of one comparison (see the module docstring for each field's definition): the inputs'
+    shapes and dtypes, the tolerances used, then the metrics. Undefined metrics are None, never NaN; after a shape
+    mismatch every metric is None (nothing else was compared). ``to_dict()`` is what ``--json`` prints."""
+
+    shape_a: tuple[int, ...]
+    shape_b: tuple[int, ...]
+    dtype_a: str
+    dtype_b: str
+    rtol: float
+    atol: float
+    pcc_threshold: float
+    fit_tol: float
+    count: int | None = None
+    finite_count: int | None = None
+    pcc: float | None = None
+    pcc_ttmetal: float | None = None
+    cosine: float | None = None
+    max_abs_error: float | None = None
+    mean_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mean_rel_error: float | None = None
+    ulp_dtype: str | None = None
+    ulp_max: int | None = None
+    ulp_mean: float | None = None
+    allclose_mismatches: int | None = None
+    nan_mismatches: int | None = None
+    inf_mismatches: int | None = None
+    fit_scale: float | None = None
+    fit_offset: float | None = None
+    constant_input: bool | None = None
+    scale_or_offset_error: bool | None = None
+    nonfinite_mismatch: bool | None = None
+    shape_mismatch: bool = False
+    passed: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The names of the :data:`FLAGS` that are set: why the comparison failed besides a low PCC."""
+        return tuple(f for f in FLAGS if getattr(self, f))
+
+    def _html_fields(self) -> list[tuple[str, Any]]:
+        """Every field but the notes, which follow as rows of their own (they are sentences)."""
+        return [(k, v) for k, v in super()._html_fields() if k != "notes"] + [("note", n) for n in self.notes]
+
+
 def compare(
     a: np.ndarray,
     b: np.ndarray,
@@ -264,35 +313,22 @@ def compare(
     atol: float = 1e-8,
     pcc: float = 0.99,
     fit_tol: float = 0.02,
-) -> dict[str, Any]:
+) -> Comparison:
     """Compare the actual tensor ``a`` with the expected (golden) tensor ``b``; see the module docstring for
-    every key's definition. Returns a JSON-serializable dict (no NaN: undefined metrics are None)."""
+    every field's definition. ``to_dict()`` of the result is JSON-serializable (no NaN: undefined metrics are None)."""
     _check_params(rtol, atol, pcc, fit_tol)
     arr_a = np.asarray(a)
     arr_b = np.asarray(b)
-    result: dict[str, Any] = {
-        "shape_a": list(arr_a.shape),
-        "shape_b": list(arr_b.shape),
-        "dtype_a": dtype_name(arr_a.dtype),
-        "dtype_b": dtype_name(arr_b.dtype),
-        "rtol": float(rtol),
-        "atol": float(atol),
-        "pcc_threshold": float(pcc),
-        "fit_tol": float(fit_tol),
-    }
-    metric_keys = (
-        "count", "finite_count", "pcc", "pcc_ttmetal", "cosine", "max_abs_error", "mean_abs_error",
-        "max_rel_error", "mean_rel_error", "ulp_dtype", "ulp_max", "ulp_mean", "allclose_mismatches",
-        "nan_mismatches", "inf_mismatches", "fit_scale", "fit_offset", "constant_input",
-        "scale_or_offset_error", "nonfinite_mismatch",
+    inputs: dict[str, Any] = dict(
+        shape_a=tuple(arr_a.shape), shape_b=tuple(arr_b.shape), dtype_a=dtype_name(arr_a.dtype),
+        dtype_b=dtype_name(arr_b.dtype), rtol=float(rtol), atol=float(atol), pcc_threshold=float(pcc),
+        fit_tol=float(fit_tol),
     )  # fmt: skip
     if arr_a.shape != arr_b.shape:
-        result.update(dict.fromkeys(metric_keys))
-        result.update(shape_mismatch=True, passed=False, notes=["shapes differ: nothing else was compared"])
-        return result
+        return Comparison(**inputs, shape_mismatch=True, passed=False, notes=("shapes differ: nothing else was compared",))
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed sums surface as None, not warnings
-        result.update(_compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol)))
-    return result
+        metrics = _compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol))
+    return Comparison(**inputs, **metrics)
 
 
 class _PairAccumulator:
@@ -528,6 +564,6 @@ def _summarize(
         "nonfinite_mismatch": nonfinite_mismatch,
         "shape_mismatch": False,
         "passed": passed,
-        "notes": notes,
+        "notes": tuple(notes),
     }
     return {key: _finite_or_none(value) for key, value in metrics.items()}

@@ -15,13 +15,17 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
 from ..dtypes import dtype_name
-from ..errors import ReportDBError, StatsError
+from ..errors import InvalidArgumentError, StatsError
+from ..results import Result, html_table
 from .blocks import BLOCK_ELEMENTS, Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
+
+V = TypeVar("V")
 
 #: Arrays up to this many elements take the few-calls path, whose float64 temporaries (128 KiB at most) stay
 #: under glibc's mmap threshold; longer ones stream through reused scratch blocks, since memory mapped afresh
@@ -506,3 +510,91 @@ def _segmented_stats(flats: list[np.ndarray], bins: int, with_edges: bool = True
          "std": sd, "absmax": amax, "hist_counts": counts_i, "hist_edges": edges_i}
         for n, zero, low, high, mu, sd, amax, counts_i, edges_i in rows
     ]
+
+
+@dataclass(frozen=True)
+class ShardStats(Result):
+    """The statistics of one device shard, as :func:`compute_stats` defines them (stored when it was written):
+    counts of all, NaN, ±Inf and zero values; range, moments and absmax of the finite values and their histogram
+    (None when there are none)."""
+
+    count: int
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+    absmax: float | None
+    nan_count: int
+    inf_count: int
+    zero_count: int
+    hist_counts: tuple[int, ...] | None
+    hist_edges: tuple[float, ...] | None
+
+    @classmethod
+    def from_dict(cls, stats: dict[str, Any]) -> ShardStats:
+        """The statistics from :func:`compute_stats`'s dict (or a stored row read as one)."""
+        counts, edges = stats["hist_counts"], stats["hist_edges"]
+        return cls(
+            count=stats["count"], min=stats["min"], max=stats["max"], mean=stats["mean"], std=stats["std"],
+            absmax=stats["absmax"], nan_count=stats["nan_count"], inf_count=stats["inf_count"],
+            zero_count=stats["zero_count"], hist_counts=None if counts is None else tuple(counts),
+            hist_edges=None if edges is None else tuple(edges),
+        )  # fmt: skip
+
+    def _html_fields(self) -> list[tuple[str, Any]]:
+        """Every figure but the histogram, which is 64 bins long."""
+        return [(k, v) for k, v in super()._html_fields() if not k.startswith("hist_")]
+
+
+class _OneShard(Generic[V]):
+    """A :class:`TensorStats` attribute read from the tensor's only shard (an error for a multi-device tensor)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, stats: TensorStats, owner: type | None = None) -> V:
+        return cast(V, getattr(stats.shard, self.name))
+
+
+@dataclass(frozen=True)
+class TensorStats(Result):
+    """The stored statistics of a tensor: one :class:`ShardStats` per device shard, beside its mesh coordinate, in
+    the tensor's shard order. A tensor of one shard (most of them) reads them directly: ``stats.mean``; a
+    multi-device one through ``stats.shards``."""
+
+    tensor_id: int
+    rank: int
+    shards: tuple[ShardStats, ...]
+    mesh_coordinates: tuple[tuple[int, ...], ...]
+
+    @property
+    def shard(self) -> ShardStats:
+        """The statistics of the tensor's only shard; a multi-device tensor has one set per shard (``shards``)."""
+        if len(self.shards) != 1:
+            raise InvalidArgumentError(
+                f"tensor {self.tensor_id} (rank {self.rank}) has {len(self.shards)} shards, each with its own "
+                "statistics: read them from .shards (beside .mesh_coordinates)"
+            )
+        return self.shards[0]
+
+    # The figures of the only shard (see ``shard``), for the common one-device case.
+    count = _OneShard[int]()
+    min = _OneShard[float | None]()
+    max = _OneShard[float | None]()
+    mean = _OneShard[float | None]()
+    std = _OneShard[float | None]()
+    absmax = _OneShard[float | None]()
+    nan_count = _OneShard[int]()
+    inf_count = _OneShard[int]()
+    zero_count = _OneShard[int]()
+    hist_counts = _OneShard[tuple[int, ...] | None]()
+    hist_edges = _OneShard[tuple[float, ...] | None]()
+
+    def _repr_html_(self) -> str:
+        """One row per shard: its mesh coordinate and figures (no histogram)."""
+        names = [k for k, _ in self.shards[0]._html_fields()] if self.shards else []
+        rows = [
+            (coord, *(v for _, v in stats._html_fields())) for coord, stats in zip(self.mesh_coordinates, self.shards)
+        ]
+        caption = f"TensorStats of tensor {self.tensor_id} (rank {self.rank})"
+        return html_table(("mesh coordinate", *names), rows, caption=caption)

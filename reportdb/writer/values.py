@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..dtypes import canonical, dtype_name
-from ..errors import ReportDBError, RowError
+from ..errors import RowError
 from ..spec import LoadedTensor, check_metadata
 from ..ttnn.convert import convert as convert_ttnn
 from ..ttnn.convert import is_ttnn_object

@@ -3,12 +3,11 @@
 A run calls ``put_tensor`` and ``add_operation`` from its hot path, so the writer keeps the cost there
 small: tensors are copied into memory and written in batches (one ``BEGIN IMMEDIATE`` transaction per
 batch) by a background thread, so statistics, hashing and SQLite writes run beside the model rather than in
-its thread. The thread starts once an eighth of a batch (count or bytes) is queued and takes everything
-queued by then, so batches grow when the model outpaces it; the caller writes itself only when two full
-batches are waiting, which bounds the memory held. Tensors of ``sync_bytes`` or more are written at once by
-the calling thread without a copy, and ids already stored are skipped before any conversion. Small tensors
-go in set-based (``Report.put_tensors``). ``flush()`` returns only after COMMIT: that is the point from which
-a crash (even SIGKILL) cannot lose the data, since SQLite's WAL is consistent across application crashes.
+its thread (the queue, the thread and the transaction are in ``batches.py``). Tensors of ``sync_bytes`` or more
+are written at once by the calling thread without a copy, and ids already stored are skipped before any
+conversion. Small tensors go in set-based (``Report.put_tensors``). ``flush()`` returns only after COMMIT: that
+is the point from which a crash (even SIGKILL) cannot lose the data, since SQLite's WAL is consistent across
+application crashes.
 
 Several processes (ranks) may write one report at once: each opens its own connection (never one
 carried across ``fork``), schema creation is serialized by an advisory lock on the report's folder,
@@ -25,41 +24,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import random
-import sqlite3
 import threading
-import time
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
-from ..errors import ReportLockedError, RowsRefusedError, WriterError
+from ..errors import RowsRefusedError, WriterError
 from ..store.checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
+from .batches import BatchQueue, Pending, folder_lock, retry_locked, write_batch
 from .config import StorePolicy, WriterConfig
-from .tables import FileTables, Operation, Row
-from .values import TensorItem, split_metadata, tensor_item
+from .tables import FileTables
+from .values import split_metadata, tensor_item
 
 Role = Literal["input", "output"]
 T = TypeVar("T")
-
-#: The background thread starts once 1/_EAGER of a batch (count or bytes) is queued.
-_EAGER = 8
-
-
-@dataclass
-class _Pending:
-    """Everything queued since the last commit, in the order it must be written."""
-
-    operations: list[Operation] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
-    tensors: list[TensorItem] = field(default_factory=list)
-    nbytes: int = 0
-    since: float = 0.0
-
-    def __len__(self) -> int:
-        return len(self.operations) + len(self.rows) + len(self.tensors)
-
 
 #: Objects a forked child inherited (connections it must neither use nor close).
 _INHERITED: list[Any] = []
@@ -83,32 +61,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_all_in_child)
 
 
-def _is_lock_error(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
-
-
-@contextlib.contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """An exclusive advisory lock on the report folder while a process opens (maybe creates) the database.
-
-    Two processes creating a brand-new report at once would both run the schema creation; this makes
-    the second wait and then find the schema current. Locking the folder leaves no extra file behind.
-    Where ``fcntl`` does not exist (Windows) it is a no-op, and SQLite's own locking must do.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
 class Writer:
     """Write a report while a model runs; safe across threads and processes, crash-safe after ``flush()``.
 
@@ -124,9 +76,9 @@ class Writer:
     ``path`` is a report folder (``db.sqlite`` inside; created if missing) or a database file.
     Options left as None come from the environment (``WriterConfig.from_env``); ``config`` replaces both.
 
-    The class is the public API and the per-process state its threads share (queue, connection, known ids); the
-    file's tables and row checks are :class:`~reportdb.writer.tables.FileTables`, value conversion is
-    :mod:`reportdb.writer.values`.
+    The class is the public API and the per-process state its threads share (connection, known ids); the queue and
+    its background thread are :class:`~reportdb.writer.batches.BatchQueue`, the file's tables and row checks
+    :class:`~reportdb.writer.tables.FileTables`, value conversion :mod:`reportdb.writer.values`.
     """
 
     def __init__(
@@ -165,19 +117,15 @@ class Writer:
 
     def _init_process_state(self) -> None:
         self._pid = os.getpid()
-        self._lock = threading.Lock()  # guards the queue and the bookkeeping sets
+        self._lock = threading.Lock()  # guards the bookkeeping sets
         self._io = threading.RLock()  # guards the connection; taken before _lock, never after
-        self._pending = _Pending()
+        self._queue = BatchQueue(self.config, self._io, self._write)
         self._report: Any = None
         self._tables: FileTables | None = None  # the file's report tables, read once per open
         self._checkpointer: Checkpointer | None = None  # this process's WAL checkpoints, off the committing thread
         self._known: dict[tuple[int, int], bool] = {}  # id -> whether its values are recorded
         self._loaded_ranks: set[int] = set()  # ranks whose stored ids are in _known
         self._outputs: set[tuple[int, int]] = set()
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        self._wake = threading.Event()  # set by close(): the background thread stops
-        self._drain = threading.Event()  # set when a full batch is waiting for the background thread
 
     def _forget_parent(self) -> None:
         """In a forked child: drop the parent's connection (never use or close it), queue and thread."""
@@ -197,7 +145,7 @@ class Writer:
         from ..report import Report
 
         def attempt() -> Any:
-            with _folder_lock(self.path.parent):
+            with folder_lock(self.path.parent):
                 report = Report(self.path, "a", chunk_size=self.config.chunk_size, compression=self.config.compression)
             if not self.config.durable:
                 with report.connection() as conn:
@@ -226,22 +174,7 @@ class Writer:
 
     def _retry(self, action: Callable[[], T], what: str) -> T:
         """Run ``action``, retrying SQLite lock errors with jittered backoff for up to ``lock_timeout``."""
-        deadline = time.monotonic() + self.config.lock_timeout
-        delay = 0.005
-        while True:
-            try:
-                return action()
-            except Exception as exc:
-                cause = exc if _is_lock_error(exc) else exc.__cause__
-                if cause is None or not _is_lock_error(cause):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise ReportLockedError(
-                        f"{self.path}: could not {what}: the database stayed locked for {self.config.lock_timeout:.0f} s "
-                        f"({cause}); another process holds a write transaction"
-                    ) from exc
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.5)
+        return retry_locked(action, what, self.path, self.config.lock_timeout)
 
     # --- public API ---------------------------------------------------------------------------
 
@@ -291,11 +224,11 @@ class Writer:
                 return False
             self._known[key] = keep
         if item.nbytes >= self.config.sync_bytes and item.shards is not None:
-            self._write_now(item)  # large: no copy, written by this thread
+            self._queue.write_now(item)  # large: no copy, written by this thread
             return True
         if item.shards is not None and not item.owned:
             item.shards = [(c, a.copy()) for c, a in item.shards]
-        self._enqueue(tensors=[item], nbytes=item.nbytes)
+        self._queue.add(tensors=[item], nbytes=item.nbytes)
         return True
 
     def add_operation(
@@ -324,7 +257,7 @@ class Writer:
         )
         with self._lock:
             self._outputs.update((int(t), r) for t in outputs)
-        self._enqueue(operations=[operation], rows=rows)
+        self._queue.add(operations=[operation], rows=rows)
 
     def add_device(self, device_id: int, *, rank: int | None = None, **fields: Any) -> None:
         """Record a device row (``num_x_cores``, ``l1_bank_size``... as in the ``devices`` table)."""
@@ -341,7 +274,7 @@ class Writer:
         ranks (``source_files``, ``report_metadata``) take rows from any writer.
         """
         self._check_usable()
-        self._enqueue(rows=self._file().table_rows(table, rows, self.rank))
+        self._queue.add(rows=self._file().table_rows(table, rows, self.rank))
 
     def columns(self, table: str) -> tuple[str, ...]:
         """The columns ``add_rows`` may fill in ``table``: the report file's own (a report of an older ttnn has fewer,
@@ -359,7 +292,7 @@ class Writer:
     def flush(self) -> None:
         """Write and COMMIT everything queued; when this returns, a crash cannot lose it."""
         self._raise_background_error()
-        self._write_pending()
+        self._queue.write_pending()
 
     def close(self) -> None:
         """Flush, stop the background thread and close this process's connection."""
@@ -368,13 +301,9 @@ class Writer:
         if self._pid != os.getpid():  # a forked child's copy: nothing of ours to close
             self._forget_parent()
         self._closed = True
-        self._wake.set()
-        self._drain.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._queue.stop()
         try:
-            self._write_pending()
+            self._queue.write_pending()
             self._raise_background_error()
         finally:
             _LIVE.discard(self)
@@ -406,7 +335,7 @@ class Writer:
         self._raise_background_error()
 
     def _raise_background_error(self) -> None:
-        error, self._error = self._error, None
+        error = self._queue.take_error()
         if isinstance(error, RowsRefusedError):
             raise error  # the batch was committed, all but these rows
         if error is not None:
@@ -424,115 +353,17 @@ class Writer:
                 self._known[(tensor_id, rank)] = True
             self._loaded_ranks.add(rank)
 
-    def _enqueue(
-        self,
-        *,
-        operations: Sequence[Operation] = (),
-        rows: Sequence[Row] = (),
-        tensors: Sequence[TensorItem] = (),
-        nbytes: int = 0,
-    ) -> None:
-        cfg = self.config
-        with self._lock:
-            pending = self._pending
-            if not len(pending):
-                pending.since = time.monotonic()
-            pending.operations.extend(operations)
-            pending.rows.extend(rows)
-            pending.tensors.extend(tensors)
-            pending.nbytes += nbytes
-            size, queued = len(pending), pending.nbytes
-            full = size >= cfg.batch_items or queued >= cfg.batch_bytes
-            due = cfg.batch_seconds > 0 and time.monotonic() - pending.since >= cfg.batch_seconds
-            # The background thread starts on an eighth of a batch already: while the model waits for its device it
-            # has the time, and what the caller adds meanwhile makes the next transaction larger (group commit).
-            # Much less than that per commit would rewrite the same 64 KiB index pages for a handful of rows.
-            eager = size >= cfg.batch_items // _EAGER or queued >= cfg.batch_bytes // _EAGER
-            # Twice the batch limits queued: the background thread is behind, so the caller writes (and waits).
-            # That bounds the memory held by copies to about four batches (queued, and one being written).
-            behind = size >= 2 * cfg.batch_items or queued >= 2 * cfg.batch_bytes
-            if self._thread is None and cfg.batch_seconds > 0:
-                self._start_thread()
-            background = self._thread is not None
-        if background and not behind:
-            if full or due or eager:
-                self._drain.set()  # the background thread writes the batch; the caller's hot path goes on
-        elif full or due:
-            self._write_pending()
-
-    def _start_thread(self) -> None:
-        self._thread = threading.Thread(target=self._background, name="reportdb-writer", daemon=True)
-        self._thread.start()
-
-    def _background(self) -> None:
-        """Commit full batches as soon as the caller hands them over (statistics, hashing and SQLite writes then
-        run here, beside the model, not in its thread), and queued items that have waited ``batch_seconds``, so
-        a quiet run still persists them."""
-        period = self.config.batch_seconds
-        while not self._wake.is_set():
-            handed = self._drain.wait(period / 2)
-            self._drain.clear()
-            if self._wake.is_set():
-                return  # close() writes what is left
-            with self._lock:
-                due = len(self._pending) and (handed or time.monotonic() - self._pending.since >= period)
-            if due:
-                try:
-                    self._write_pending()
-                except BaseException as exc:  # surfaced to the caller on its next call
-                    self._error = exc
-
-    def _take(self) -> _Pending:
-        with self._lock:
-            taken, self._pending = self._pending, _Pending()
-        return taken
-
-    def _write_pending(self) -> None:
-        with self._io:
-            taken = self._take()
-            if len(taken):
-                self._write(taken)
-
-    def _write_now(self, item: TensorItem) -> None:
-        with self._io:
-            taken = self._take()
-            taken.tensors.append(item)
-            self._write(taken)
-
-    def _write(self, batch: _Pending) -> None:
-        """One transaction for the whole batch, retried as a whole while the database is locked; rows a constraint of
-        the file refuses are left out (the rest commits) and raised afterwards as :class:`RowsRefusedError`.
-
-        The legacy ``tensors`` rows go in before the values, which go in one ``put_tensors`` call (small ones
-        set-based); ids another process stored meanwhile are skipped there."""
-        report = self._open()
-        tables = self._file()
-        refused: list[str] = []
-        created: dict[str, tuple[str, ...]] = {}
-
-        def transaction() -> None:
-            refused.clear()
-            created.clear()
-            with report.batch(), report.connection() as conn:
-                tables.write_rows(conn, batch.operations, batch.rows, refused, created)
-                if batch.tensors:
-                    tables.write_tensor_rows(conn, batch.tensors, created)
-                    values = [
-                        {"tensor_id": item.tensor_id, "rank": item.rank, "shards": item.shards, **item.metadata}
-                        for item in batch.tensors
-                        if item.shards is not None
-                    ]
-                    if values:
-                        report.put_tensors(values, if_exists="skip", stats=self.config.stats)
-
+    def _write(self, batch: Pending) -> None:
+        """Commit one batch (:func:`~reportdb.writer.batches.write_batch`); if it did not land, its tensor ids may be
+        recorded again. Rows a constraint of the file refused (the rest was committed) are raised afterwards as
+        :class:`RowsRefusedError`."""
         try:
-            self._retry(transaction, "write to the report")
+            refused = write_batch(self._open(), self._file(), batch, stats=self.config.stats, retry=self._retry)
         except BaseException:
-            with self._lock:  # the batch did not land: let the ids be recorded again
+            with self._lock:
                 for t in batch.tensors:
                     self._known.pop((t.tensor_id, t.rank), None)
             raise
-        tables.commit(created)
         if self._checkpointer is not None:
             self._checkpointer.committed(sum(t.nbytes for t in batch.tensors))
         if refused:
