@@ -7,8 +7,9 @@ reportdb is faster): a 4 KiB row slice of a large float32 tensor; a 64x64 window
 [1,1,8192,8192] tensor; one 4 KiB tensor; 10k 4 KiB tensors in a loop; a 64 MiB tensor whole; ``reportdb info``,
 ``ls`` and ``--help`` as commands; the size of a report of two small tensors. Peers: ``np.load`` (with
 ``mmap_mode="r"`` for windows, opened once like the report), safetensors' ``safe_open`` where installed, ``sqlite3``
-for the CLI. Windows read the middle of the tensor again and again: after the first read, reportdb has checked that
-chunk's crc32 and reads only the window's bytes. Nothing here is a test.
+for the CLI. Windows read the middle of the tensor again and again; every read checks the 4 KiB blocks it touches
+against their crc32s (schema 0005's block crcs). A window of the same square tensor stored as 2x4 device shards reads
+one shard. Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ def bench(root: Path, big_mib: int, small_count: int, repeat: int) -> None:
     with reportdb.open(db, "a") as report:
         report.put_tensor(1, big, stats=False)
         report.put_tensor(2, square, stats=False)
+        report.put_tensor(4, shards=[((r, c), np.ascontiguousarray(square[0, 0, r * 4096 : (r + 1) * 4096, c * 2048 : (c + 1) * 2048]))
+                                     for r in range(2) for c in range(4)], stats=False,
+                          distribution=reportdb.Distribution((2, 4), (reportdb.Placement("shard", 0), reportdb.Placement("shard", 1))))
         report.put_tensor(3, medium, stats=False)
         with report.batch():
             for i in range(small_count):
@@ -108,6 +112,12 @@ def bench(root: Path, big_mib: int, small_count: int, repeat: int) -> None:
             "np.load mmap": lambda: np.array(square_map[0, 0, 4000:4064, 4000:4064]),
         }, repeat)
         _row("64x64 window of [1,1,8192,8192]", t.pop("ours"), t)
+
+        t = _interleaved({
+            "ours": lambda: report.tensor(4, window=(slice(4000, 4064), slice(4000, 4064))),
+            "np.load mmap": lambda: np.array(square_map[0, 0, 4000:4064, 4000:4064]),
+        }, repeat)
+        _row("the same window, tensor in 2x4 device shards", t.pop("ours"), t)
 
         cases = {"ours": lambda: report.tensor(100), "np.load": lambda: np.load(npy / "0.npy")}
         if has_st:

@@ -323,6 +323,14 @@ class Chunk(Base):
     codec: Mapped[Optional[str]] = mapped_column(Text)  # NULL: raw bytes; 'zstd': one zstd frame (schema 0004 on)
 
 
+class ChunkCrc(Base):
+    """The crc32 of each block of a raw chunk (schema 0005), so a window checks only the blocks it reads."""
+
+    __tablename__ = "rdb_chunk_crc"
+    chunk_id: Mapped[int] = mapped_column(ForeignKey("rdb_chunk.id"), primary_key=True)
+    block_size: Mapped[int] = mapped_column(Integer)
+    crcs: Mapped[bytes] = mapped_column(LargeBinary)
+
 class Blob(Base):
     """The bytes of one array: an ordered list of chunks, identified by the digest of that list."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 import reportdb
 from reportdb import models
@@ -45,18 +45,44 @@ def _rows(path: Path, columns: dict[str, list[str]] | None = None) -> dict[str, 
 
 
 def test_new_file_gets_current_schema_wal_while_open_and_64k_pages(tmp_path: Path) -> None:
+    """64 KiB pages while written; a small finished file gets 4 KiB pages (a page per table and index would make it
+    megabytes), and 64 KiB pages again when it is written to once more."""
     path = tmp_path / "new.sqlite"
     with reportdb.open(path, "a") as report:
         assert report.schema_revision == schema.head_revision()
         con = sqlite3.connect(path)
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # while it is written
+        assert con.execute("PRAGMA page_size").fetchone()[0] == 65536
         con.close()
+        report.put_tensor(1, np.arange(3000, dtype=np.float32))
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA page_size").fetchone()[0] == 65536
+    assert con.execute("PRAGMA page_size").fetchone()[0] == 4096
+    assert path.stat().st_size < 400_000
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # finished: one self-contained file
     assert con.execute("SELECT value FROM rdb_meta WHERE key='written_by'").fetchone()[0] == reportdb.__version__
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     assert "alembic_version" not in names and schema.VERSION_TABLE in names
+    con.close()
+    with reportdb.open(path, "a") as report:
+        np.testing.assert_array_equal(report.tensor(1), np.arange(3000, dtype=np.float32))
+        report.put_tensor(2, np.ones(10, np.float32))
+        con = sqlite3.connect(path)
+        assert con.execute("PRAGMA page_size").fetchone()[0] == 65536  # written again: full-speed pages
+        con.close()
+    with reportdb.open(path) as report:
+        assert report.tensor_ids() == [1, 2] and report.verify_tensor(1) == 12000
+
+
+def test_a_small_report_with_rowid_rows_keeps_its_pages(tmp_path: Path) -> None:
+    """Rows of a table without a declared key (the legacy report tables) are known by their rowids, which a VACUUM
+    may renumber: such a file is never rewritten with smaller pages."""
+    path = tmp_path / "r.sqlite"
+    with reportdb.open(path, "a") as report, report.connection() as conn:
+        conn.execute("CREATE TABLE notes (v TEXT)")
+        conn.executemany("INSERT INTO notes(rowid, v) VALUES (?, ?)", [(5, "a"), (9, "b")])
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA page_size").fetchone()[0] == 65536
+    assert con.execute("SELECT rowid, v FROM notes").fetchall() == [(5, "a"), (9, "b")]
     con.close()
 
 
@@ -225,4 +251,4 @@ def test_upgrade_fills_statistics_of_tensors_stored_without_them(tmp_path: Path)
     assert reportdb.upgrade(path) == schema.head_revision()
     with reportdb.open(path) as report:
         s = report.tensor_stats(1)
-    assert (s["count"], s["nan_count"], s["min"], s["max"]) == (4, 1, 1.0, 4.0)
+    assert (s.count, s.nan_count, s.min, s.max) == (4, 1, 1.0, 4.0)

@@ -9,11 +9,21 @@ A chunk may be stored zstd-compressed (``codec``, see ``codec.py``; schema 0004 
 sha256 address are those of the raw bytes, so identical content dedupes whatever the codec, while the
 crc32 is that of the stored bytes and is checked before anything is decompressed. Callers reading a file
 of an older schema (opened read-only, not upgraded) pass ``has_codec=False``.
+
+Block checksums (schema 0005 on): a raw chunk larger than :data:`CRC_BLOCK` also gets a row in ``rdb_chunk_crc``, the
+crc32 of each :data:`CRC_BLOCK`-byte block of it, so a window reads and checks only the blocks it touches (see
+``windows.py``). A table of its own, not a column of ``rdb_chunk``: a column added there sits behind the chunk's
+bytes in the row, so reading it walks every overflow page of the chunk, and the chunk table's schema never changes.
+The whole-chunk crc32 stays: whole reads check it in one call, and files and chunks without block crcs (older
+schema, compressed or small chunks) rely on it. Writing computes only the block crcs and derives the chunk's crc32
+from them (:func:`combine_crcs`, GF(2) arithmetic vectorized over the blocks), so the finer grain costs the writer
+one pass over the bytes, as before. Callers reading a schema without the table pass ``has_block_crc=False``.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import sqlite3
 import zlib
@@ -28,6 +38,84 @@ from . import codec as codec_mod, pools
 
 DEFAULT_CHUNK_SIZE = 4 << 20
 _BLOBOPEN_MIN = 256 << 10  # below this a bound parameter is as fast and simpler
+#: The grain of block crcs. 4 KiB: a 64x64 float32 window of an 8192-wide matrix touches 64 blocks, 256 KiB to check
+#: (~75 us at ~3.5 GB/s; 64 KiB blocks would be 2 MiB, ~0.5 ms), while writing pays ~20% more crc32 time than one
+#: whole-chunk crc (per-call cost), about 4 ms per 64 MiB, and the crcs take 0.1% of the chunk (4 KiB per 4 MiB).
+CRC_BLOCK = 4 << 10
+#: The smallest block size a stored ``rdb_chunk_crc`` row may declare: bounds the crcs a read fetches per chunk.
+MIN_CRC_BLOCK = 512
+
+# --- crc32 arithmetic ------------------------------------------------------------------------------------------
+# zlib's crc32 is linear over GF(2): crc(A + B) = crc(A) * x^(8 len(B)) mod P  xor  crc(B), in zlib's reflected bit
+# order (bit 31 is x^0). These helpers compute the product, vectorized over numpy uint32 arrays, so the crc32 of a
+# chunk follows from the crcs of its blocks without a second pass over its bytes (zlib's crc32_combine, which Python
+# does not expose).
+_POLY = np.uint32(0xEDB88320)
+
+
+def _mulmod(a: Any, b: Any) -> np.ndarray:
+    """``a * b mod P`` elementwise (uint32 arrays or scalars, broadcast), zlib's ``multmodp``."""
+    a = np.asarray(a, dtype=np.uint32)
+    b = np.array(b, dtype=np.uint32, copy=True)
+    a, b = np.broadcast_arrays(a, b)
+    b = b.copy()
+    product = np.zeros(b.shape, dtype=np.uint32)
+    for bit in range(31, -1, -1):  # bit 31 of ``a`` is x^0: add b, then b *= x for the next power
+        product ^= np.where((a >> np.uint32(bit)) & np.uint32(1), b, np.uint32(0))
+        b = (b >> np.uint32(1)) ^ np.where(b & np.uint32(1), _POLY, np.uint32(0))
+    return product
+
+
+@functools.lru_cache(maxsize=64)
+def _x8n(nbytes: int) -> int:
+    """``x^(8 nbytes) mod P``: what a crc is multiplied by when ``nbytes`` bytes follow it."""
+    result, power, n = 1 << 31, 1 << 23, nbytes  # x^0; x^8 (a byte)
+    while n:
+        if n & 1:
+            result = int(_mulmod(power, result)[()])
+        power = int(_mulmod(power, power)[()])
+        n >>= 1
+    return result
+
+
+@functools.lru_cache(maxsize=8)
+def _shift_columns(block: int, count: int) -> np.ndarray:
+    """For ``count`` equal blocks, ``[k, j] = x^(8 block (count-1-k)) * x^(31-j) mod P``: the crc32 of the blocks
+    together is the xor of ``[k, j]`` over the set bits ``j`` of each block's crc ``k`` (read-only, cached per block
+    size and count: 128 KiB for 1024 blocks)."""
+    powers = np.empty(count, dtype=np.uint32)
+    powers[0] = 1 << 31
+    have, step = 1, _x8n(block)
+    while have < count:  # double: powers[have:2 have] = powers[:have] * x^(8 block have)
+        n = min(have, count - have)
+        powers[have : have + n] = _mulmod(step, powers[:n])
+        step = int(_mulmod(step, step)[()])
+        have += n
+    columns = _mulmod(powers[::-1, None], np.uint32(1) << np.arange(32, dtype=np.uint32)[None, :])
+    columns.flags.writeable = False
+    return columns
+
+
+_BITS = np.arange(32, dtype=np.uint32)
+
+
+def combine_crcs(crcs: np.ndarray, nbytes: int, block: int) -> int:
+    """The crc32 of ``nbytes`` bytes from the crc32s of their ``block``-byte blocks (the last one possibly shorter)."""
+    full, tail = divmod(nbytes, block)
+    crc = 0
+    if full:
+        bits = ((crcs[:full, None] >> _BITS) & np.uint32(1)).astype(bool)
+        crc = int(np.bitwise_xor.reduce(_shift_columns(block, full)[bits]))
+    if tail:
+        crc = (int(_mulmod(_x8n(tail), crc)[()]) if full else 0) ^ int(crcs[full])
+    return crc
+
+
+def block_crcs(data: np.ndarray | bytes, block: int = CRC_BLOCK) -> np.ndarray:
+    """The crc32 of each ``block``-byte block of ``data`` (the last one possibly shorter), as uint32."""
+    view = memoryview(data).cast("B")  # type: ignore[arg-type]  # an ndarray is a buffer
+    return np.fromiter((zlib.crc32(view[i : i + block]) for i in range(0, len(view), block)), dtype=np.uint32,
+                       count=-(-len(view) // block))
 
 
 @dataclass(frozen=True)
@@ -51,20 +139,46 @@ class Digests:
     nbytes: int
     chunks: tuple[tuple[bytes, int], ...]  # (sha256, crc32) per chunk, in order
     blob: bytes  # the blob's address: sha256 over the size, the chunk size and the chunk addresses
+    #: Per chunk, the little-endian uint32 crc32s of its :data:`CRC_BLOCK`-byte blocks (``rdb_chunk_crc.crcs``), or
+    #: None for a chunk of one block, whose crc32 is its one block's.
+    blocks: tuple[bytes | None, ...] = ()
+
+
+#: Chunks from this size on are hashed (sha256, which releases the GIL) in a helper thread while this one computes
+#: their block crcs.
+_HASH_BESIDE_MIN = 1 << 20
 
 
 def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE) -> Digests:
-    """The :class:`Digests` of a canonical (little-endian, C-contiguous) array cut into ``chunk_size`` chunks."""
+    """The :class:`Digests` of a canonical (little-endian, C-contiguous) array cut into ``chunk_size`` chunks.
+
+    A chunk's crc32 is combined from its block crcs (:func:`combine_crcs`): one pass over the bytes for both."""
     data = _as_bytes(array)
     nbytes = int(data.nbytes)
     blob_hash = hashlib.sha256(f"{nbytes}:{chunk_size}:".encode())
-    chunks = []
-    for start in range(0, nbytes, chunk_size):
-        piece = data[start : start + chunk_size]
-        sha = hashlib.sha256(piece.data).digest()
+    pieces = [data[start : start + chunk_size] for start in range(0, nbytes, chunk_size)]
+    beside = pools.pool("digest", 1) if min(chunk_size, nbytes) >= _HASH_BESIDE_MIN else None
+    shas: list[Future[bytes]] | None = None
+    if beside is not None:
+        shas = [beside.submit(_sha256, piece) for piece in pieces]
+    chunks: list[tuple[bytes, int]] = []
+    blocks: list[bytes | None] = []
+    for i, piece in enumerate(pieces):
+        if piece.nbytes > CRC_BLOCK:
+            crcs = block_crcs(piece)
+            crc = combine_crcs(crcs, int(piece.nbytes), CRC_BLOCK)
+            blocks.append(crcs.astype("<u4").tobytes())
+        else:
+            crc = zlib.crc32(piece.data)
+            blocks.append(None)
+        sha = shas[i].result() if shas is not None else _sha256(piece)
         blob_hash.update(sha)
-        chunks.append((sha, zlib.crc32(piece.data)))
-    return Digests(chunk_size, nbytes, tuple(chunks), blob_hash.digest())
+        chunks.append((sha, crc))
+    return Digests(chunk_size, nbytes, tuple(chunks), blob_hash.digest(), tuple(blocks))
+
+
+def _sha256(piece: np.ndarray) -> bytes:
+    return hashlib.sha256(piece.data).digest()
 
 
 def put_blob(
@@ -73,12 +187,15 @@ def put_blob(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     digests: Digests | None = None,
     codec: str | None = None,
+    *,
+    block_crcs: bool = True,
 ) -> BlobRef:
     """Store the bytes of a canonical (little-endian, C-contiguous) array; the caller holds the transaction.
 
     ``digests``, when given, must be :func:`digest` of this very array and chunk size (it is trusted: a
     mismatch would store bytes under the wrong address, which ``verify_blob`` reports). ``codec="zstd"``
     compresses the chunks of a new blob whose sample shows a gain, each chunk only if it shrinks enough.
+    ``block_crcs=False`` writes no ``rdb_chunk_crc`` rows (a file of a schema older than 0005).
     """
     codec_mod.check_codec(codec)
     data = _as_bytes(array)
@@ -99,13 +216,15 @@ def put_blob(
     compress = codec is not None and codec_mod.worth_compressing(data)
     for idx, (sha, crc) in enumerate(digests.chunks):
         piece = data[idx * chunk_size : (idx + 1) * chunk_size]
-        chunk_id = (_put_compressed_chunk if compress else _put_chunk)(conn, piece, sha, crc)
+        crcs = digests.blocks[idx] if digests.blocks and block_crcs else None
+        chunk_id = (_put_compressed_chunk if compress else _put_chunk)(conn, piece, sha, crc, crcs)
         conn.execute("INSERT INTO rdb_blob_chunk(blob_id, idx, chunk_id) VALUES (?, ?, ?)", (blob_id, idx, chunk_id))
     return BlobRef(blob_id, nbytes, True)
 
 
-def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int) -> int:
-    """Insert a raw chunk unless its content is already stored; return its row id either way."""
+def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int, crcs: bytes | None) -> int:
+    """Insert a raw chunk unless its content is already stored, with its block crcs ``crcs`` (None for a chunk of one
+    block); return its row id either way."""
     n = int(piece.nbytes)
     streamed = n >= _BLOBOPEN_MIN and hasattr(conn, "blobopen")
     cursor = conn.execute(
@@ -120,18 +239,24 @@ def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int
     if streamed:
         with conn.blobopen("rdb_chunk", "data", rowid) as blob:
             blob.write(piece.data)
+    if crcs is not None:
+        conn.execute(INSERT_CRCS, (rowid, CRC_BLOCK, crcs))
     return rowid
 
 
-def _put_compressed_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int) -> int:
-    """Insert a chunk zstd-compressed (its crc32 then over the compressed bytes), or raw when that does not pay;
-    content already stored is looked up first, so it is not compressed again."""
+INSERT_CRCS = "INSERT INTO rdb_chunk_crc(chunk_id, block_size, crcs) VALUES (?, ?, ?)"
+
+
+def _put_compressed_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int, crcs: bytes | None) -> int:
+    """Insert a chunk zstd-compressed (its crc32 then over the compressed bytes, and no block crcs: a compressed chunk
+    is always read whole), or raw when that does not pay; content already stored is looked up first, so it is not
+    compressed again."""
     found = conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (sha,)).fetchone()
     if found is not None:
         return int(found[0])
     frame = codec_mod.compress(piece)
     if frame is None:
-        return _put_chunk(conn, piece, sha, crc)
+        return _put_chunk(conn, piece, sha, crc, crcs)
     rowid = conn.execute(
         "INSERT INTO rdb_chunk(digest, nbytes, crc32, codec, data) VALUES (?, ?, ?, ?, ?)",
         (sha, int(piece.nbytes), zlib.crc32(frame), codec_mod.ZSTD, frame),
@@ -156,6 +281,13 @@ class ChunkRow(NamedTuple):
     crc32: int  # of the stored bytes
     codec: str | None
     digest: bytes  # sha256 of the raw bytes
+    block_size: int = 0  # of ``crcs``
+    crcs: bytes | None = None  # little-endian uint32 crc32 per block of a raw chunk (rdb_chunk_crc), when read
+
+    def block_crc(self, block: int) -> int:
+        """The stored crc32 of block ``block`` (``crcs`` must be there)."""
+        assert self.crcs is not None
+        return int.from_bytes(self.crcs[4 * block : 4 * block + 4], "little")
 
 
 @dataclass(frozen=True)
@@ -186,9 +318,19 @@ def corrupt(what: str, problem: str) -> CorruptionError:
     return CorruptionError(f"{what}: {problem}; {_DAMAGED}")
 
 
+#: The columns of a chunk's ``rdb_chunk_crc`` row that :func:`checked_layout` takes after the chunk's own: whether the
+#: row is there, its block size, and its crcs only when their length fits the chunk's size in blocks of that size
+#: (so a hostile row cannot make a read fetch more than 4 bytes per :data:`MIN_CRC_BLOCK` of the chunk).
+CRC_COLUMNS = (
+    "cc.chunk_id, cc.block_size, CASE WHEN typeof(cc.block_size) = 'integer' AND cc.block_size >= "
+    f"{MIN_CRC_BLOCK} AND typeof(c.nbytes) = 'integer' AND typeof(cc.crcs) = 'blob' AND length(cc.crcs) = "
+    "4 * ((c.nbytes + cc.block_size - 1) / cc.block_size) THEN cc.crcs END"
+)
+
+
 def blob_layout(
     conn: sqlite3.Connection, blob_id: int, nbytes: int, *, what: str = "blob", has_codec: bool = True,
-    span: tuple[int, int] | None = None,
+    span: tuple[int, int] | None = None, block_crcs: bool = False, found: tuple[Any, ...] | None = None,
 ) -> BlobLayout:
     """Check, before anything is allocated, that the rows of blob ``blob_id`` describe ``nbytes`` bytes (what the
     shard's shape and dtype need): a sane chunk size, a chunk count that fits, the index list complete, every chunk
@@ -197,8 +339,11 @@ def blob_layout(
     checked once its frame has been (see :func:`read_blob_into`).
 
     ``span=(lo, hi)``, a non-empty byte range of the blob, lists and checks only the chunks that hold those bytes: a
-    small window of a large blob then costs one or two chunk rows, not hundreds."""
-    found = conn.execute("SELECT nbytes, chunk_size, n_chunks, digest FROM rdb_blob WHERE id=?", (blob_id,)).fetchone()
+    small window of a large blob then costs one or two chunk rows, not hundreds. ``block_crcs`` (a file of schema
+    0005 on) also reads each raw chunk's block crcs (``rdb_chunk_crc``), checked to fit the chunk. ``found``: the
+    blob's row ``(nbytes, chunk_size, n_chunks, digest)`` when the caller has read it already (it is checked here)."""
+    if found is None:
+        found = conn.execute("SELECT nbytes, chunk_size, n_chunks, digest FROM rdb_blob WHERE id=?", (blob_id,)).fetchone()
     if found is None:
         raise corrupt(what, f"its blob {blob_id} is missing from table rdb_blob")
     chunk_size, n_chunks = check_blob_row(blob_id, nbytes, found, what)
@@ -209,8 +354,9 @@ def blob_layout(
         first, last = span[0] // chunk_size, (span[1] - 1) // chunk_size
     rows = conn.execute(
         f"SELECT bc.idx, c.id, c.nbytes, c.crc32, {'c.codec' if has_codec else 'NULL'}, c.digest, length(c.data),"
-        " typeof(c.data) FROM rdb_blob_chunk bc LEFT JOIN rdb_chunk c ON c.id = bc.chunk_id WHERE bc.blob_id=?"
-        " AND bc.idx >= ? ORDER BY bc.idx LIMIT ?",
+        f" typeof(c.data){', ' + CRC_COLUMNS if block_crcs else ''} FROM rdb_blob_chunk bc LEFT JOIN rdb_chunk c"
+        f" ON c.id = bc.chunk_id{' LEFT JOIN rdb_chunk_crc cc ON cc.chunk_id = c.id' if block_crcs else ''}"
+        " WHERE bc.blob_id=? AND bc.idx >= ? ORDER BY bc.idx LIMIT ?",
         (blob_id, first, last - first + 1 + (span is None)),  # the whole list: one more row shows an extra one
     ).fetchall()
     if [r[0] for r in rows] != list(range(first, last + 1)):
@@ -245,10 +391,11 @@ def checked_layout(
     """The layout of a blob from its checked ``rdb_blob`` row ``found`` (:func:`check_blob_row`) and its chunk rows
     ``(idx, chunk id, raw size, crc32, codec, digest, stored size, typeof(data))`` (consecutive from ``first``), each
     chunk row checked: present, a raw size in (0, chunk size], a stored size that fits it; CorruptionError otherwise.
+    Rows may go on with :data:`CRC_COLUMNS`: a raw chunk's block crcs, which must then be well-formed.
     Shared by :func:`blob_layout` and the one-query read of a small tensor, so both check alike."""
     chunk_size = found[1]
     chunks = []
-    for idx, chunk_id, raw, crc, codec, digest_, stored, kind in rows:
+    for idx, chunk_id, raw, crc, codec, digest_, stored, kind, *crc_row in rows:
         if chunk_id is None:
             raise corrupt(what, f"chunk {idx} of blob {blob_id} is missing from table rdb_chunk")
         if type(raw) is not int or not 0 < raw <= chunk_size or type(crc) is not int or kind != "blob":
@@ -261,7 +408,14 @@ def checked_layout(
                 check_size(BlobLayout(blob_id, nbytes, chunk_size, (), b""), idx, raw, what)
         elif stored > raw:  # reportdb stores a frame only where it saves 10%
             raise corrupt(what, f"chunk {idx} is a {stored}-byte frame for {raw} bytes")
-        chunks.append(ChunkRow(idx, chunk_id, raw, crc, codec, digest_ if isinstance(digest_, bytes) else b""))
+        block_size, crcs = 0, None
+        if crc_row and crc_row[0] is not None and codec is None:  # compressed chunks are read whole: no use for them
+            if crc_row[2] is None:
+                raise corrupt(what, f"table rdb_chunk_crc row of chunk {idx} (rdb_chunk row {chunk_id}) holds block "
+                                    f"size {crc_row[1]!r} and crcs that do not fit a {raw}-byte chunk")
+            block_size, crcs = crc_row[1], crc_row[2]
+        chunks.append(ChunkRow(idx, chunk_id, raw, crc, codec, digest_ if isinstance(digest_, bytes) else b"",
+                               block_size, crcs))
     return BlobLayout(blob_id, nbytes, chunk_size, tuple(chunks), found[3] if isinstance(found[3], bytes) else b"", first)
 
 
@@ -291,10 +445,10 @@ def read_blob_into(
     if first_data is not None and len(layout.chunks) == 1 and layout.nbytes < THREADED_CRC_MIN:
         _fill_chunk(layout, layout.chunks[0], first_data, out, what)  # a small tensor's one chunk: no thread, no pool
         return
-    # The crc32 of a large chunk (and the decompression of a compressed one) runs in a helper thread while the
-    # next chunk is read (both release the GIL), so it costs little wall time; ``out`` is the caller's and is
-    # discarded if a check fails.
-    with ChecksBehind(pools.pool("check", 2)) as checks:
+    # The crc32 of a large chunk and its copy into ``out`` (or the decompression of a compressed one) run in helper
+    # threads while this one reads the next chunk (all release the GIL), so they cost little wall time; ``out`` is
+    # the caller's and is discarded if a check fails. Two tasks a chunk, at most two chunks behind.
+    with ChecksBehind(pools.pool("check", 2), ahead=4) as checks:
         for chunk in layout.chunks:
             idx, nbytes = chunk.idx, chunk.nbytes
             data = first_data if first_data is not None and idx == 0 else chunk_bytes(conn, chunk.id)
@@ -306,7 +460,11 @@ def read_blob_into(
             else:
                 _check_length(chunk, data, what)
                 checks.run(check_crc, idx, chunk.crc32, data, what)
-                target[:] = np.frombuffer(data, dtype=np.uint8)
+                checks.run(_copy, target, data)  # beside the crc: this thread goes on reading the next chunk
+
+
+def _copy(target: np.ndarray, data: bytes) -> None:
+    target[:] = np.frombuffer(data, dtype=np.uint8)
 
 
 def _fill_chunk(layout: BlobLayout, chunk: ChunkRow, data: bytes, target: np.ndarray, what: str) -> None:
@@ -354,11 +512,12 @@ def check_crc(idx: int, crc: int, data: bytes, what: str) -> None:
 
 
 class ChecksBehind:
-    """Integrity checks run in ``pool`` while the caller reads the next chunks, at most two chunks behind so
-    memory stays bounded; leaving the block waits for them all (after an error, the rest are cancelled)."""
+    """Integrity checks (and copies) run in ``pool`` while the caller reads the next chunks, at most ``ahead`` tasks
+    behind so memory stays bounded; leaving the block waits for them all (after an error, the rest are cancelled)."""
 
-    def __init__(self, pool: Executor | None) -> None:
+    def __init__(self, pool: Executor | None, ahead: int = 2) -> None:
         self.pool = pool
+        self.limit = ahead
         self.ahead: collections.deque[Future[None]] = collections.deque()
 
     def run(self, check: Callable[..., None], *args: Any, inline: bool = False) -> None:
@@ -366,7 +525,7 @@ class ChecksBehind:
             check(*args)
             return
         self.ahead.append(self.pool.submit(check, *args))
-        if len(self.ahead) > 2:
+        if len(self.ahead) > self.limit:
             self.ahead.popleft().result()
 
     def __enter__(self) -> "ChecksBehind":
@@ -391,16 +550,17 @@ def chunk_bytes(conn: sqlite3.Connection, chunk_id: int) -> bytes:
 
 def verify_blob(
     conn: sqlite3.Connection, blob_id: int, nbytes: int, *, what: str = "blob", pool: Executor | None = None,
-    has_codec: bool = True,
+    has_codec: bool = True, has_block_crc: bool = True,
 ) -> int:
     """Prove blob ``blob_id`` complete and intact: its rows describe ``nbytes`` bytes in complete chunks of consistent
     sizes (:func:`blob_layout`), its address is that of its chunks (as :func:`digest` computes it), and every chunk, re-read and decompressed if stored compressed, matches its sha256
-    (its content address). Return the raw bytes checked; raise CorruptionError naming ``what``.
+    (its content address) and its block crcs where it has them. Return the raw bytes checked; raise CorruptionError
+    naming ``what``. ``has_block_crc``: the file has ``rdb_chunk_crc`` (schema 0005 on).
 
     With ``pool``, chunks are decoded and hashed in its threads while the next ones are read (zstd, hashlib and
     blob reads release the GIL), at most a few chunks ahead, so memory stays bounded whatever the blob size.
     """
-    layout = blob_layout(conn, blob_id, nbytes, what=what, has_codec=has_codec)
+    layout = blob_layout(conn, blob_id, nbytes, what=what, has_codec=has_codec, block_crcs=has_block_crc)
     address = hashlib.sha256(f"{nbytes}:{layout.chunk_size}:".encode())
     for chunk in layout.chunks:
         address.update(chunk.digest)
@@ -414,6 +574,8 @@ def verify_blob(
             raise corrupt(what, f"chunk {chunk.idx} holds {len(data)} bytes, not {chunk.nbytes}")
         if hashlib.sha256(data).digest() != chunk.digest:
             raise CorruptionError(f"{what}: chunk {chunk.idx} does not match its sha256 digest; {_DAMAGED}")
+        if chunk.crcs is not None and block_crcs(data, chunk.block_size).astype("<u4").tobytes() != chunk.crcs:
+            raise corrupt(what, f"chunk {chunk.idx} does not match its block crcs (table rdb_chunk_crc)")
 
     with ChecksBehind(pool) as checks:
         for chunk in layout.chunks:

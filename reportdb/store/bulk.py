@@ -1,7 +1,7 @@
 """Many small blobs in a few statements: the writer's common case, hundreds of 4 KiB tensors per commit.
 
 The rows are those :func:`reportdb.store.blobs.put_blob` writes (one chunk per blob, the same sha256
-addresses and crc32), but they go in with ``executemany``, and the row ids come from each table's current
+addresses, crc32 and block crcs), but they go in with ``executemany``, and the row ids come from each table's current
 maximum, which is safe because the caller holds the write transaction (``BEGIN IMMEDIATE``). One blob at a
 time, the five or so statements per blob cost more than hashing and storing its bytes.
 """
@@ -59,23 +59,26 @@ def put_small_blobs(
         prepared.append((array.reshape(-1).view(np.uint8), blobs.digest(array, chunk_size)))  # put_blob's addresses
     stored = _ids_by_digest(conn, "rdb_blob", list({d.blob: None for _, d in prepared}))
     new_blobs: dict[bytes, tuple[int, blobs.Digests]] = {}  # address -> (id, digests)
-    chunk_data: dict[bytes, tuple[np.ndarray, int]] = {}  # sha -> (bytes, crc32); an empty blob has no chunk
+    chunk_data: dict[bytes, tuple[np.ndarray, int, bytes | None]] = {}  # sha -> (bytes, crc32, block crcs)
     blob_id = next_id(conn, "rdb_blob")
     for data, digests in prepared:
         if digests.blob not in stored and digests.blob not in new_blobs:
             new_blobs[digests.blob] = (blob_id, digests)
             blob_id += 1
-            for sha, crc in digests.chunks:
-                chunk_data.setdefault(sha, (data, crc))
+            for (sha, crc), crcs in zip(digests.chunks, digests.blocks):  # an empty blob has no chunk
+                chunk_data.setdefault(sha, (data, crc, crcs))
     chunk_ids = _ids_by_digest(conn, "rdb_chunk", list(chunk_data))
     chunk_rows: list[tuple[int, bytes, int, int, str | None, memoryview | bytes]] = []
+    crc_rows: list[tuple[int, int, bytes]] = []  # rdb_chunk_crc: raw chunks of more than one block
     chunk_id = next_id(conn, "rdb_chunk")
-    for sha, (data, crc) in chunk_data.items():
+    for sha, (data, crc, crcs) in chunk_data.items():
         if sha not in chunk_ids:
             chunk_ids[sha] = chunk_id
             frame = codec_mod.compress(data) if codec is not None and codec_mod.worth_compressing(data) else None
             if frame is None:
                 chunk_rows.append((chunk_id, sha, int(data.nbytes), crc, None, memoryview(data)))  # type: ignore[arg-type]
+                if crcs is not None:
+                    crc_rows.append((chunk_id, blobs.CRC_BLOCK, crcs))
             else:  # the crc32 covers the stored bytes, as for every compressed chunk
                 chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(frame), codec, frame))
             chunk_id += 1
@@ -86,6 +89,8 @@ def put_small_blobs(
         )
     else:
         conn.executemany("INSERT INTO rdb_chunk(id, digest, nbytes, crc32, codec, data) VALUES (?, ?, ?, ?, ?, ?)", chunk_rows)
+    if crc_rows:
+        conn.executemany(blobs.INSERT_CRCS, crc_rows)
     conn.executemany(
         "INSERT INTO rdb_blob(id, digest, nbytes, chunk_size, n_chunks) VALUES (?, ?, ?, ?, ?)",
         [(bid, address, d.nbytes, chunk_size, len(d.chunks)) for address, (bid, d) in new_blobs.items()],

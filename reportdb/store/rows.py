@@ -20,7 +20,7 @@ import numpy as np
 
 from ..dtypes import numpy_dtype
 from ..errors import CorruptionError, ReportDBError, TensorNotFoundError
-from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, shape_from_json
+from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, _assemble, assembled_shape, shape_from_json
 from ..numeric.stats import histogram_edges
 from . import blobs, windows
 
@@ -68,6 +68,19 @@ class TensorInfo:
                 for s in self.shards
             ],
         }
+
+    def _repr_html_(self) -> str:
+        """The metadata and the shards as two small HTML tables for Jupyter, every cell escaped (stored metadata is
+        someone else's text)."""
+        from ..results import html_table  # the notebook view is all this module takes from it
+
+        spec = self.spec.to_json()
+        fields = [("tensor_id", self.tensor_id), ("rank", self.rank), ("dtype", self.dtype), ("shape", self.shape),
+                  ("nbytes", self.nbytes), *((k, v) for k, v in spec.items() if v is not None), ("source", self.source)]
+        shards = [(s.mesh_coordinate, s.dtype, s.shape, s.nbytes) for s in self.shards]
+        return html_table(("field", "value"), fields, caption=f"TensorInfo of tensor {self.tensor_id}") + html_table(
+            ("mesh coordinate", "dtype", "shape", "nbytes"), shards, caption=f"{len(self.shards)} shards"
+        )
 
 
 class Stored:
@@ -158,21 +171,44 @@ def read_info(
     """A tensor's metadata and its shards' blob ids, every stored value checked: the shard rows all there (as many
     as ``n_shards``, itself bounded), each shard's blob present, every JSON column well-formed. ``cache`` keeps
     decoded specs and shapes across calls (see :class:`ParsedCache`)."""
-    row = conn.execute(
-        f"SELECT {_TENSOR_COLUMNS} FROM rdb_tensor WHERE tensor_id=? AND rank=?", (tensor_id, rank)
-    ).fetchone()
-    if row is None:
+    info, blob_ids, _ = read_info_blobs(conn, path, tensor_id, rank, cache)
+    return info, blob_ids
+
+
+_BLOB_COLUMNS = "b.nbytes, b.chunk_size, b.n_chunks, b.digest"
+_SHARD_COLUMNS = "s.shard_index, s.mesh_coordinate, s.dtype, s.shape, s.blob_id, b.id, " + _BLOB_COLUMNS
+#: A tensor of one shard (the common case) in one statement: its tensor, shard and blob rows joined.
+_ONE_SHARD_SQL = (
+    f"SELECT {', '.join('t.' + c.strip() for c in _TENSOR_COLUMNS.split(','))}, {_SHARD_COLUMNS} FROM rdb_tensor t"
+    " LEFT JOIN rdb_shard s ON s.tensor_pk = t.id LEFT JOIN rdb_blob b ON b.id = s.blob_id"
+    " WHERE t.tensor_id=? AND t.rank=? LIMIT 2"
+)
+
+
+def read_info_blobs(
+    conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int, cache: ParsedCache | None = None
+) -> tuple[TensorInfo, list[int], list[tuple[Any, ...]]]:
+    """:func:`read_info`, and each shard's ``rdb_blob`` row ``(nbytes, chunk_size, n_chunks, digest)`` (unchecked:
+    ``blobs.blob_layout(found=...)`` checks it), read with the tensor's rows: one statement for a tensor of one
+    shard, two for more."""
+    rows = conn.execute(_ONE_SHARD_SQL, (tensor_id, rank)).fetchall()
+    if not rows:
         raise TensorNotFoundError(f"{path}: no tensor {tensor_id} (rank {rank}) is stored")
+    row = rows[0]
     stored = Stored(path, f"tensor {tensor_id} (rank {rank})", cache)
     n_shards = row[13]
     if type(n_shards) is not int or not 1 <= n_shards <= MAX_SHARDS:
         raise stored.damaged("rdb_tensor", f"n_shards is {n_shards!r}, not a count from 1 to {MAX_SHARDS}")
-    shard_rows = conn.execute(
-        "SELECT s.shard_index, s.mesh_coordinate, s.dtype, s.shape, s.blob_id, b.id FROM rdb_shard s"
-        " LEFT JOIN rdb_blob b ON b.id = s.blob_id WHERE s.tensor_pk=? ORDER BY s.shard_index LIMIT ?",
-        (row[0], n_shards + 1),
-    ).fetchall()
-    return _decode_info(stored, tensor_id, rank, row, shard_rows)
+    if n_shards == 1 and len(rows) == 1 and row[14] is not None:
+        shard_rows: Sequence[Sequence[Any]] = [row[14:]]
+    else:
+        shard_rows = conn.execute(
+            f"SELECT {_SHARD_COLUMNS} FROM rdb_shard s LEFT JOIN rdb_blob b ON b.id = s.blob_id WHERE s.tensor_pk=?"
+            " ORDER BY s.shard_index LIMIT ?",
+            (row[0], n_shards + 1),
+        ).fetchall()
+    info, blob_ids = _decode_info(stored, tensor_id, rank, row[:14], [r[:6] for r in shard_rows])
+    return info, blob_ids, [tuple(r[6:]) for r in shard_rows]
 
 
 def _decode_info(
@@ -217,6 +253,42 @@ def _decode_info(
         tensor_id, rank, row[1], shape, row[3], spec, stored.json("rdb_tensor", "source", row[12]), tuple(shards)
     )
     return info, [r[4] for r in shard_rows]
+
+
+#: A box of an assembled tensor: ``(shard index, origin, shape)``.
+Box = tuple[int, tuple[int, ...], tuple[int, ...]]
+
+
+def shard_boxes(info: TensorInfo) -> list[Box] | None:
+    """Where each shard the assembled tensor is made of lies in it (a replicated mesh axis uses its index 0, as
+    ``spec.assemble`` does), so a window reads only the shards it overlaps; None when the shards do not assemble
+    into the stored shape (then nothing can be said without reading them)."""
+    if info.shape is None:
+        return None
+    shapes = [(s.mesh_coordinate, s.shape) for s in info.shards]
+    try:
+        if assembled_shape(shapes, info.spec.distribution) != info.shape:
+            return None
+
+        def concat(parts: list[list[Box]], dim: int) -> list[Box]:
+            placed: list[Box] = []
+            offset = 0
+            for boxes in parts:
+                extent = 0
+                for index, origin, shape in boxes:
+                    d = dim % len(shape)
+                    placed.append((index, origin[:d] + (origin[d] + offset,) + origin[d + 1 :], shape))
+                    extent = max(extent, origin[d] + shape[d])
+                offset += extent
+            return placed
+
+        boxes: list[Box] = _assemble(
+            [(s.mesh_coordinate, [(i, (0,) * len(s.shape), s.shape)]) for i, s in enumerate(info.shards)],
+            info.spec.distribution, concat,
+        )
+    except ReportDBError:
+        return None
+    return boxes
 
 
 #: A chunk up to this size comes back inside the one query of :func:`read_small` (larger ones through ``blobopen``).
@@ -273,6 +345,7 @@ def read_small(
 def read_shard(
     conn: sqlite3.Connection, blob_id: int, shard: ShardInfo, what: str, *,
     window: windows.Window | None = None, verified: windows.VerifiedChunks | None = None, has_codec: bool = True,
+    has_block_crc: bool = True, blob_row: tuple[Any, ...] | None = None,
 ) -> np.ndarray:
     """A shard's values, or only ``window`` of them (numpy basic indexing, see ``windows.plan_window``), reading only
     the chunks that hold them. The blob's rows are checked to describe the shard's shape and dtype, complete (for a
@@ -280,13 +353,13 @@ def read_shard(
     chunks already checked read only their bytes."""
     dtype = numpy_dtype(shard.dtype)
     if window is None:
-        layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec)
+        layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec, found=blob_row)
         out = np.empty(shard.shape, dtype=dtype)
         blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), what=what)
         return out
     plan = windows.plan_window(shard.shape, dtype.itemsize, window)
     layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec,
-                               span=plan.span if plan.nbytes else None)
+                               span=plan.span if plan.nbytes else None, block_crcs=has_block_crc, found=blob_row)
     return windows.read_window(conn, layout, plan, dtype, what=what, verified=verified)
 
 
@@ -331,7 +404,7 @@ def store_problems(conn: sqlite3.Connection, path: Path, tables: set[str], *, ha
     missing = [t for t in ("rdb_shard", "rdb_blob", "rdb_blob_chunk", "rdb_chunk") if t not in tables]
     if missing:
         return [f"{path}: table {', '.join(missing)} is missing; the database file is damaged"]
-    checks = (
+    checks: tuple[tuple[str, str], ...] = (
         ("rdb_tensor rows whose shard rows are not all there (n_shards)",
          "SELECT t.tensor_id, t.rank FROM rdb_tensor t LEFT JOIN rdb_shard s ON s.tensor_pk = t.id"
          " GROUP BY t.id HAVING COUNT(s.id) != t.n_shards OR COUNT(DISTINCT s.shard_index) != t.n_shards"
@@ -357,6 +430,14 @@ def store_problems(conn: sqlite3.Connection, path: Path, tables: set[str], *, ha
          " OR nbytes <= 0 OR " + ("CASE WHEN codec IS NULL THEN length(data) != nbytes ELSE length(data) > nbytes END"
                                   if has_codec else "length(data) != nbytes")),
     )
+    if "rdb_chunk_crc" in tables:
+        checks += (
+            ("rdb_chunk_crc rows whose chunk is missing, or whose block crcs do not fit their chunk",
+             "SELECT cc.chunk_id, cc.block_size, length(cc.crcs), c.nbytes FROM rdb_chunk_crc cc"
+             " LEFT JOIN rdb_chunk c ON c.id = cc.chunk_id WHERE c.id IS NULL OR typeof(cc.block_size) != 'integer'"
+             f" OR cc.block_size < {blobs.MIN_CRC_BLOCK} OR typeof(cc.crcs) != 'blob'"
+             " OR length(cc.crcs) != 4 * ((c.nbytes + cc.block_size - 1) / cc.block_size)"),
+        )
     problems = []
     for description, sql in checks:
         rows = conn.execute(sql + " LIMIT 11", (blobs.MAX_CHUNK_SIZE,) if "?" in sql else ()).fetchall()

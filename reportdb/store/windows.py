@@ -1,4 +1,4 @@
-"""N-d windows of a stored shard, read from only the chunks (and, in a chunk already checked, only the bytes) they need.
+"""N-d windows of a stored shard, read from only the chunks, and within them only the blocks, they need.
 
 A window is numpy basic indexing: one int or slice (positive step) per axis, at most one Ellipsis, trailing axes
 omitted meaning whole. Its bytes in the shard's C-contiguous blob form a box: a few levels of ``count`` x byte
@@ -6,28 +6,31 @@ omitted meaning whole. Its bytes in the shard's C-contiguous blob form a box: a 
 in the C-ordered result, so the bytes one chunk holds fill one contiguous range of the result, cut into at most two
 boxes per level (:meth:`WindowPlan.blocks`), each copied by one strided numpy copy: no per-element index arrays.
 
-Integrity. A chunk's crc32 covers the whole chunk, so checking it means reading all of it (a 4 MiB chunk: ~0.2-1 ms
-to read, ~1 ms of crc32). The first time a window touches a raw chunk, the whole chunk is read and checked, and the
-caller's :class:`VerifiedChunks` (one per connection) remembers it; later windows into that chunk read only the byte
-ranges they need through ``blobopen`` (a 4 KiB row: ~10 us). The memory is dropped whenever another connection
-commits to the file (``PRAGMA data_version``), so a chunk changed through SQLite is checked again; what it cannot see
-is a byte changed on disk behind SQLite's back after this connection checked the chunk. A crc per 64 KiB block kept
-with each chunk (a schema change) would check every read at that grain instead. Compressed chunks are always read,
-checked and decompressed whole; without ``blobopen`` (Python 3.10) every chunk touched is read and checked whole.
+Integrity. A raw chunk with block crcs (``rdb_chunk_crc``, schema 0005 on; see ``blobs.py``) is read only in the
+4 KiB blocks the window touches, each checked against its crc32 at every read: a 4 KiB row costs one block, a 64x64
+window of an 8192-wide float32 matrix 64 blocks (256 KiB), never a whole 4 MiB chunk. Reads go through ``blobopen``
+slices, or on Python 3.10 through ``substr()`` of the needed byte range (which saves the transfer and the crc of the
+rest, though SQLite still walks the chunk's pages to the range). Chunks without block crcs (a file written before
+0005, compressed chunks, chunks of one block) are checked whole against their crc32: the first time a window
+touches such a raw chunk it is read whole, and the caller's :class:`VerifiedChunks` (one per connection) remembers
+it, so later windows into it read only their bytes (forgotten whenever another connection commits, ``PRAGMA
+data_version``; a byte changed on disk behind SQLite's back after that check is not seen). Compressed chunks are
+always read, checked and decompressed whole.
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
+import zlib
 from dataclasses import dataclass
 from types import EllipsisType
-from typing import Callable, Union
+from typing import Union
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..errors import InvalidArgumentError
+from ..errors import CorruptionError, InvalidArgumentError
 from . import blobs, pools
 
 #: A window: one index, or a tuple of them (numpy basic indexing with ints, slices of positive step, one Ellipsis).
@@ -109,10 +112,14 @@ class WindowPlan:
                                                        writeable=False))
 
 
-def plan_window(shape: tuple[int, ...], itemsize: int, window: Window) -> WindowPlan:
-    """Where ``window`` of a C-contiguous array of ``shape`` and ``itemsize`` lies in its bytes (numpy basic indexing:
-    negative indices count from the end, slices are clipped); InvalidArgumentError for a window numpy would refuse
-    or that is not basic indexing with positive steps."""
+#: One axis of a window, normalized: an index (the axis dropped), or ``(start, stop, step)`` of a slice.
+Axis = Union[int, tuple[int, int, int]]
+
+
+def window_axes(shape: tuple[int, ...], window: Window) -> list[Axis]:
+    """``window`` of an array of ``shape`` as one normalized :data:`Axis` per axis (numpy basic indexing: negative
+    indices count from the end, slices are clipped, trailing axes whole); InvalidArgumentError for a window numpy
+    would refuse or that is not basic indexing with positive steps."""
     items = window if isinstance(window, tuple) else (window,)
     ellipses = [i for i, item in enumerate(items) if item is Ellipsis]
     if len(ellipses) > 1:
@@ -124,24 +131,37 @@ def plan_window(shape: tuple[int, ...], itemsize: int, window: Window) -> Window
         raise InvalidArgumentError(f"a window of {len(items)} indices was given for a {len(shape)}-d tensor of shape "
                                    f"{list(shape)}")
     items = items + (slice(None),) * (len(shape) - len(items))
-    strides = [itemsize * math.prod(shape[i + 1 :]) for i in range(len(shape))]
-    base, out_shape, levels = 0, [], []
-    for axis, (item, n, stride) in enumerate(zip(items, shape, strides)):
+    axes: list[Axis] = []
+    for axis, (item, n) in enumerate(zip(items, shape)):
         if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
             i = int(item)
             if not -n <= i < n:
                 raise InvalidArgumentError(f"index {i} is out of range for axis {axis} of size {n} (shape {list(shape)})")
-            base += (i % n) * stride
+            axes.append(i % n)
         elif isinstance(item, slice):
-            start, stop, step = _slice_indices(item, n, axis)
+            axes.append(_slice_indices(item, n, axis))
+        else:
+            raise InvalidArgumentError(f"a window takes ints, slices and one Ellipsis per axis; axis {axis} got "
+                                       f"{type(item).__name__} {item!r}")
+    return axes
+
+
+def plan_window(shape: tuple[int, ...], itemsize: int, window: Window) -> WindowPlan:
+    """Where ``window`` of a C-contiguous array of ``shape`` and ``itemsize`` lies in its bytes (see
+    :func:`window_axes` for what a window may be)."""
+    axes = window_axes(shape, window)
+    strides = [itemsize * math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    base, out_shape, levels = 0, [], []
+    for item, stride in zip(axes, strides):
+        if isinstance(item, int):
+            base += item * stride
+        else:
+            start, stop, step = item
             count = len(range(start, stop, step))
             out_shape.append(count)
             base += start * stride if count else 0
             if count != 1:
                 levels.append((count, step * stride))
-        else:
-            raise InvalidArgumentError(f"a window takes ints, slices and one Ellipsis per axis; axis {axis} got "
-                                       f"{type(item).__name__} {item!r}")
     if 0 in out_shape:
         return WindowPlan(tuple(out_shape), base, (), (), (), ())
     run = itemsize
@@ -164,6 +184,38 @@ def _slice_indices(item: slice, n: int, axis: int) -> tuple[int, int, int]:
     if item.step is not None and item.step <= 0:
         raise InvalidArgumentError(f"slice {item} of axis {axis}: a window's steps must be positive")
     return item.indices(n)
+
+
+def split_window(
+    shape: tuple[int, ...], window: Window, boxes: list[tuple[int, tuple[int, ...], tuple[int, ...]]]
+) -> tuple[tuple[int, ...], list[tuple[int, tuple[Union[int, slice], ...], tuple[slice, ...]]]]:
+    """A window of an array of ``shape`` tiled by the boxes ``(index, origin, shape)`` of its parts (the shards of an
+    assembled tensor): the result's shape and, for each part the window overlaps, ``(index, the part's own window,
+    where its values land in the result)``; parts it misses are left out, so they are never read."""
+    axes = window_axes(shape, window)
+    out_shape = tuple(len(range(*a)) for a in axes if not isinstance(a, int))
+    pieces = []
+    for index, origin, part in boxes:
+        local: list[Union[int, slice]] = []
+        target: list[slice] = []
+        for item, o, n in zip(axes, origin, part):
+            if isinstance(item, int):
+                if not o <= item < o + n:
+                    break
+                local.append(item - o)
+                continue
+            start, stop, step = item
+            first = start if start >= o else start + -(-(o - start) // step) * step  # the first index at or after o
+            end = min(stop, o + n)
+            if first >= end:
+                break
+            count = len(range(first, end, step))
+            local.append(slice(first - o, first - o + (count - 1) * step + 1, step))
+            at = (first - start) // step
+            target.append(slice(at, at + count))
+        else:
+            pieces.append((index, tuple(local), tuple(target)))
+    return out_shape, pieces
 
 
 class VerifiedChunks:
@@ -202,9 +254,10 @@ def read_window(
     """The window ``plan`` of a blob whose ``layout`` was checked (holding at least the chunks of ``plan.span``), as a
     new C-contiguous array of ``dtype``, reading only the chunks that hold its bytes.
 
-    Every chunk touched is checked against its crc32 (a mismatch raises CorruptionError naming ``what``), read whole
-    for that; with ``verified``, a raw chunk it already holds is read only where the window needs it (see the module's
-    docstring), and the chunks checked here are added to it.
+    Every byte read is checked (a mismatch raises CorruptionError naming ``what``): in the blocks it touches where the
+    chunk has block crcs, else against the chunk's crc32, reading it whole for that; with ``verified``, a raw chunk
+    without block crcs that it already holds is read only where the window needs it (see the module's docstring), and
+    such chunks checked here are added to it.
     """
     out = np.empty(plan.shape, dtype=dtype)
     if out.nbytes != plan.nbytes:
@@ -216,10 +269,10 @@ def read_window(
     if hi > layout.nbytes:
         raise InvalidArgumentError(f"{what}: the window's bytes {lo}..{hi} are outside the {layout.nbytes}-byte blob")
     flat = out.reshape(-1).view(np.uint8)
-    if not hasattr(conn, "blobopen"):  # Python 3.10: no partial reads, so nothing to remember
+    streamed = hasattr(conn, "blobopen")
+    if not streamed:  # Python 3.10: no partial reads of a whole-checked chunk, so nothing to remember
         verified = None
-    if verified is not None:
-        verified.sync(conn)
+    synced = False
     chunk_size = layout.chunk_size
     with blobs.ChecksBehind(pools.pool("check", 2)) as checks:
         for idx in range(lo // chunk_size, (hi - 1) // chunk_size + 1):
@@ -228,9 +281,16 @@ def read_window(
             if not found:  # a chunk between the window's rows
                 continue
             chunk = layout.chunk(idx)
-            if verified is not None and chunk.codec is None and chunk in verified:
-                _read_parts(conn, plan, flat, chunk, start, found, what)
+            if chunk.crcs is not None and chunk.codec is None:
+                _read_blocks(conn, plan, flat, chunk, start, found, what, streamed)
                 continue
+            if verified is not None and chunk.codec is None:
+                if not synced:
+                    verified.sync(conn)
+                    synced = True
+                if chunk in verified:
+                    _read_parts(conn, plan, flat, chunk, start, found, what)
+                    continue
             data = blobs.chunk_bytes(conn, chunk.id)
             inline = chunk.nbytes < blobs.THREADED_CRC_MIN
             if chunk.codec is not None:
@@ -270,29 +330,135 @@ def _read_parts(
     with conn.blobopen("rdb_chunk", "data", chunk.id, readonly=True) as blob:
         if len(blob) != chunk.nbytes:
             raise blobs.corrupt(what, f"chunk {chunk.idx} holds {len(blob)} bytes, not {chunk.nbytes}")
-
-        def read(src: int, nbytes: int) -> bytes:
-            # A slice of a Blob is its bytes (one call, faster than seek + read); typeshed types every subscript int.
-            return blob[src - start : src - start + nbytes]  # type: ignore[return-value]
-
+        reader = _PartsReader(blob, start)
         for block in found:
-            _fetch(plan, flat, block, read)
+            _fetch(plan, flat, block, reader)
 
 
-def _fetch(plan: WindowPlan, flat: np.ndarray, block: tuple[int, int, int, int], read: Callable[[int, int], bytes]) -> None:
-    """Copy one box into ``flat`` with as few reads as pay: its whole extent at once when the gaps it skips are small,
-    else one read per index of its first level (joined into one copy when each of those is contiguous)."""
+class _PartsReader:
+    """Byte ranges of a chunk already checked whole (see :class:`VerifiedChunks`), by blob offset."""
+
+    gap = _GAP  # a box whose gaps are at most this is read in one piece (see :func:`_fetch`)
+
+    def __init__(self, blob: sqlite3.Blob, start: int) -> None:
+        self.blob, self.start = blob, start
+
+    def read(self, src: int, nbytes: int) -> bytes:
+        # A slice of a Blob is its bytes (one call, faster than seek + read); typeshed types every subscript int.
+        return self.blob[src - self.start : src - self.start + nbytes]  # type: ignore[return-value]
+
+    def gather(self, src: int, step: int, count: int, size: int) -> bytes:
+        """``count`` ranges of ``size`` bytes ``step`` apart from ``src``, joined."""
+        return b"".join([self.read(s, size) for s in range(src, src + count * step, step)])
+
+
+class BlockReader:
+    """Byte ranges of one raw chunk with block crcs stored from blob byte ``start``, each read in whole blocks and
+    every block checked against its crc32. ``streamed``: through ``blobopen`` slices, else (Python 3.10) through
+    ``substr()`` in a SELECT."""
+
+    def __init__(self, conn: sqlite3.Connection, chunk: blobs.ChunkRow, start: int, what: str, streamed: bool) -> None:
+        assert chunk.crcs is not None
+        self.conn, self.chunk, self.start, self.what = conn, chunk, start, what
+        # A box is read in one piece when its gaps are shorter than a block: then every block of it holds some of the
+        # window and is read and checked anyway; wider gaps are skipped, block by block (:meth:`gather`).
+        self.gap = chunk.block_size - 1
+        self.blob = conn.blobopen("rdb_chunk", "data", chunk.id, readonly=True) if streamed else None
+        if self.blob is not None and len(self.blob) != chunk.nbytes:
+            found = len(self.blob)
+            self.close()
+            raise blobs.corrupt(what, f"chunk {chunk.idx} holds {found} bytes, not {chunk.nbytes}")
+        self.expected = np.frombuffer(chunk.crcs, dtype="<u4")
+
+    def close(self) -> None:
+        if self.blob is not None:
+            self.blob.close()
+
+    def _bytes(self, lo: int, hi: int) -> bytes:
+        """Chunk bytes ``lo..hi``, of that length (CorruptionError otherwise), unchecked."""
+        if self.blob is not None:
+            data: bytes = self.blob[lo:hi]  # type: ignore[assignment]
+        else:
+            row = self.conn.execute("SELECT substr(data, ?, ?) FROM rdb_chunk WHERE id=?", (lo + 1, hi - lo, self.chunk.id)).fetchone()
+            data = row[0] if row is not None and isinstance(row[0], bytes) else b""
+        if len(data) != hi - lo:
+            raise blobs.corrupt(self.what, f"chunk {self.chunk.idx} holds {len(data)} bytes from byte {lo}, not {hi - lo} "
+                                           f"of its {self.chunk.nbytes}")
+        return data
+
+    def _check(self, blocks: np.ndarray, crcs: list[int]) -> None:
+        """Compare the crc32s computed of ``blocks`` with the stored ones; CorruptionError naming the first that differs."""
+        bad = np.flatnonzero(np.asarray(crcs, dtype=np.uint32) != self.expected[blocks])
+        if bad.size:
+            block, size = int(blocks[bad[0]]), self.chunk.block_size
+            raise CorruptionError(
+                f"{self.what}: chunk {self.chunk.idx} failed its integrity check in block {block} (bytes "
+                f"{block * size}..{min((block + 1) * size, self.chunk.nbytes)} of the chunk; stored bytes were changed "
+                "or lost); the database file is damaged"
+            )
+
+    def read(self, src: int, nbytes: int) -> bytes:
+        """Blob bytes ``src .. src + nbytes`` (within this chunk), checked."""
+        lo, size = src - self.start, self.chunk.block_size
+        first, last = lo // size, (lo + nbytes - 1) // size
+        start, stop = first * size, min((last + 1) * size, self.chunk.nbytes)
+        data = self._bytes(start, stop)
+        view = memoryview(data)
+        self._check(np.arange(first, last + 1), [zlib.crc32(view[i : i + size]) for i in range(0, stop - start, size)])
+        return data if (lo, nbytes) == (start, stop - start) else data[lo - start : lo - start + nbytes]
+
+    def gather(self, src: int, step: int, count: int, size: int) -> bytes:
+        """``count`` ranges of ``size`` bytes ``step`` apart from ``src``, joined: each block that holds them read and
+        checked once (a column of a wide matrix: one block per row, in one vectorized comparison)."""
+        bsize, nbytes = self.chunk.block_size, self.chunk.nbytes
+        starts = np.arange(count, dtype=np.int64) * step + (src - self.start)
+        firsts = starts // bsize
+        if size > bsize or np.any((starts + size - 1) // bsize != firsts):  # some range crosses a block edge
+            return b"".join([self.read(int(s) + self.start, size) for s in starts])
+        if step >= bsize:  # one block per range, in order
+            blocks, where = firsts, range(count)
+        else:
+            blocks, inverse = np.unique(firsts, return_inverse=True)
+            where = inverse.tolist()
+        lows = (blocks * bsize).tolist()
+        if self.blob is not None:
+            blob = self.blob
+            datas: list[bytes] = [blob[lo : lo + bsize] for lo in lows]  # type: ignore[misc]  # Blob slices are bytes
+        else:
+            datas = [self._bytes(lo, min(lo + bsize, nbytes)) for lo in lows]
+        if sum(map(len, datas)) != min(lows[-1] + bsize, nbytes) - lows[-1] + bsize * (len(lows) - 1):
+            raise blobs.corrupt(self.what, f"chunk {self.chunk.idx} holds fewer bytes than its {nbytes}")
+        self._check(blocks, list(map(zlib.crc32, datas)))
+        offsets = (starts - firsts * bsize).tolist()
+        return b"".join([datas[w][o : o + size] for w, o in zip(where, offsets)])
+
+
+def _read_blocks(
+    conn: sqlite3.Connection, plan: WindowPlan, flat: np.ndarray, chunk: blobs.ChunkRow, start: int,
+    found: list[tuple[int, int, int, int]], what: str, streamed: bool,
+) -> None:
+    """Copy the boxes ``found`` of a raw chunk with block crcs stored from blob byte ``start``, reading and checking
+    only the blocks that hold them."""
+    reader = BlockReader(conn, chunk, start, what, streamed)
+    try:
+        for block in found:
+            _fetch(plan, flat, block, reader)
+    finally:
+        reader.close()
+
+
+def _fetch(plan: WindowPlan, flat: np.ndarray, block: tuple[int, int, int, int], reader: _PartsReader | BlockReader) -> None:
+    """Copy one box into ``flat`` with as few reads as pay: its whole extent at once when the gaps it skips are small
+    (``reader.gap``), else one read per index of its first level (joined into one copy when each of those is
+    contiguous)."""
     level, count, src, pos = block
     extent, size = plan.extent(level, count), plan.sizes[level]
-    if extent - count * size <= (count - 1) * _GAP:
-        plan.copy(flat, block, np.frombuffer(read(src, extent), dtype=np.uint8), src)
+    if extent - count * size <= (count - 1) * reader.gap:
+        plan.copy(flat, block, np.frombuffer(reader.read(src, extent), dtype=np.uint8), src)
     elif count == 1:
-        _fetch(plan, flat, (level + 1, plan.counts[level + 1], src, pos), read)
+        _fetch(plan, flat, (level + 1, plan.counts[level + 1], src, pos), reader)
     elif plan.extent(level, 1) == size:
-        step = plan.steps[level]
-        flat[pos : pos + count * size] = np.frombuffer(
-            b"".join([read(s, size) for s in range(src, src + count * step, step)]), dtype=np.uint8
-        )
+        flat[pos : pos + count * size] = np.frombuffer(reader.gather(src, plan.steps[level], count, size), dtype=np.uint8)
     else:
         for j in range(count):
-            _fetch(plan, flat, (level, 1, src + j * plan.steps[level], pos + j * size), read)
+            _fetch(plan, flat, (level, 1, src + j * plan.steps[level], pos + j * size), reader)
