@@ -1,0 +1,115 @@
+"""reportdb.web: tensors and their golden comparisons in a browser, as a Flask blueprint (issue 13).
+
+Two ways to use it::
+
+    reportdb serve reports/a reports/b            # a waitress server on 127.0.0.1, the page at /
+
+    app.register_blueprint(reportdb.web.blueprint(["reports/a"]), url_prefix="/reportdb")   # inside another app
+
+The reports are named at start (``reports.report_names``) and opened read-only; requests name them, never paths.
+The HTTP contract (endpoints, parameters, errors) is in ``api.py``; Flask and waitress come with the ``web`` extra
+(``pip install 'reportdb[web]'``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import sys
+import threading
+import webbrowser
+from types import FrameType
+from typing import Sequence
+
+import flask
+from werkzeug.exceptions import HTTPException
+
+from .api import STATIC, error_answer, routes
+from .reports import ServedReports
+
+__all__ = ["ReportBlueprint", "blueprint", "create_app", "serve"]
+
+Paths = Sequence["str | os.PathLike[str]"]
+
+
+class ReportBlueprint(flask.Blueprint):
+    """The blueprint of the API and the page over a fixed set of reports (``served``), open until ``close()``."""
+
+    served: ServedReports
+
+    def close(self) -> None:
+        """Close the served reports' connections (the blueprint answers no request after this)."""
+        self.served.close()
+
+
+def blueprint(reports: Paths, *, name: str = "reportdb") -> ReportBlueprint:
+    """A Flask blueprint serving ``reports`` (report folders or database files, opened read-only now, so a missing
+    or unreadable one fails here with its ReportDBError); register it under any ``url_prefix``."""
+    served = ServedReports(reports)
+    bp = ReportBlueprint(name, __name__, static_folder=str(STATIC), static_url_path="/static")
+    bp.served = served
+    routes(bp, served)
+    return bp
+
+
+def create_app(reports: Paths) -> flask.Flask:
+    """A Flask app with the blueprint at ``/`` and JSON answers for unknown URLs (the ``reportdb serve`` app)."""
+    app = flask.Flask(__name__, static_folder=None)
+    bp = blueprint(reports)
+    app.register_blueprint(bp, url_prefix="")
+    app.extensions["reportdb"] = bp
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> flask.Response:
+        return error_answer(exc)
+
+    return app
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` only reaches this machine (``localhost``, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(reports: Paths, host: str = "127.0.0.1", port: int = 0, open_browser: bool = False) -> None:
+    """Serve ``reports`` with waitress (a production WSGI server, pure Python) until Ctrl-C or SIGTERM, which stop it
+    cleanly. Prints the URL (``port=0`` takes a free port); warns on stderr when ``host`` is not a loopback address,
+    since anyone who reaches it can then read the reports."""
+    from waitress import create_server  # type: ignore[import-untyped]  # waitress ships no type information
+
+    app = create_app(reports)
+    server = create_server(app, host=host, port=port, threads=4, ident="reportdb", clear_untrusted_proxy_headers=True)
+    bound_host, bound_port = server.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in str(bound_host) else str(bound_host)
+    url = f"http://{shown}:{bound_port}/"
+    if not _is_loopback(host):
+        print(f"reportdb: warning: serving on {host}, not a loopback address: anyone who can reach this machine can "
+              "read these reports (use --host 127.0.0.1 to keep them local)", file=sys.stderr, flush=True)
+    served: ServedReports = app.extensions["reportdb"].served
+    names = ", ".join(served.by_name)
+    print(f"reportdb: serving {names} at {url} (Ctrl-C stops)", flush=True)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+
+        def _stop(signum: int, frame: FrameType | None) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        if open_browser:
+            webbrowser.open(url)
+        server.run()  # returns on Ctrl-C (waitress catches the KeyboardInterrupt) or SIGTERM
+    except KeyboardInterrupt:  # one that came before the loop ran
+        pass
+    finally:
+        print("reportdb: stopped", flush=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        server.close()
+        served.close()

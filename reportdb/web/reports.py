@@ -1,0 +1,263 @@
+"""The reports a server offers: named at start, opened read-only once, looked up by name (never by path).
+
+Each served report is one read-only :class:`reportdb.Report`; its connection is guarded by the Report's own lock, so
+the server's threads share it (SQLite work is serialized per report, numpy work is not). The report tables
+(operations, their tensors, golden comparison records) are read with fixed statements through that connection, so
+the store's statement time bound applies and no request text ever becomes SQL.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Hashable, Iterator, Sequence
+
+from ..analysis.golden import RECORD_TABLES, GoldenRecord as Record
+from ..errors import InvalidArgumentError, ReportDBError, SchemaError
+from ..report import Report, resolve_path
+from ..store import engine
+from .params import ApiError
+
+#: The tables the API reads besides reportdb's own, with the columns it reads from them.
+_READ = {
+    "operations": ("operation_id", "name"),
+    "input_tensors": ("operation_id", "input_index", "tensor_id"),
+    "output_tensors": ("operation_id", "output_index", "tensor_id"),
+    "tensors": ("tensor_id", "shape", "dtype"),
+    "rdb_comparison": ("kind", "tensor_id", "rank", "pcc", "passed"),
+    **{table: ("tensor_id", "golden_tensor_id", "matches", "desired_pcc", "actual_pcc") for table in RECORD_TABLES.values()},
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of a report with the ids of its input and output tensors, in argument order."""
+
+    id: int
+    name: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+def report_names(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
+    """Each report's name (the database file's stem, or its folder's name for ``.../db.sqlite``), made unique with
+    ``-2``, ``-3`` in the order given, mapped to its database file."""
+    names: dict[str, Path] = {}
+    for given in paths:
+        db = resolve_path(given)
+        base = (db.parent.name if db.name == "db.sqlite" else db.stem) or "report"
+        name, n = base, 1
+        while name in names:
+            n += 1
+            name = f"{base}-{n}"
+        names[name] = db
+    return names
+
+
+class Served:
+    """One report being served: its name, database file, read-only Report and the columns of its report tables."""
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self.path = path
+        self.report = Report(path, "r")
+        try:
+            with self.sql("the report tables") as conn:
+                present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                self.columns: dict[str, set[str]] = {
+                    t: {r[1] for r in conn.execute(f"PRAGMA table_info({engine.quoted(t)})")} for t in _READ if t in present
+                }
+        except BaseException:
+            self.report.close()
+            raise
+        self.has_store = "rdb_tensor" in present
+
+    @contextlib.contextmanager
+    def sql(self, what: str) -> Iterator[sqlite3.Connection]:
+        """The report's connection for fixed statements on ``what``; a SQLite error is the ReportDBError it stands for
+        (a timeout, damage) or, for a table not laid out as a TTNN report's, a SchemaError."""
+        with self.report.connection() as conn:
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                mapped = engine.translate(exc, self.path, what=what)
+                raise (mapped or SchemaError(f"{self.path}: {what} cannot be read as a TTNN report's: {exc}")) from exc
+
+    def readable(self, table: str, *columns: str) -> bool:
+        """Whether ``table`` exists with every one of ``columns``."""
+        return table in self.columns and set(columns) <= self.columns[table]
+
+    def _rank_filter(self, table: str, rank: int) -> tuple[str, tuple[int, ...]]:
+        """``WHERE rank=?`` for a table that has a ``rank`` column; older reports hold one rank (0) and have none."""
+        if "rank" in self.columns.get(table, ()):
+            return " WHERE rank=?", (rank,)
+        return ("", ()) if rank == 0 else (" WHERE 0", ())
+
+    def count(self, table: str) -> int:
+        """The rows of a report table (0 when it is absent)."""
+        if table not in self.columns:
+            return 0
+        with self.sql(f"table {table}") as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM {engine.quoted(table)}").fetchone()[0])
+
+    def metadata(self, key: str) -> str | None:
+        """A value of the ``report_metadata`` table (ttnn 0.81 and later), None when absent."""
+        with self.sql("table report_metadata") as conn:
+            present = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='report_metadata'").fetchone()
+            if present is None:
+                return None
+            row = conn.execute("SELECT value FROM report_metadata WHERE key=?", (key,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def records(self, kind: str, rank: int = 0) -> dict[int, Record]:
+        """The golden comparison records of ``kind`` (``local`` or ``global``) for ``rank``, by tensor id."""
+        table = RECORD_TABLES[kind]
+        if not self.readable(table, "tensor_id"):
+            return {}
+        cols = self.columns[table]
+        picked = ", ".join(c if c in cols else "NULL" for c in ("golden_tensor_id", "matches", "desired_pcc", "actual_pcc"))
+        where, args = self._rank_filter(table, rank)
+        with self.sql(f"table {table}") as conn:
+            rows = conn.execute(f"SELECT tensor_id, {picked} FROM {table}{where} ORDER BY rowid", args).fetchall()
+        found: dict[int, Record] = {}
+        for tensor_id, golden, matches, desired, recorded in rows:
+            if isinstance(tensor_id, int):
+                found[tensor_id] = Record(
+                    kind, tensor_id, rank, golden if isinstance(golden, int) else None, _real(desired), _real(recorded),
+                    None if matches is None else bool(matches),
+                )  # fmt: skip
+        return found
+
+    def record(self, kind: str, tensor_id: int, rank: int) -> Record:
+        """The record of one tensor, or a 404 saying which records exist."""
+        found = self.records(kind, rank).get(tensor_id)
+        if found is None:
+            raise ApiError(404, f"report {self.name}: tensor {tensor_id} (rank {rank}) has no {kind} comparison record",
+                           f"GET api/reports/{self.name}/operations lists the tensors with records")
+        return found
+
+    def stored_results(self) -> dict[tuple[str, int, int], tuple[float | None, bool | None]]:
+        """PCC and verdict of every comparison ``reportdb compare --golden --store`` kept in ``rdb_comparison``."""
+        if not self.readable("rdb_comparison", *_READ["rdb_comparison"]):
+            return {}
+        with self.sql("table rdb_comparison") as conn:
+            rows = conn.execute("SELECT kind, tensor_id, rank, pcc, passed FROM rdb_comparison").fetchall()
+        return {(k, t, r): (_real(p), None if ok is None else bool(ok)) for k, t, r, p, ok in rows}
+
+    def operations(self, rank: int = 0) -> list[Operation]:
+        """Every operation of ``rank`` in id order with its input and output tensor ids."""
+        if not self.readable("operations", "operation_id"):
+            return []
+        links: dict[str, dict[int, list[tuple[int, int]]]] = {}
+        with self.sql("the operation tables") as conn:
+            for table, index in (("input_tensors", "input_index"), ("output_tensors", "output_index")):
+                found: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
+                if self.readable(table, "operation_id", "tensor_id"):
+                    where, args = self._rank_filter(table, rank)
+                    order = index if index in self.columns[table] else "rowid"
+                    for op_id, position, tensor_id in conn.execute(
+                        f"SELECT operation_id, {order}, tensor_id FROM {table}{where}", args
+                    ):
+                        if isinstance(op_id, int) and isinstance(tensor_id, int):
+                            found[op_id].append((position if isinstance(position, int) else 0, tensor_id))
+                links[table] = found
+            where, args = self._rank_filter("operations", rank)
+            name = "name" if "name" in self.columns["operations"] else "''"
+            rows = conn.execute(f"SELECT operation_id, {name} FROM operations{where} ORDER BY operation_id", args).fetchall()
+        return [
+            Operation(op_id, "" if op_name is None else str(op_name),
+                      tuple(t for _, t in sorted(links["input_tensors"].get(op_id, []))),
+                      tuple(t for _, t in sorted(links["output_tensors"].get(op_id, []))))
+            for op_id, op_name in rows
+            if isinstance(op_id, int)
+        ]  # fmt: skip
+
+    def tensor_totals(self) -> tuple[int, int, int]:
+        """Stored tensors: how many, their logical bytes in all and the largest one's (no tensor bytes read)."""
+        if not self.has_store:
+            return 0, 0, 0
+        with self.sql("table rdb_tensor") as conn:
+            count, total, largest = conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(nbytes), 0), COALESCE(MAX(nbytes), 0) FROM rdb_tensor"
+            ).fetchone()
+        return int(count), int(total), int(largest)
+
+    def stored_keys(self) -> set[tuple[int, int]]:
+        """Every stored ``(tensor_id, rank)``."""
+        return set(self.report.tensor_keys()) if self.has_store else set()
+
+    def close(self) -> None:
+        self.report.close()
+
+
+def _real(value: Any) -> float | None:
+    """A stored number as a float; anything else (NULL, text) as None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class ServedReports:
+    """The fixed set of served reports by name, and the comparison results computed while serving them (a small
+    LRU, so the operation list shows what was recomputed)."""
+
+    CACHE_SIZE = 512
+
+    def __init__(self, paths: Sequence[str | os.PathLike[str]]) -> None:
+        if not paths:
+            raise InvalidArgumentError("name at least one report to serve")
+        self.by_name: dict[str, Served] = {}
+        try:
+            for name, path in report_names(paths).items():
+                self.by_name[name] = Served(name, path)
+        except BaseException:
+            self.close()
+            raise
+        self._lock = threading.Lock()
+        self._cache: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+    def get(self, name: str) -> Served:
+        """The report served under ``name``; 404 otherwise."""
+        found = self.by_name.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.by_name)[:20])
+            raise ApiError(404, f"no report named {name[:80]!r} is served", f"served reports: {known} (GET api/reports)")
+        return found
+
+    def pick(self, name: str | None) -> Served:
+        """The report ``name``, or the only one served when no name is given."""
+        if name is not None:
+            return self.get(name)
+        if len(self.by_name) == 1:
+            return next(iter(self.by_name.values()))
+        raise ApiError(400, "several reports are served: say which one", "add ?report=<name> (GET api/reports lists them)")
+
+    def cached(self, key: Hashable) -> Any:
+        """A result kept under ``key``, or None."""
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        return None
+
+    def keep(self, key: Hashable, value: Any) -> None:
+        """Keep a result (the least recently used goes when the cache is full)."""
+        with self._lock:
+            self._cache[key] = value
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def close(self) -> None:
+        """Close every report (each closes even when another fails)."""
+        problems: list[ReportDBError] = []
+        for served in self.by_name.values():
+            try:
+                served.close()
+            except ReportDBError as exc:
+                problems.append(exc)
+        if problems:
+            raise problems[0]

@@ -1,0 +1,1611 @@
+// reportdb page: operations, tensors and their goldens, side by side, over the reportdb.web HTTP API.
+// Plain ES2020 module, no framework and no build step. Every request URL is relative to the page, so the
+// page works under any mount prefix. Heatmaps are JSON grids pooled by the server (max |value| per cell)
+// and painted on canvases here, so the colour scale, legend, zoom and hover stay on the client.
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
+
+// ---------------------------------------------------------------------------------------------------------
+// HTTP
+
+/** An error answer of the API: its message, the hint it gave and the HTTP status. */
+class ApiError extends Error {
+  constructor(message, hint, status) {
+    super(message);
+    this.hint = hint;
+    this.status = status;
+  }
+}
+
+/** GET a JSON endpoint (path relative to the page) with query parameters; null/"" parameters are left out. */
+async function api(path, params = {}, signal = undefined) {
+  const url = new URL(path, document.baseURI);
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== null && v !== undefined && v !== "") url.searchParams.set(k, String(v));
+  }
+  const response = await fetch(url, { signal, headers: { Accept: "application/json" } });
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (_) {
+    body = null;
+  }
+  if (!response.ok) {
+    throw new ApiError(body?.error || `${response.status} ${response.statusText}`, body?.hint || "", response.status);
+  }
+  return body;
+}
+
+const enc = encodeURIComponent;
+
+let statusTimer = 0;
+/** Show a message in the status bar (errors stay until replaced or closed by time). */
+function showStatus(message, kind = "error") {
+  const el = $("#status");
+  el.textContent = message;
+  el.className = kind;
+  el.hidden = false;
+  clearTimeout(statusTimer);
+  statusTimer = setTimeout(() => { el.hidden = true; }, kind === "error" ? 9000 : 2500);
+}
+
+/** Report a failed request to the user (message and hint); aborted requests are silent. */
+function reportError(err) {
+  if (err?.name === "AbortError") return;
+  const hint = err?.hint ? ` \u2014 ${err.hint}` : "";
+  showStatus(`${err?.message || err}${hint}`);
+  console.error(err);
+}
+
+function debounce(fn, ms) {
+  let t = 0;
+  return (...args) => {
+    clearTimeout(t);
+    t = setTimeout(() => fn(...args), ms);
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Numbers
+
+/** A JSON number of the API as a JS number ("nan", "inf", "-inf" are how non-finite values travel). */
+function num(v) {
+  if (v === "nan") return NaN;
+  if (v === "inf") return Infinity;
+  if (v === "-inf") return -Infinity;
+  return v === null || v === undefined ? null : Number(v);
+}
+
+/** A value with `digits` significant digits, exponent form for very small or large magnitudes. */
+function fmt(v, digits = 6) {
+  const x = num(v);
+  if (x === null) return "\u2014";
+  if (Number.isNaN(x)) return "NaN";
+  if (!Number.isFinite(x)) return x > 0 ? "+Inf" : "-Inf";
+  if (Number.isInteger(x) && Math.abs(x) < 1e9) return String(x);
+  const a = Math.abs(x);
+  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return x.toExponential(digits - 1).replace(/\.?0+e/, "e");
+  return String(Number(x.toPrecision(digits)));
+}
+
+const fmtPcc = (v) => (num(v) === null ? "\u2014" : num(v).toFixed(6));
+const fmtInt = (v) => (v === null || v === undefined ? "\u2014" : Number(v).toLocaleString("en-US"));
+
+function fmtBytes(n) {
+  if (n === null || n === undefined) return "\u2014";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  let x = n;
+  while (x >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+  return `${i ? x.toFixed(1) : x} ${units[i]}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Colour scales
+
+/** A 256-entry lookup table interpolated between evenly spaced anchor colours. */
+function lut(anchors) {
+  const out = new Uint8ClampedArray(256 * 3);
+  for (let i = 0; i < 256; i++) {
+    const t = (i / 255) * (anchors.length - 1);
+    const k = Math.min(Math.floor(t), anchors.length - 2);
+    const f = t - k;
+    for (let c = 0; c < 3; c++) out[i * 3 + c] = anchors[k][c] + (anchors[k + 1][c] - anchors[k][c]) * f;
+  }
+  return out;
+}
+
+// Diverging (signed values): blue below zero, white at zero, red above (ColorBrewer RdBu, reversed).
+const DIVERGING = lut([[5, 48, 97], [33, 102, 172], [67, 147, 195], [146, 197, 222], [209, 229, 240], [247, 247, 247],
+  [253, 219, 199], [244, 165, 130], [214, 96, 77], [178, 24, 43], [103, 0, 31]]);
+// Sequential (magnitudes, errors): viridis.
+const SEQUENTIAL = lut([[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
+  [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]]);
+const MASK = lut([[236, 239, 243], [206, 32, 41]]);
+const NAN_RGB = [255, 0, 255];
+
+/**
+ * How a panel maps values to colours: the colour table, the value range and whether it is symmetric around
+ * zero (diverging) or logarithmic. `lo`/`hi` are the legend ends.
+ */
+class Scale {
+  constructor(kind, lo, hi, log = false) {
+    this.kind = kind;
+    this.log = log && kind === "sequential" && hi > 0;
+    this.table = kind === "diverging" ? DIVERGING : kind === "mask" ? MASK : SEQUENTIAL;
+    if (this.log) {
+      this.lo = lo > 0 ? lo : hi * 1e-6;
+      this.hi = hi;
+    } else {
+      this.lo = lo;
+      this.hi = hi > lo ? hi : lo + (lo === 0 ? 1 : Math.abs(lo));
+    }
+  }
+
+  /** The colour table index of a finite value. */
+  index(x) {
+    let t;
+    if (this.log) t = x <= this.lo ? 0 : Math.log(x / this.lo) / Math.log(this.hi / this.lo);
+    else t = (x - this.lo) / (this.hi - this.lo);
+    return Math.max(0, Math.min(255, Math.round(t * 255)));
+  }
+
+  /** Paint the legend bar and its end labels. */
+  legend(figure) {
+    const bar = $(".legend canvas", figure);
+    const ctx = bar.getContext("2d");
+    const img = ctx.createImageData(bar.width, bar.height);
+    for (let x = 0; x < bar.width; x++) {
+      const i = Math.round((x / (bar.width - 1)) * 255);
+      for (let y = 0; y < bar.height; y++) {
+        const p = (y * bar.width + x) * 4;
+        img.data[p] = this.table[i * 3];
+        img.data[p + 1] = this.table[i * 3 + 1];
+        img.data[p + 2] = this.table[i * 3 + 2];
+        img.data[p + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    if (this.kind === "mask") {
+      $(".legend .lo", figure).textContent = "within tol";
+      $(".legend .hi", figure).textContent = "mismatch";
+    } else {
+      $(".legend .lo", figure).textContent = fmt(this.lo, 3) + (this.log ? " (log)" : "");
+      $(".legend .hi", figure).textContent = fmt(this.hi, 3);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// State
+
+const state = {
+  reports: [],
+  report: null, // name
+  ops: { filter: "", sort: "id", order: "asc", offset: 0, limit: 100, total: 0, items: [] },
+  opId: null,
+  op: null,
+  tensor: null, // {ref, kind, info, goldenInfo, device, lead, record}
+  view: null, // {y0, y1, x0, x1} in source rows/cols (floats), over a H x W 2-D view
+  hover: null, // {r, c} source element under the pointer
+  compareSeq: 0,
+};
+
+// Default rtol/atol per dtype, as torch.testing.assert_close chooses them; the coarser side of a pair decides.
+const DEFAULT_TOL = {
+  float64: [1e-7, 1e-7], float32: [1.3e-6, 1e-5], float16: [1e-3, 1e-5], bfloat16: [1.6e-2, 1e-5],
+  float8_e4m3fn: [0.125, 1e-3], float8_e5m2: [0.25, 1e-3],
+};
+let tolTouched = false;
+
+/** Set rtol/atol to the defaults of the coarser dtype of the pair, unless the user has chosen tolerances. */
+function defaultTolerances(...dtypes) {
+  if (tolTouched) return;
+  const known = dtypes.map((d) => DEFAULT_TOL[d]).filter(Boolean);
+  const [rtol, atol] = known.length ? known.reduce((a, b) => (b[0] > a[0] ? b : a)) : [1e-5, 1e-8];
+  $("#rtol").value = String(rtol);
+  $("#atol").value = String(atol);
+  $("#rtol").title = $("#atol").title = "default for " + dtypes.filter(Boolean).join(" vs ") + " (as torch.testing); edit to override";
+}
+
+const tol = () => ({
+  rtol: $("#rtol").value || "1e-5",
+  atol: $("#atol").value || "1e-8",
+  pcc: $("#pcc").value || "0.99",
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Reports and the operation list
+
+async function loadReports() {
+  const data = await api("api/reports");
+  state.reports = data.reports;
+  const select = $("#report-select");
+  select.replaceChildren(...state.reports.map((r) => new Option(r.name, r.name)));
+  for (const id of ["#run-a", "#run-b"]) $(id).replaceChildren(...state.reports.map((r) => new Option(r.name, r.name)));
+  if (state.reports.length > 1) $("#run-b").selectedIndex = 1;
+  $("#tab-runs").hidden = state.reports.length < 2;
+  const wanted = hashParams().get("report");
+  state.report = state.reports.some((r) => r.name === wanted) ? wanted : state.reports[0]?.name ?? null;
+  select.value = state.report ?? "";
+  showReportSummary();
+}
+
+function showReportSummary() {
+  const r = state.reports.find((x) => x.name === state.report);
+  $("#report-summary").textContent = r
+    ? `${fmtInt(r.operations)} operations \u00b7 ${fmtInt(r.tensors)} tensors \u00b7 ${fmtBytes(r.bytes)} \u00b7 ${fmtInt(r.comparisons)} golden records` +
+      (r.ttnn_version ? ` \u00b7 ttnn ${r.ttnn_version}` : "")
+    : "no report served";
+}
+
+const loadOps = async () => {
+  if (!state.report) return;
+  const o = state.ops;
+  try {
+    const data = await api(`api/reports/${enc(state.report)}/operations`, {
+      filter: o.filter, sort: o.sort, order: o.order, offset: o.offset, limit: o.limit,
+    });
+    o.total = data.total;
+    o.items = data.items;
+    renderOps();
+  } catch (err) {
+    reportError(err);
+  }
+};
+
+/** The badge of a pass/fail/unknown golden status. */
+function badge(passed) {
+  const span = document.createElement("span");
+  span.className = `badge ${passed === true ? "pass" : passed === false ? "fail" : "none"}`;
+  span.textContent = passed === true ? "pass" : passed === false ? "FAIL" : "\u2014";
+  return span;
+}
+
+function renderOps() {
+  const tbody = $("#op-table tbody");
+  const o = state.ops;
+  const rows = o.items.map((op) => {
+    const tr = document.createElement("tr");
+    tr.dataset.opId = op.id;
+    tr.tabIndex = -1;
+    tr.setAttribute("aria-selected", String(op.id === state.opId));
+    const pcc = document.createElement("td");
+    pcc.className = "num mono" + (op.passed === false ? " pcc-fail" : "");
+    pcc.textContent = op.worst_pcc === null ? "" : fmtPcc(op.worst_pcc);
+    const status = document.createElement("td");
+    status.className = "center";
+    status.append(badge(op.passed));
+    const id = document.createElement("td");
+    id.className = "num mono";
+    id.textContent = op.id;
+    const name = document.createElement("td");
+    name.textContent = op.name;
+    name.title = op.name;
+    tr.append(id, name, pcc, status);
+    return tr;
+  });
+  tbody.replaceChildren(...rows);
+  const focusRow = rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0];
+  if (focusRow) focusRow.tabIndex = 0;
+  if (!rows.length) {
+    const tr = document.createElement("tr");
+    tr.innerHTML = `<td colspan="4" class="muted">No operation matches.</td>`;
+    tbody.append(tr);
+  }
+  const first = o.total ? o.offset + 1 : 0;
+  $("#page-info").textContent = `${fmtInt(first)}\u2013${fmtInt(o.offset + o.items.length)} of ${fmtInt(o.total)}`;
+  $("#page-prev").disabled = o.offset === 0;
+  $("#page-next").disabled = o.offset + o.items.length >= o.total;
+  for (const th of $$("#op-table th[data-sort]")) {
+    th.setAttribute("aria-sort", th.dataset.sort === o.sort ? (o.order === "asc" ? "ascending" : "descending") : "none");
+  }
+  $("#worst-first").setAttribute("aria-pressed", String(o.sort === "pcc" && o.order === "asc"));
+}
+
+function setSort(sort, order) {
+  Object.assign(state.ops, { sort, order, offset: 0 });
+  loadOps();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// One operation
+
+function selectOp(op, { focusTensor = true } = {}) {
+  state.opId = op.id;
+  state.op = op;
+  for (const tr of $$("#op-table tbody tr")) {
+    const on = Number(tr.dataset.opId) === op.id;
+    tr.setAttribute("aria-selected", String(on));
+    tr.tabIndex = on ? 0 : -1;
+  }
+  $("#empty-detail").hidden = true;
+  $("#op-detail").hidden = false;
+  $("#op-title").innerHTML = "";
+  const idSpan = document.createElement("span");
+  idSpan.className = "mono";
+  idSpan.textContent = `#${op.id} `;
+  $("#op-title").append(idSpan, document.createTextNode(op.name));
+
+  const chips = $("#op-tensors");
+  chips.replaceChildren();
+  const group = (label, refs) => {
+    if (!refs.length) return;
+    const l = document.createElement("span");
+    l.className = "group-label";
+    l.textContent = label;
+    chips.append(l);
+    refs.forEach((ref, i) => chips.append(tensorChip(ref, `${label === "inputs" ? "in" : "out"}${i}`)));
+  };
+  group("inputs", op.inputs);
+  group("outputs", op.outputs);
+  // Open the first output with a golden record, else the first stored output, else the first stored input.
+  const withGolden = op.outputs.find((t) => t.stored && (t.comparisons.local || t.comparisons.global));
+  const pick = withGolden || op.outputs.find((t) => t.stored) || op.inputs.find((t) => t.stored);
+  const wanted = Number(hashParams().get("tensor"));
+  const fromHash = [...op.outputs, ...op.inputs].find((t) => t.tensor_id === wanted && t.stored);
+  if (fromHash || pick) openTensor(fromHash || pick);
+  else {
+    $("#tensor-view").hidden = true;
+    state.tensor = null;
+  }
+  writeHash();
+  if (!focusTensor) return;
+}
+
+function tensorChip(ref, label) {
+  const b = document.createElement("button");
+  b.className = "chip";
+  b.dataset.tensorId = ref.tensor_id;
+  b.setAttribute("aria-pressed", "false");
+  const rec = ref.comparisons.local || ref.comparisons.global;
+  const shape = ref.shape ? ref.shape.join("\u00d7") : "?";
+  b.innerHTML = `<span>${label}</span><b>t${ref.tensor_id}</b><span class="mono">${shape} ${ref.dtype ?? ""}</span>`;
+  if (rec) {
+    const pcc = rec.pcc ?? rec.recorded_pcc;
+    const passed = rec.passed ?? (rec.recorded_pcc === null || rec.desired_pcc === null ? null : rec.recorded_pcc >= rec.desired_pcc);
+    const bdg = badge(passed);
+    bdg.textContent = pcc === null ? "golden" : fmtPcc(pcc);
+    b.append(bdg);
+  }
+  if (!ref.stored) {
+    b.disabled = true;
+    b.title = "values not stored in this report";
+  } else {
+    b.title = rec ? `tensor ${ref.tensor_id}, golden tensor ${rec.golden_tensor_id}` : `tensor ${ref.tensor_id}`;
+  }
+  b.addEventListener("click", () => openTensor(ref));
+  return b;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// One tensor (with its golden when it has a comparison record)
+
+async function openTensor(ref) {
+  for (const c of $$("#op-tensors .chip")) c.setAttribute("aria-pressed", String(Number(c.dataset.tensorId) === ref.tensor_id));
+  const kinds = ["local", "global"].filter((k) => ref.comparisons[k]);
+  const kind = kinds[0] || null;
+  $("#kind-field").hidden = kinds.length < 2;
+  const t = { ref, kind, kinds, info: null, goldenInfo: null, device: null, lead: [], record: kind ? ref.comparisons[kind] : null };
+  state.tensor = t;
+  state.hover = null;
+  $("#tensor-view").hidden = false;
+  try {
+    t.info = await api(`api/reports/${enc(state.report)}/tensors/${ref.tensor_id}`, { rank: ref.rank });
+    if (t.record?.golden_tensor_id !== null && t.record?.golden_tensor_id !== undefined) {
+      t.goldenInfo = await api(`api/reports/${enc(state.report)}/tensors/${t.record.golden_tensor_id}`, { rank: ref.rank })
+        .catch(() => null);
+    }
+  } catch (err) {
+    reportError(err);
+    return;
+  }
+  if (state.tensor !== t) return;
+  $("#pcc").value = t.record?.desired_pcc ?? 0.99;
+  defaultTolerances(t.info.dtype, t.goldenInfo?.dtype);
+  syncSlider();
+  setupTensorControls(t);
+  renderSpec(t);
+  renderStats(t);
+  resetView();
+  refreshCompare();
+  refreshHistograms();
+  writeHash();
+}
+
+/** The shape of the 2-D view's source: the selected shard's shape, or the whole tensor's. */
+function viewShape(t) {
+  if (t.device) {
+    const shard = t.info.shards.find((s) => s.device && s.device.join(",") === t.device);
+    if (shard) return shard.shape;
+  }
+  return t.info.shape || [];
+}
+
+/** H x W of the 2-D view: the last two axes (a 1-D tensor is a 1 x N view, a scalar 1 x 1). */
+function dims2d(shape) {
+  if (shape.length === 0) return [1, 1];
+  if (shape.length === 1) return [1, shape[0]];
+  return [shape[shape.length - 2], shape[shape.length - 1]];
+}
+
+function setupTensorControls(t) {
+  const compare = !!t.kind;
+  $("#tolerance-controls").hidden = !compare;
+  $("#metrics").hidden = !compare;
+  $("#panel-golden").hidden = !compare;
+  $("#panel-error").hidden = !compare;
+  $("#error-kind").closest(".field").hidden = !compare;
+  $("#mark-mismatch").closest(".check").hidden = !compare;
+  $("#hist-error-fig").hidden = !compare;
+  $("#heatmaps").classList.toggle("single", !compare);
+  $("#kind-select").value = t.kind || "local";
+  const verdict = $("#verdict");
+  if (!compare) {
+    verdict.dataset.passed = "";
+    verdict.textContent = "no golden";
+    verdict.title = "this tensor has no local or global comparison record";
+  }
+  // Device selector: only for multi-device tensors.
+  const shards = t.info.shards || [];
+  const multi = shards.length > 1 && shards.some((s) => s.device);
+  $("#device-field").hidden = !multi;
+  const dev = $("#device-select");
+  dev.replaceChildren(new Option(t.info.shape ? "all (assembled)" : "\u2014", ""));
+  for (const s of shards) if (s.device) dev.append(new Option(`device ${s.device.join(",")} \u00b7 ${s.shape.join("\u00d7")}`, s.device.join(",")));
+  if (multi && !t.info.shape) t.device = shards[0].device.join(",");
+  dev.value = t.device ?? "";
+  setupLeadFields(t);
+}
+
+/** One number box per leading axis (all but the last two) to pick the 2-D slice shown. */
+function setupLeadFields(t) {
+  const shape = viewShape(t);
+  const lead = shape.slice(0, Math.max(0, shape.length - 2));
+  t.lead = lead.map((_, i) => Math.min(t.lead[i] ?? 0, lead[i] - 1));
+  const box = $("#lead-fields");
+  box.replaceChildren();
+  const text = (t) => {
+    const span = document.createElement("span");
+    span.className = "mono";
+    span.textContent = t;
+    box.append(span);
+  };
+  if (lead.length) text("view [");
+  lead.forEach((n, i) => {
+    if (i) text(",");
+    const label = box;
+    const input = document.createElement("input");
+    input.title = `index along axis ${i} (size ${n})`;
+    Object.assign(input, { type: "number", min: 0, max: n - 1, step: 1, value: t.lead[i] });
+    input.setAttribute("aria-label", `index along axis ${i}`);
+    input.disabled = n <= 1;
+    input.addEventListener("change", () => {
+      const v = Math.max(0, Math.min(n - 1, Math.trunc(Number(input.value)) || 0));
+      input.value = v;
+      t.lead[i] = v;
+      state.hover = null;
+      fetchHeatmaps();
+    });
+    label.append(input);
+  });
+  if (lead.length) text(", :, :]");
+}
+
+function renderSpec(t) {
+  const i = t.info;
+  const mc = i.memory_config;
+  const memText = mc
+    ? [mc.memory_layout, mc.buffer_type].filter(Boolean).join(" \u00b7 ") +
+      (mc.shard_spec ? ` \u00b7 shard ${JSON.stringify(mc.shard_spec.shape ?? mc.shard_spec)}` : "")
+    : null;
+  const rows = [
+    ["tensor", `${i.tensor_id}` + (i.rank ? ` (rank ${i.rank})` : "")],
+    ["shape", i.shape ? `[${i.shape.join(", ")}]` : "not assembled"],
+    ["dtype", i.dtype],
+    ["ttnn dtype", i.ttnn_dtype],
+    ["layout", i.layout],
+    ["tile", i.tile ? i.tile.join("\u00d7") : null],
+    ["memory", memText || null],
+    ["storage", i.storage_type],
+    ["bytes", fmtBytes(i.nbytes)],
+    ["mesh", i.mesh_shape ? i.mesh_shape.join("\u00d7") : null],
+  ];
+  if (i.shards?.length > 1) {
+    rows.push(["shards", i.shards.map((s) => `${s.device ? s.device.join(",") : s.index}: ${s.shape.join("\u00d7")}`).join("\n")]);
+    const pl = i.shards[0].placement;
+    if (Array.isArray(pl)) rows.push(["placements", pl.map((p) => (p.kind === "shard" ? `shard(dim ${p.dim})` : p.kind)).join(", ")]);
+  }
+  if (t.record) {
+    const g = t.goldenInfo;
+    rows.push(["golden", `tensor ${t.record.golden_tensor_id}` + (g ? ` \u00b7 ${g.dtype} [${(g.shape || []).join(", ")}]` : " (not stored)")]);
+    rows.push(["recorded", `PCC ${fmtPcc(t.record.recorded_pcc)} (desired ${fmt(t.record.desired_pcc)})`]);
+  }
+  const dl = $("#spec");
+  dl.replaceChildren();
+  for (const [k, v] of rows) {
+    if (v === null || v === undefined || v === "") continue;
+    const dt = document.createElement("dt");
+    dt.textContent = k;
+    const dd = document.createElement("dd");
+    dd.textContent = v;
+    dd.style.whiteSpace = "pre-line";
+    dl.append(dt, dd);
+  }
+}
+
+/** Stored statistics of one tensor as columns (one per shard for multi-device tensors). */
+function statColumns(label, info) {
+  if (info?.stats) return [[label, info.stats]];
+  return (info?.shards || []).filter((s) => s.stats).slice(0, 8).map((s) => [`${label} @${s.device ? s.device.join(",") : s.index}`, s.stats]);
+}
+
+function renderStats(t) {
+  const cols = [...statColumns("actual", t.info), ...statColumns("golden", t.goldenInfo)];
+  const table = $("#stats");
+  table.replaceChildren();
+  if (!cols.length) {
+    table.innerHTML = `<tr><td class="muted">stored without statistics</td></tr>`;
+    return;
+  }
+  const keys = ["count", "min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "zero_count"];
+  const head = document.createElement("tr");
+  head.innerHTML = "<th></th>";
+  for (const [label] of cols) {
+    const th = document.createElement("th");
+    th.className = "num";
+    th.textContent = label;
+    head.append(th);
+  }
+  table.append(head);
+  for (const key of keys) {
+    if (!cols.some(([, s]) => key in s)) continue;
+    const tr = document.createElement("tr");
+    const th = document.createElement("td");
+    th.className = "muted";
+    th.textContent = key.replace("_count", "s").replace("absmax", "max |x|");
+    tr.append(th);
+    for (const [, s] of cols) {
+      const td = document.createElement("td");
+      td.className = "num mono";
+      td.textContent = fmt(s[key]);
+      if (/nan|inf/.test(key) && s[key] > 0) td.classList.add("pcc-fail");
+      tr.append(td);
+    }
+    table.append(tr);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Metrics and verdict
+
+const METRICS = [
+  ["pcc", "PCC", fmtPcc],
+  ["recorded_pcc", "recorded PCC", fmtPcc],
+  ["pcc_ttmetal", "PCC (tt-metal)", fmtPcc],
+  ["cosine", "cosine", fmtPcc],
+  ["max_abs_error", "max |a\u2212g|", fmt],
+  ["mean_abs_error", "mean |a\u2212g|", fmt],
+  ["max_rel_error", "max rel", fmt],
+  ["mean_rel_error", "mean rel", fmt],
+  ["ulp_max", "ULP max", fmt],
+  ["ulp_mean", "ULP mean", fmt],
+  ["allclose_mismatches", "outside rtol/atol", null],
+  ["nonfinite", "NaN / Inf mismatch", null],
+  ["fit", "fit g \u2248 k\u00b7a + c", null],
+];
+const FLAG_NAMES = ["shape_mismatch", "nonfinite_mismatch", "constant_input", "scale_or_offset_error"];
+
+const refreshCompare = debounce(async () => {
+  const t = state.tensor;
+  if (!t?.kind) return;
+  const seq = ++state.compareSeq;
+  $("#verdict").classList.add("busy");
+  try {
+    const data = await api(`api/compare-tensor/${t.kind}/${t.ref.tensor_id}`, {
+      report: state.report, rank: t.ref.rank, device: t.device, ...tol(),
+    });
+    if (seq !== state.compareSeq || state.tensor !== t) return;
+    renderMetrics(data);
+  } catch (err) {
+    if (seq === state.compareSeq && err?.name !== "AbortError") {
+      $("#verdict").dataset.passed = "";
+      $("#verdict").textContent = "n/a";
+      const dl = $("#metrics");
+      dl.replaceChildren();
+      const div = document.createElement("div");
+      div.className = "flags";
+      div.style.gridColumn = "1 / -1";
+      div.innerHTML = "<dt>not compared</dt><dd></dd>";
+      $("dd", div).textContent = err.hint ? `${err.message} (${err.hint})` : String(err.message || err);
+      dl.append(div);
+      if (!(err instanceof ApiError) || err.status >= 500) reportError(err);
+    }
+  } finally {
+    if (seq === state.compareSeq) $("#verdict").classList.remove("busy");
+  }
+}, 200);
+
+function renderMetrics(data) {
+  const m = data.metrics || {};
+  const verdict = $("#verdict");
+  verdict.dataset.passed = String(data.passed);
+  verdict.textContent = data.passed ? "PASS" : "FAIL";
+  verdict.title = `PCC ${fmtPcc(m.pcc)} against threshold ${data.tolerances?.pcc}` + (m.notes?.length ? `\n${m.notes.join("\n")}` : "");
+  const dl = $("#metrics");
+  dl.replaceChildren();
+  const values = {
+    ...m,
+    recorded_pcc: data.record?.recorded_pcc ?? null,
+  };
+  for (const [key, label, f] of METRICS) {
+    let text;
+    let cls = "";
+    let title = "";
+    if (key === "allclose_mismatches") {
+      const n = m.allclose_mismatches;
+      const total = m.count;
+      text = n === null || n === undefined ? "\u2014" : `${fmtInt(n)}` + (total ? ` (${((100 * n) / total).toPrecision(3)}%)` : "");
+      cls = n ? "bad" : n === 0 ? "good" : "";
+      title = `elements with |a-g| > atol + rtol*|g| at rtol=${data.tolerances?.rtol}, atol=${data.tolerances?.atol}, of ${fmtInt(total)}`;
+    } else if (key === "nonfinite") {
+      text = `${fmtInt(m.nan_mismatches)} / ${fmtInt(m.inf_mismatches)}`;
+      cls = m.nan_mismatches || m.inf_mismatches ? "bad" : "";
+    } else if (key === "fit") {
+      if (m.fit_scale === null || m.fit_scale === undefined) continue;
+      text = `k=${fmt(m.fit_scale, 4)} c=${fmt(m.fit_offset, 3)}`;
+      cls = m.scale_or_offset_error ? "bad" : "";
+    } else {
+      if (!(key in values)) continue;
+      text = f(values[key]);
+      title = values[key] === null || values[key] === undefined ? "" : String(values[key]);
+      if (key === "pcc") cls = data.passed ? "good" : "bad";
+      if (key === "ulp_max" && m.ulp_dtype) title = `in ${m.ulp_dtype} units`;
+    }
+    const div = document.createElement("div");
+    const dt = document.createElement("dt");
+    dt.textContent = key === "ulp_max" && m.ulp_dtype ? `ULP max (${m.ulp_dtype})` : label;
+    const dd = document.createElement("dd");
+    dd.dataset.metric = key;
+    dd.textContent = text;
+    if (cls) dd.className = cls;
+    if (title) dd.title = title;
+    div.append(dt, dd);
+    dl.append(div);
+  }
+  const flags = FLAG_NAMES.filter((f) => m[f]);
+  if (flags.length) {
+    const div = document.createElement("div");
+    div.className = "flags";
+    div.innerHTML = `<dt>flags</dt><dd data-metric="flags"></dd>`;
+    $("dd", div).textContent = flags.map((f) => f.replaceAll("_", " ")).join(", ");
+    dl.append(div);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Heatmap panels
+
+/** One heatmap: its canvas, the last grid the server sent (kept as an image to redraw while zooming). */
+class Panel {
+  constructor(figure) {
+    this.figure = figure;
+    this.role = figure.dataset.role;
+    this.canvas = $(".canvas-wrap canvas", figure);
+    this.ctx = this.canvas.getContext("2d");
+    this.grid = null; // the JSON heatmap answer
+    this.image = null; // an offscreen canvas, one pixel per grid cell
+    this.overlayGrid = null; // mismatch cells of the same region (error panel)
+    this.controller = null;
+    this.scale = null;
+    this.message = ""; // why there is no grid (e.g. no per-device golden), drawn in place of one
+  }
+
+  get visible() {
+    return !this.figure.hidden;
+  }
+
+  /** Size the canvas backing store to its box (device pixels); true when it changed. */
+  fit() {
+    const dpr = window.devicePixelRatio || 1;
+    const w = Math.max(1, Math.round(this.canvas.clientWidth * dpr));
+    const h = Math.max(1, Math.round(this.canvas.clientHeight * dpr));
+    if (this.canvas.width === w && this.canvas.height === h) return false;
+    this.canvas.width = w;
+    this.canvas.height = h;
+    return true;
+  }
+
+  /** Paint the grid's cells with a scale into an offscreen image, one pixel per cell. */
+  paint(scale) {
+    this.scale = scale;
+    this.image = gridImage(this.grid, (x) => {
+      const i = scale.index(x) * 3;
+      return [scale.table[i], scale.table[i + 1], scale.table[i + 2], 255];
+    });
+    scale.legend(this.figure);
+  }
+
+  /** Redraw: the cached image placed where its region lies in the current view, then the crosshair. */
+  draw() {
+    const { ctx, canvas } = this;
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    const v = state.view;
+    if (!v) return;
+    if (!this.grid && this.message) {
+      ctx.fillStyle = "#667085";
+      ctx.font = `${Math.round(12 * (window.devicePixelRatio || 1))}px system-ui, sans-serif`;
+      ctx.textAlign = "center";
+      wrapText(ctx, this.message, canvas.width / 2, canvas.height / 2, canvas.width * 0.85);
+      return;
+    }
+    for (const [grid, image] of [[this.grid, this.image]]) {
+      if (!grid || !image) continue;
+      const sx = canvas.width / (v.x1 - v.x0);
+      const sy = canvas.height / (v.y1 - v.y0);
+      const [gy0, gy1] = grid.y;
+      const [gx0, gx1] = grid.x;
+      const [cy, cx] = grid.cell;
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect((gx0 - v.x0) * sx, (gy0 - v.y0) * sy, (gx1 - gx0) * sx, (gy1 - gy0) * sy);
+      ctx.clip();
+      ctx.imageSmoothingEnabled = false;
+      ctx.drawImage(image, (gx0 - v.x0) * sx, (gy0 - v.y0) * sy, image.width * cx * sx, image.height * cy * sy);
+      ctx.restore();
+    }
+    if (this.overlayGrid) this.drawMismatches(v);
+    const h = state.hover;
+    if (h) {
+      const sx = canvas.width / (v.x1 - v.x0);
+      const sy = canvas.height / (v.y1 - v.y0);
+      const x = (h.c - v.x0) * sx;
+      const y = (h.r - v.y0) * sy;
+      const w = Math.max(sx, 1);
+      const hh = Math.max(sy, 1);
+      ctx.strokeStyle = "rgba(20,20,20,.85)";
+      ctx.lineWidth = 1;
+      ctx.strokeRect(Math.round(x) - 1.5, Math.round(y) - 1.5, Math.round(w) + 3, Math.round(hh) + 3);
+      ctx.strokeStyle = "rgba(255,255,255,.9)";
+      ctx.strokeRect(Math.round(x) - 0.5, Math.round(y) - 0.5, Math.round(w) + 1, Math.round(hh) + 1);
+    }
+  }
+
+  /** Mark the cells of the mismatch grid that hold a mismatch: filled when small, outlined when large enough to
+   *  keep the error colour visible inside. */
+  drawMismatches(v) {
+    const { ctx, canvas } = this;
+    const g = this.overlayGrid;
+    const sx = canvas.width / (v.x1 - v.x0);
+    const sy = canvas.height / (v.y1 - v.y0);
+    const [cy, cx] = g.cell;
+    const w = cx * sx;
+    const h = cy * sy;
+    const outline = w >= 6 && h >= 6;
+    ctx.save();
+    ctx.fillStyle = "rgba(255, 32, 64, 0.85)";
+    ctx.strokeStyle = "rgb(255, 32, 64)";
+    ctx.lineWidth = Math.max(1.5, Math.min(w, h) / 8);
+    g.grid.forEach((row, i) => {
+      const y = (g.y[0] + i * cy - v.y0) * sy;
+      if (y > canvas.height || y + h < 0) return;
+      row.forEach((val, j) => {
+        if (!(num(val) > 0)) return;
+        const x = (g.x[0] + j * cx - v.x0) * sx;
+        if (x > canvas.width || x + w < 0) return;
+        if (outline) ctx.strokeRect(x + ctx.lineWidth / 2, y + ctx.lineWidth / 2, w - ctx.lineWidth, h - ctx.lineWidth);
+        else ctx.fillRect(x, y, Math.max(w, 1), Math.max(h, 1));
+      });
+    });
+    ctx.restore();
+  }
+
+  /** The value of the pooled cell holding source element (r, c), or undefined outside the grid. */
+  cellValue(r, c) {
+    const g = this.grid;
+    if (!g || r < g.y[0] || r >= g.y[1] || c < g.x[0] || c >= g.x[1]) return undefined;
+    return g.grid[Math.floor((r - g.y[0]) / g.cell[0])]?.[Math.floor((c - g.x[0]) / g.cell[1])];
+  }
+}
+
+/** Centred text broken into lines of at most `width` pixels. */
+function wrapText(ctx, text, x, y, width) {
+  const lines = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    const next = line ? `${line} ${word}` : word;
+    if (ctx.measureText(next).width > width && line) {
+      lines.push(line);
+      line = word;
+    } else {
+      line = next;
+    }
+  }
+  lines.push(line);
+  const step = parseInt(ctx.font, 10) * 1.4;
+  lines.forEach((l, i) => ctx.fillText(l, x, y + (i - (lines.length - 1) / 2) * step));
+}
+
+/** An offscreen canvas with one pixel per grid cell coloured by `colour(x)` (NaN magenta, +-Inf the scale's ends). */
+function gridImage(grid, colour) {
+  const rows = grid.grid;
+  const h = rows.length;
+  const w = h ? rows[0].length : 0;
+  const image = document.createElement("canvas");
+  image.width = Math.max(1, w);
+  image.height = Math.max(1, h);
+  const ctx = image.getContext("2d");
+  const data = ctx.createImageData(image.width, image.height);
+  const px = data.data;
+  for (let y = 0; y < h; y++) {
+    const row = rows[y];
+    for (let x = 0; x < w; x++) {
+      const v = num(row[x]);
+      const p = (y * w + x) * 4;
+      let rgba;
+      if (v === null || Number.isNaN(v)) rgba = [...NAN_RGB, 255];
+      else if (!Number.isFinite(v)) rgba = colour(v > 0 ? Number.MAX_VALUE : -Number.MAX_VALUE);
+      else rgba = colour(v);
+      if (!rgba) continue;
+      px[p] = rgba[0];
+      px[p + 1] = rgba[1];
+      px[p + 2] = rgba[2];
+      px[p + 3] = rgba[3];
+    }
+  }
+  ctx.putImageData(data, 0, 0);
+  return image;
+}
+
+const panels = {};
+
+function currentErrorKind() {
+  return $("#error-kind").value;
+}
+
+function resetView() {
+  const t = state.tensor;
+  if (!t) return;
+  const [H, W] = dims2d(viewShape(t));
+  state.view = { y0: 0, y1: H, x0: 0, x1: W, H, W };
+  for (const p of Object.values(panels)) {
+    p.grid = p.image = p.overlayGrid = null;
+  }
+  fetchHeatmaps();
+}
+
+/** Move the shared view (all panels zoom and pan together), clamped to the tensor; redraw now, fetch soon. */
+function setView(y0, y1, x0, x1) {
+  const v = state.view;
+  if (!v) return;
+  const minSpan = (n) => Math.min(n, 2);
+  const clampSpan = (a, b, n) => {
+    let span = Math.max(minSpan(n), Math.min(n, b - a));
+    let lo = Math.max(0, Math.min(a, n - span));
+    return [lo, lo + span];
+  };
+  [v.y0, v.y1] = clampSpan(y0, y1, v.H);
+  [v.x0, v.x1] = clampSpan(x0, x1, v.W);
+  drawAll();
+  fetchHeatmapsSoon();
+}
+
+/** Zoom by `factor` (>1 in) keeping the source point at fractions (fy, fx) of the view where it is. */
+function zoom(factor, fy = 0.5, fx = 0.5) {
+  const v = state.view;
+  if (!v) return;
+  const h = (v.y1 - v.y0) / factor;
+  const w = (v.x1 - v.x0) / factor;
+  const py = v.y0 + fy * (v.y1 - v.y0);
+  const px = v.x0 + fx * (v.x1 - v.x0);
+  setView(py - fy * h, py - fy * h + h, px - fx * w, px - fx * w + w);
+}
+
+function pan(dy, dx) {
+  const v = state.view;
+  if (!v) return;
+  setView(v.y0 + dy, v.y1 + dy, v.x0 + dx, v.x1 + dx);
+}
+
+function drawAll() {
+  for (const p of Object.values(panels)) if (p.visible) p.draw();
+  const v = state.view;
+  if (!v) return;
+  const r = requestRegion();
+  $("#region-info").textContent = `rows ${r.y0}\u2013${r.y1 - 1} of ${v.H} \u00b7 cols ${r.x0}\u2013${r.x1 - 1} of ${v.W}`;
+}
+
+/** The integer region the server is asked for: the view widened to whole elements. */
+function requestRegion() {
+  const v = state.view;
+  return {
+    y0: Math.max(0, Math.floor(v.y0)), y1: Math.min(v.H, Math.ceil(v.y1)),
+    x0: Math.max(0, Math.floor(v.x0)), x1: Math.min(v.W, Math.ceil(v.x1)),
+  };
+}
+
+function commonParams(p) {
+  const t = state.tensor;
+  const r = requestRegion();
+  return {
+    index: t.lead.join(","), y: `${r.y0}:${r.y1}`, x: `${r.x0}:${r.x1}`,
+    width: p.canvas.width, height: p.canvas.height, rank: t.ref.rank, device: t.device, format: "json",
+  };
+}
+
+/** Ask the server for every visible panel's pooled grid of the current region, then recolour and redraw. */
+async function fetchHeatmaps() {
+  const t = state.tensor;
+  if (!t || !state.view) return;
+  for (const p of Object.values(panels)) if (p.visible) p.fit();
+  const jobs = [];
+  const get = (p, path, params, overlay = false) => {
+    if (!overlay) {
+      p.controller?.abort();
+      p.controller = new AbortController();
+    }
+    const signal = overlay ? p.overlayController.signal : p.controller.signal;
+    return api(path, { ...commonParams(p), ...params }, signal);
+  };
+  const rep = enc(state.report);
+  // A golden or error grid that cannot be had (a per-device view of a global golden the server cannot split)
+  // leaves a message in its panel; a failure of the actual values is an error.
+  const soft = (p) => (err) => {
+    if (err?.name === "AbortError") throw err;
+    if (!(err instanceof ApiError) || err.status >= 500) throw err;
+    p.grid = null;
+    p.message = err.message;
+  };
+  for (const p of Object.values(panels)) p.message = "";
+  const a = panels.actual;
+  jobs.push(get(a, `api/reports/${rep}/tensors/${t.ref.tensor_id}/heatmap`, {}).then((g) => { a.grid = g; }));
+  const g = panels.golden;
+  const goldenComparable = t.goldenInfo && (!t.device || sameShape(t.goldenInfo.shape, viewShape(t)));
+  if (t.kind && goldenComparable) {
+    jobs.push(get(g, `api/reports/${rep}/tensors/${t.record.golden_tensor_id}/heatmap`, { device: null }).then((x) => { g.grid = x; }, soft(g)));
+  } else {
+    g.grid = null;
+    g.message = t.kind ? `golden tensor ${t.record.golden_tensor_id} is ${t.goldenInfo ? "one global tensor" : "not stored"}` : "";
+  }
+  $(".panel-sub", g.figure).textContent = t.kind
+    ? `tensor ${t.record.golden_tensor_id}` + (goldenComparable ? "" : " (global)")
+    : "";
+  const e = panels.error;
+  if (t.kind) {
+    const kind = currentErrorKind();
+    const base = `api/compare-tensor/${t.kind}/${t.ref.tensor_id}/heatmap`;
+    const tols = { report: state.report, rtol: tol().rtol, atol: tol().atol };
+    jobs.push(get(e, base, { error: kind, ...tols }).then((x) => { e.grid = x; }, soft(e)));
+    e.overlayController?.abort();
+    e.overlayController = new AbortController();
+    if (kind !== "mask" && $("#mark-mismatch").checked) {
+      jobs.push(get(e, base, { error: "mask", ...tols }, true).then((x) => { e.overlayGrid = x; }, () => { e.overlayGrid = null; }));
+    } else {
+      e.overlayGrid = null;
+    }
+  }
+  try {
+    await Promise.all(jobs);
+  } catch (err) {
+    reportError(err);
+    return;
+  }
+  if (state.tensor !== t) return;
+  recolour();
+}
+
+const fetchHeatmapsSoon = debounce(fetchHeatmaps, 120);
+
+function sameShape(a, b) {
+  return !!a && !!b && a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** Colour scales from the grids just received: actual and golden share one, the error panel has its own. */
+function recolour() {
+  const t = state.tensor;
+  const a = panels.actual;
+  const g = panels.golden;
+  const e = panels.error;
+  const values = [a.grid, g.grid].filter(Boolean);
+  if (values.length) {
+    const lo = Math.min(...values.map((x) => num(x.min) ?? 0));
+    const hi = Math.max(...values.map((x) => num(x.max) ?? 0));
+    const scale = lo < 0 ? new Scale("diverging", -Math.max(-lo, hi), Math.max(-lo, hi)) : new Scale("sequential", 0, hi || 1);
+    for (const p of [a, g]) if (p.grid) p.paint(scale);
+  }
+  const pooled = (p) => (p.grid ? `${p.grid.cell[0]}\u00d7${p.grid.cell[1]} per cell` : "");
+  for (const p of [a, g, e]) {  // what each panel shows, for tests and tools that read the page
+    $(".legend", p.figure).style.visibility = p.grid ? "visible" : "hidden";
+    p.figure.dataset.region = p.grid ? `${p.grid.y[0]}:${p.grid.y[1]},${p.grid.x[0]}:${p.grid.x[1]}` : "";
+    p.figure.dataset.cell = p.grid ? p.grid.cell.join(",") : "";
+  }
+  $(".panel-sub", a.figure).textContent = `t${t.ref.tensor_id}` + (t.device ? ` @${t.device}` : "") + ` \u00b7 ${pooled(a)}`;
+  if (t.kind && !e.grid) $(".panel-sub", e.figure).textContent = "";
+  if (t.kind && e.grid) {
+    const kind = currentErrorKind();
+    const hi = num(e.grid.max) ?? 0;
+    const positive = e.grid.grid.flat().map(num).filter((x) => x > 0 && Number.isFinite(x));
+    const lo = positive.length ? Math.min(...positive) : 0;
+    const scale = kind === "mask" ? new Scale("mask", 0, 1) : new Scale("sequential", $("#log-scale").checked ? lo : 0, hi || 1, $("#log-scale").checked);
+    e.paint(scale);
+    if (kind === "mask") {
+      let cells = 0;
+      for (const row of e.grid.grid) for (const x of row) if (num(x) > 0) cells++;
+      e.figure.dataset.mismatchCells = String(cells);
+    }
+    if (e.overlayGrid) {
+      let cells = 0;
+      for (const row of e.overlayGrid.grid) for (const x of row) if (num(x) > 0) cells++;
+      e.figure.dataset.mismatchCells = String(cells);
+    }
+    const names = { abs: "|a \u2212 g|", rel: "|a \u2212 g| / |g|", ulp: "ULP distance", mask: "mismatch mask" };
+    $(".panel-title", e.figure).textContent = names[kind];
+    $(".panel-sub", e.figure).textContent = (e.overlayGrid ? "red: outside rtol/atol \u00b7 " : "") + pooled(e);
+  }
+  drawAll();
+}
+
+// Pointer and keyboard on the heatmaps ------------------------------------------------------------------
+
+/** The source element (r, c) under a pointer event on a panel canvas, and the fractions of the view. */
+function pointerCell(ev, canvas) {
+  const v = state.view;
+  const rect = canvas.getBoundingClientRect();
+  const fx = Math.min(Math.max((ev.clientX - rect.left) / rect.width, 0), 0.999999);
+  const fy = Math.min(Math.max((ev.clientY - rect.top) / rect.height, 0), 0.999999);
+  const r = Math.min(v.H - 1, Math.max(0, Math.floor(v.y0 + fy * (v.y1 - v.y0))));
+  const c = Math.min(v.W - 1, Math.max(0, Math.floor(v.x0 + fx * (v.x1 - v.x0))));
+  return { r, c, fy, fx };
+}
+
+/** The full index of source element (r, c): the leading indices, then row and column (a 1-D view has no row). */
+function fullIndex(r, c) {
+  const shape = viewShape(state.tensor);
+  if (shape.length === 0) return [];
+  if (shape.length === 1) return [c];
+  return [...state.tensor.lead, r, c];
+}
+
+let hoverSeq = 0;
+const fetchPoint = debounce(async (r, c, clientX, clientY) => {
+  const t = state.tensor;
+  if (!t) return;
+  const seq = ++hoverSeq;
+  const index = fullIndex(r, c);
+  try {
+    let rows;
+    // A per-device point the server cannot compare (a global golden) falls back to the value alone.
+    const p = t.kind
+      ? await api(`api/compare-tensor/${t.kind}/${t.ref.tensor_id}/point`, {
+        report: state.report, at: index.join(","), rank: t.ref.rank, device: t.device,
+      }).catch((err) => {
+        if (t.device && err instanceof ApiError && err.status < 500) return null;
+        throw err;
+      })
+      : null;
+    if (p) {
+      const { rtol, atol } = tol();
+      const a = num(p.actual);
+      const g = num(p.golden);
+      const bad = !(Math.abs(a - g) <= Number(atol) + Number(rtol) * Math.abs(g)) && !(Number.isNaN(a) && Number.isNaN(g)) && a !== g;
+      rows = [
+        ["actual", fmt(p.actual, 7), "actual"],
+        ["golden", fmt(p.golden, 7), "golden"],
+        ["|a\u2212g|", fmt(p.abs_error, 6), "abs_error", bad],
+        ["rel", fmt(p.rel_error, 6), "rel_error", bad],
+        ["ULP", fmt(p.ulp), "ulp"],
+      ];
+    } else {
+      const slice = index.length ? index.join(",") : "";
+      const data = await api(`api/reports/${enc(state.report)}/tensors/${t.ref.tensor_id}/values`, {
+        slice, rank: t.ref.rank, device: t.device, format: "json",
+      });
+      let v = data.values;
+      while (Array.isArray(v)) v = v[0];
+      rows = [["value", fmt(v, 7), "value"]];
+    }
+    if (seq !== hoverSeq || !state.hover || state.hover.r !== r || state.hover.c !== c) return;
+    const pooledCell = panels.actual.grid && (panels.actual.grid.cell[0] > 1 || panels.actual.grid.cell[1] > 1);
+    if (pooledCell) {
+      rows.push(["cell max|x|", fmt(panels.actual.cellValue(r, c), 5), "cell"]);
+      if (t.kind && panels.error.grid) rows.push(["cell max err", fmt(panels.error.cellValue(r, c), 5), "cell_error"]);
+    }
+    showTooltip(index, rows, clientX, clientY);
+  } catch (err) {
+    if (seq === hoverSeq) reportError(err);
+  }
+}, 60);
+
+function showTooltip(index, rows, x, y) {
+  const tip = $("#tooltip");
+  tip.replaceChildren();
+  const head = document.createElement("div");
+  head.className = "idx";
+  head.dataset.index = index.join(",");
+  head.textContent = `[${index.join(", ")}]`;
+  const table = document.createElement("table");
+  for (const [label, value, key, bad] of rows) {
+    const tr = document.createElement("tr");
+    tr.dataset.key = key;
+    if (bad) tr.className = "mismatch";
+    const a = document.createElement("td");
+    a.textContent = label;
+    const b = document.createElement("td");
+    b.textContent = value;
+    tr.append(a, b);
+    table.append(tr);
+  }
+  tip.append(head, table);
+  tip.hidden = false;
+  const pad = 16;
+  const w = tip.offsetWidth;
+  const h = tip.offsetHeight;
+  tip.style.left = `${Math.min(window.innerWidth - w - 4, x + pad)}px`;
+  tip.style.top = `${y + pad + h > window.innerHeight ? y - h - pad : y + pad}px`;
+}
+
+function hideTooltip() {
+  $("#tooltip").hidden = true;
+  state.hover = null;
+  hoverSeq++;
+  drawAll();
+}
+
+function wirePanel(p) {
+  const c = p.canvas;
+  let drag = null;
+  c.addEventListener("wheel", (ev) => {
+    if (!state.view) return;
+    ev.preventDefault();
+    const { fy, fx } = pointerCell(ev, c);
+    zoom(Math.pow(1.25, -Math.sign(ev.deltaY)), fy, fx);
+  }, { passive: false });
+  c.addEventListener("pointerdown", (ev) => {
+    if (!state.view || ev.button !== 0) return;
+    c.setPointerCapture(ev.pointerId);
+    drag = { x: ev.clientX, y: ev.clientY, view: { ...state.view }, box: ev.shiftKey, start: pointerCell(ev, c) };
+    c.classList.toggle("dragging", !drag.box);
+  });
+  c.addEventListener("pointermove", (ev) => {
+    if (!state.view) return;
+    if (drag && !drag.box) {
+      const rect = c.getBoundingClientRect();
+      const v = drag.view;
+      const dy = ((ev.clientY - drag.y) / rect.height) * (v.y1 - v.y0);
+      const dx = ((ev.clientX - drag.x) / rect.width) * (v.x1 - v.x0);
+      setView(v.y0 - dy, v.y1 - dy, v.x0 - dx, v.x1 - dx);
+      return;
+    }
+    const cell = pointerCell(ev, c);
+    if (drag?.box) {
+      drawAll();
+      const rect = c.getBoundingClientRect();
+      const ctx = p.ctx;
+      const sx = c.width / rect.width;
+      const sy = c.height / rect.height;
+      ctx.strokeStyle = "#111";
+      ctx.setLineDash([4, 3]);
+      ctx.strokeRect((drag.x - rect.left) * sx, (drag.y - rect.top) * sy, (ev.clientX - drag.x) * sx, (ev.clientY - drag.y) * sy);
+      ctx.setLineDash([]);
+      return;
+    }
+    if (!state.hover || state.hover.r !== cell.r || state.hover.c !== cell.c) {
+      state.hover = { r: cell.r, c: cell.c };
+      drawAll();
+      fetchPoint(cell.r, cell.c, ev.clientX, ev.clientY);
+    }
+  });
+  const end = (ev) => {
+    if (!drag) return;
+    const d = drag;
+    drag = null;
+    c.classList.remove("dragging");
+    if (d.box) {
+      const e = pointerCell(ev, c);
+      const [r0, r1] = [Math.min(d.start.r, e.r), Math.max(d.start.r, e.r) + 1];
+      const [c0, c1] = [Math.min(d.start.c, e.c), Math.max(d.start.c, e.c) + 1];
+      if (r1 - r0 >= 1 && c1 - c0 >= 1 && (Math.abs(ev.clientX - d.x) > 3 || Math.abs(ev.clientY - d.y) > 3)) setView(r0, r1, c0, c1);
+      else drawAll();
+    }
+  };
+  c.addEventListener("pointerup", end);
+  c.addEventListener("pointercancel", end);
+  c.addEventListener("pointerleave", () => { if (!drag) hideTooltip(); });
+}
+
+function onHeatmapKey(ev) {
+  const v = state.view;
+  if (!v || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+  const stepY = (v.y1 - v.y0) * 0.15;
+  const stepX = (v.x1 - v.x0) * 0.15;
+  const actions = {
+    "+": () => zoom(1.5), "=": () => zoom(1.5), "-": () => zoom(1 / 1.5), _: () => zoom(1 / 1.5),
+    0: () => setView(0, v.H, 0, v.W),
+    ArrowUp: () => pan(-stepY, 0), ArrowDown: () => pan(stepY, 0),
+    ArrowLeft: () => pan(0, -stepX), ArrowRight: () => pan(0, stepX),
+    e: () => cycleErrorKind(),
+  };
+  const act = actions[ev.key];
+  if (act) {
+    ev.preventDefault();
+    act();
+  }
+}
+
+function cycleErrorKind() {
+  const sel = $("#error-kind");
+  sel.selectedIndex = (sel.selectedIndex + 1) % sel.options.length;
+  sel.dispatchEvent(new Event("change"));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Histograms
+
+async function refreshHistograms() {
+  const t = state.tensor;
+  if (!t) return;
+  const values = [];
+  if (t.info?.histogram) values.push({ h: t.info.histogram, colour: "rgba(47,111,219,.75)", label: `actual t${t.ref.tensor_id}` });
+  if (t.goldenInfo?.histogram) values.push({ h: t.goldenInfo.histogram, colour: "rgba(230,120,20,.9)", label: `golden t${t.goldenInfo.tensor_id}`, line: true });
+  drawHistogram($("#hist-values"), values, false);
+  $("#hist-values-title").textContent = values.length ? `Values: ${values.map((x) => x.label).join(" (bars), ")}${values.length > 1 ? " (line)" : ""}` : "Values: no stored histogram";
+  if (!t.kind) return;
+  const kind = currentErrorKind() === "mask" ? "abs" : currentErrorKind();
+  try {
+    const h = await api(`api/compare-tensor/${t.kind}/${t.ref.tensor_id}/histogram`, {
+      report: state.report, error: kind, bins: 64, rank: t.ref.rank, device: t.device,
+    });
+    if (state.tensor !== t) return;
+    drawHistogram($("#hist-error"), [{ h, colour: "rgba(120,60,170,.8)" }], true);
+    $("#hist-error-title").textContent = `Error (${kind}), log count`;
+  } catch (err) {
+    drawHistogram($("#hist-error"), [], true);
+    $("#hist-error-title").textContent = `Error: ${err.message}`;
+    if (!(err instanceof ApiError) || err.status >= 500) reportError(err);
+  }
+}
+
+/** Bars (or a step line) of one or more histograms over their common value range; log1p counts if asked. */
+function drawHistogram(canvas, series, logCount) {
+  const ctx = canvas.getContext("2d");
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  if (!series.length) return;
+  const pad = { l: 4, r: 4, t: 4, b: 16 };
+  const w = canvas.width - pad.l - pad.r;
+  const h = canvas.height - pad.t - pad.b;
+  const edges = series.flatMap((s) => s.h.edges.map(num)).filter(Number.isFinite);
+  const lo = Math.min(...edges);
+  const hi = Math.max(...edges);
+  const span = hi > lo ? hi - lo : 1;
+  const f = (c) => (logCount ? Math.log1p(c) : c);
+  const top = Math.max(1e-9, ...series.flatMap((s) => s.h.counts.map(f)));
+  const X = (x) => pad.l + ((x - lo) / span) * w;
+  const Y = (c) => pad.t + h - (f(c) / top) * h;
+  for (const s of series) {
+    const e = s.h.edges.map(num);
+    ctx.fillStyle = s.colour;
+    ctx.strokeStyle = s.colour;
+    ctx.lineWidth = 1.5;
+    if (s.line) ctx.beginPath();
+    s.h.counts.forEach((c, i) => {
+      const x0 = X(e[i]);
+      const x1 = X(e[i + 1]);
+      if (s.line) {
+        if (i === 0) ctx.moveTo(x0, Y(c));
+        else ctx.lineTo(x0, Y(c));
+        ctx.lineTo(x1, Y(c));
+      } else if (c > 0) {
+        ctx.fillRect(x0, Y(c), Math.max(1, x1 - x0 - 0.5), pad.t + h - Y(c));
+      }
+    });
+    if (s.line) ctx.stroke();
+  }
+  ctx.fillStyle = "#667085";
+  ctx.font = "10px system-ui, sans-serif";
+  ctx.textBaseline = "bottom";
+  ctx.textAlign = "left";
+  ctx.fillText(fmt(lo, 3), pad.l, canvas.height);
+  ctx.textAlign = "right";
+  ctx.fillText(fmt(hi, 3), canvas.width - pad.r, canvas.height);
+  if (lo < 0 && hi > 0) {
+    ctx.strokeStyle = "rgba(0,0,0,.25)";
+    ctx.beginPath();
+    ctx.moveTo(X(0), pad.t);
+    ctx.lineTo(X(0), pad.t + h);
+    ctx.stroke();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Tolerances
+
+// The PCC slider is logarithmic in 1 - PCC: 0 -> PCC 0, 1000 -> PCC 0.999999.
+function syncSlider() {
+  const p = Math.min(0.999999, Math.max(0, Number($("#pcc").value)));
+  $("#pcc-slider").value = String(Math.round((-Math.log10(1 - p) / 6) * 1000));
+}
+
+function onTolerance() {
+  refreshCompare();
+  fetchHeatmapsSoon();
+  writeHash();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Run against run
+
+let runData = null;
+
+async function compareRuns() {
+  const a = $("#run-a").value;
+  const b = $("#run-b").value;
+  $("#run-summary").textContent = "comparing\u2026";
+  $("#run-jump").disabled = true;
+  try {
+    runData = await api("api/runs", { a, b, ...tol() });
+  } catch (err) {
+    $("#run-summary").textContent = "";
+    reportError(err);
+    return;
+  }
+  const tbody = $("#run-table tbody");
+  tbody.replaceChildren();
+  let failed = 0;
+  runData.items.forEach((row, i) => {
+    const tr = document.createElement("tr");
+    tr.tabIndex = 0;
+    tr.dataset.row = i;
+    if (row.first_divergence) tr.classList.add("divergence");
+    if (row.passed === false) failed++;
+    const cells = [
+      [row.operation_id_a, "num mono"], [row.operation_id_b, "num mono"], [row.name, ""], [row.output_index, "num mono"],
+      [`${row.tensor_a} / ${row.tensor_b}`, "num mono"], [row.shape ? row.shape.join("\u00d7") : "", "mono"],
+      [fmtPcc(row.pcc), "num mono" + (row.passed === false ? " pcc-fail" : "")], [fmt(row.max_abs_error), "num mono"],
+      [fmt(row.ulp_max), "num mono"], [(row.flags || []).join(", ") || (row.status !== "compared" ? row.status || "" : ""), "muted"],
+    ];
+    for (const [text, cls] of cells) {
+      const td = document.createElement("td");
+      td.className = cls;
+      td.textContent = text ?? "";
+      tr.append(td);
+    }
+    const res = document.createElement("td");
+    res.className = "center";
+    res.append(badge(row.passed));
+    tr.append(res);
+    const open = () => openRunRow(row);
+    tr.addEventListener("dblclick", open);
+    tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
+    tbody.append(tr);
+  });
+  const first = runData.first_divergence;
+  $("#run-jump").disabled = !first;
+  $("#run-summary").textContent = `${runData.items.length} outputs compared, ${failed} differ` +
+    (first ? ` \u00b7 first divergence: op ${first.operation_id_b} ${first.name}` : " \u00b7 no divergence");
+}
+
+function jumpToDivergence() {
+  const tr = $("#run-table tbody tr.divergence");
+  if (!tr) return;
+  tr.scrollIntoView({ block: "center" });
+  tr.classList.remove("flash");
+  void tr.offsetWidth;
+  tr.classList.add("flash");
+  tr.focus();
+}
+
+/** Open a run-vs-run row's operation of run B in the operations view. */
+async function openRunRow(row) {
+  state.report = $("#run-b").value;
+  $("#report-select").value = state.report;
+  showReportSummary();
+  switchTab("ops");
+  await openOperationById(row.operation_id_b);
+}
+
+async function openOperationById(id) {
+  const o = state.ops;
+  Object.assign(o, { filter: "", offset: 0 });
+  $("#op-filter").value = "";
+  // Find the page holding the operation in id order, so the list shows it selected.
+  if (o.sort !== "id") Object.assign(o, { sort: "id", order: "asc" });
+  const probe = await api(`api/reports/${enc(state.report)}/operations`, { sort: "id", order: "asc", offset: 0, limit: 1 }).catch(reportError);
+  if (!probe) return;
+  let offset = 0;
+  for (;;) {
+    const page = await api(`api/reports/${enc(state.report)}/operations`, { sort: "id", order: o.order, offset, limit: o.limit }).catch(reportError);
+    if (!page) return;
+    const op = page.items.find((x) => x.id === id);
+    if (op) {
+      Object.assign(o, { offset, total: page.total, items: page.items });
+      renderOps();
+      selectOp(op);
+      $(`#op-table tbody tr[data-op-id="${id}"]`)?.scrollIntoView({ block: "center" });
+      return;
+    }
+    offset += o.limit;
+    if (offset >= page.total) {
+      showStatus(`operation ${id} is not in report ${state.report}`);
+      return;
+    }
+  }
+}
+
+function switchTab(which) {
+  $("#tab-ops").setAttribute("aria-selected", String(which === "ops"));
+  $("#tab-runs").setAttribute("aria-selected", String(which === "runs"));
+  $("#view-ops").hidden = which !== "ops";
+  $("#view-runs").hidden = which !== "runs";
+  if (which === "ops") requestAnimationFrame(() => { if (state.tensor) fetchHeatmaps(); });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Location hash: report, operation and tensor, so a view can be linked and reloaded
+
+function hashParams() {
+  return new URLSearchParams(location.hash.slice(1));
+}
+
+function writeHash() {
+  const p = new URLSearchParams();
+  if (state.report) p.set("report", state.report);
+  if (state.opId !== null) p.set("op", state.opId);
+  if (state.tensor) p.set("tensor", state.tensor.ref.tensor_id);
+  history.replaceState(null, "", `#${p}`);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Wiring
+
+function wire() {
+  for (const fig of $$(".panel")) {
+    const p = new Panel(fig);
+    panels[p.role] = p;
+    wirePanel(p);
+  }
+  $("#report-select").addEventListener("change", (ev) => {
+    state.report = ev.target.value;
+    state.opId = null;
+    state.op = null;
+    state.tensor = null;
+    $("#op-detail").hidden = true;
+    $("#empty-detail").hidden = false;
+    state.ops.offset = 0;
+    showReportSummary();
+    writeHash();
+    loadOps();
+  });
+  const filter = debounce(() => {
+    state.ops.filter = $("#op-filter").value.trim();
+    state.ops.offset = 0;
+    loadOps();
+  }, 200);
+  $("#op-filter").addEventListener("input", filter);
+  $("#op-filter").addEventListener("keydown", (ev) => {
+    if (ev.key === "ArrowDown") {
+      ev.preventDefault();
+      $("#op-table tbody tr")?.focus();
+    }
+  });
+  for (const th of $$("#op-table th[data-sort]")) {
+    $("button", th).addEventListener("click", () => {
+      const sort = th.dataset.sort;
+      const o = state.ops;
+      setSort(sort, o.sort === sort && o.order === "asc" ? "desc" : "asc");
+    });
+  }
+  $("#worst-first").addEventListener("click", () => {
+    const on = $("#worst-first").getAttribute("aria-pressed") === "true";
+    setSort(on ? "id" : "pcc", "asc");
+  });
+  $("#page-prev").addEventListener("click", () => { state.ops.offset = Math.max(0, state.ops.offset - state.ops.limit); loadOps(); });
+  $("#page-next").addEventListener("click", () => { state.ops.offset += state.ops.limit; loadOps(); });
+  const tbody = $("#op-table tbody");
+  const rowOp = (tr) => state.ops.items.find((x) => x.id === Number(tr.dataset.opId));
+  tbody.addEventListener("click", (ev) => {
+    const tr = ev.target.closest("tr[data-op-id]");
+    if (tr) selectOp(rowOp(tr));
+  });
+  tbody.addEventListener("keydown", (ev) => {
+    const tr = ev.target.closest("tr[data-op-id]");
+    if (!tr) return;
+    const move = (next) => {
+      if (!next) return;
+      tr.tabIndex = -1;
+      next.tabIndex = 0;
+      next.focus();
+    };
+    if (ev.key === "Enter" || ev.key === " ") {
+      ev.preventDefault();
+      selectOp(rowOp(tr));
+    } else if (ev.key === "ArrowDown") {
+      ev.preventDefault();
+      move(tr.nextElementSibling);
+    } else if (ev.key === "ArrowUp") {
+      ev.preventDefault();
+      move(tr.previousElementSibling);
+    } else if (ev.key === "Home") {
+      ev.preventDefault();
+      move(tbody.firstElementChild);
+    } else if (ev.key === "End") {
+      ev.preventDefault();
+      move(tbody.lastElementChild);
+    }
+  });
+
+  for (const id of ["#rtol", "#atol"]) $(id).addEventListener("input", () => { tolTouched = true; onTolerance(); });
+  $("#pcc").addEventListener("input", () => { syncSlider(); onTolerance(); });
+  $("#pcc-slider").addEventListener("input", (ev) => {
+    const p = 1 - Math.pow(10, (-Number(ev.target.value) / 1000) * 6);
+    $("#pcc").value = String(Number(p.toPrecision(6)));
+    onTolerance();
+  });
+  $("#error-kind").addEventListener("change", () => { fetchHeatmaps(); refreshHistograms(); });
+  $("#log-scale").addEventListener("change", () => recolour());
+  $("#mark-mismatch").addEventListener("change", () => fetchHeatmaps());
+  $("#kind-select").addEventListener("change", (ev) => {
+    const t = state.tensor;
+    if (!t) return;
+    t.kind = ev.target.value;
+    t.record = t.ref.comparisons[t.kind];
+    openTensor({ ...t.ref });
+  });
+  $("#device-select").addEventListener("change", async (ev) => {
+    const t = state.tensor;
+    if (!t) return;
+    t.device = ev.target.value || null;
+    state.hover = null;
+    try {
+      t.info = await api(`api/reports/${enc(state.report)}/tensors/${t.ref.tensor_id}`, { rank: t.ref.rank, device: t.device });
+    } catch (err) {
+      reportError(err);
+    }
+    if (state.tensor !== t) return;
+    renderStats(t);
+    setupLeadFields(t);
+    resetView();
+    refreshCompare();
+    refreshHistograms();
+  });
+  $("#zoom-in").addEventListener("click", () => zoom(1.5));
+  $("#zoom-out").addEventListener("click", () => zoom(1 / 1.5));
+  $("#zoom-reset").addEventListener("click", () => { const v = state.view; if (v) setView(0, v.H, 0, v.W); });
+  $("#heatmaps").addEventListener("keydown", onHeatmapKey);
+
+  $("#tab-ops").addEventListener("click", () => switchTab("ops"));
+  $("#tab-runs").addEventListener("click", () => switchTab("runs"));
+  $("#run-compare").addEventListener("click", compareRuns);
+  $("#run-jump").addEventListener("click", jumpToDivergence);
+  $("#help-button").addEventListener("click", () => $("#help").showModal());
+
+  document.addEventListener("keydown", (ev) => {
+    const typing = ev.target.closest?.("input, select, textarea");
+    if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === "/") {
+      ev.preventDefault();
+      $("#op-filter").focus();
+    } else if (ev.key === "?") {
+      $("#help").showModal();
+    }
+  });
+  window.addEventListener("resize", debounce(() => { if (state.tensor) fetchHeatmaps(); }, 150));
+}
+
+async function main() {
+  wire();
+  syncSlider();
+  try {
+    await loadReports();
+  } catch (err) {
+    reportError(err);
+    return;
+  }
+  await loadOps();
+  const wanted = Number(hashParams().get("op"));
+  if (hashParams().has("op") && Number.isFinite(wanted)) await openOperationById(wanted);
+  document.body.dataset.ready = "true";
+}
+
+main();

@@ -1,0 +1,161 @@
+"""``reportdb serve`` as a real process: waitress on a free loopback port, the URL printed, requests answered (several
+at once), Ctrl-C (SIGINT) and SIGTERM stop it with exit 0; a non-loopback address warns; a bad report or a port in
+use is one line on stderr and exit 1."""
+
+from __future__ import annotations
+
+import io
+import json
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from test_web_api import BIG, NAN_ACTUAL, make_report
+
+pytestmark = pytest.mark.process
+
+TIMEOUT = 20  # seconds: a generous bound on start-up and shutdown, never a measurement
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_report(tmp_path_factory.mktemp("serve") / "made")
+
+
+class Server:
+    """A ``reportdb serve`` subprocess whose output lines are collected by a thread (so no read can hang a test)."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        self.pumps = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True),
+                      threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True)]
+        for pump in self.pumps:
+            pump.start()
+
+    @staticmethod
+    def _pump(stream: Any, put: Any) -> None:
+        for line in stream:
+            put(line)
+
+    def url(self) -> str:
+        """The URL the server printed."""
+        line = self.lines.get(timeout=TIMEOUT)
+        assert "http://" in line, (line, self.stderr)
+        return line[line.index("http://") :].split()[0]
+
+    def stop(self, signum: int = signal.SIGINT) -> int:
+        self.proc.send_signal(signum)
+        code = self.proc.wait(timeout=TIMEOUT)
+        for pump in self.pumps:  # the last lines are read once the pipes close
+            pump.join(timeout=TIMEOUT)
+        return code
+
+    def rest(self) -> str:
+        out = []
+        while not self.lines.empty():
+            out.append(self.lines.get())
+        return "".join(out)
+
+
+@pytest.fixture
+def server(report: Path) -> Iterator[Server]:
+    running = Server(str(report))
+    yield running
+    if running.proc.poll() is None:
+        running.proc.kill()
+        running.proc.wait()
+
+
+def fetch(url: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+            return response.status, response.headers.get_content_type(), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get_content_type(), exc.read()
+
+
+def test_serve_answers_then_stops_cleanly_on_ctrl_c(server: Server) -> None:
+    url = server.url()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+    status, kind, body = fetch(url + "api/reports")
+    assert status == 200 and kind == "application/json" and json.loads(body)["reports"][0]["name"] == "made"
+    status, kind, body = fetch(url + "api/reports/made/tensors/40/values?slice=0,0:5,0:7&format=npy")
+    assert status == 200 and np.array_equal(np.load(io.BytesIO(body)), BIG[0, 0:5, 0:7])
+    status, kind, body = fetch(url + "api/reports/made/tensors/40/heatmap?width=64&height=64")
+    assert status == 200 and kind == "image/png" and body[:4] == b"\x89PNG"
+    status, kind, body = fetch(url + "api/compare-tensor/local/3")
+    assert status == 200 and json.loads(body)["metrics"]["nan_mismatches"] == 1
+    status, kind, body = fetch(url + "api/reports/made/tensors/3/values?slice=3,4")
+    assert json.loads(body)["values"] == "nan" and np.isnan(NAN_ACTUAL[3, 4])
+    status, kind, body = fetch(url + "api/reports/elsewhere/operations")
+    assert status == 404 and kind == "application/json" and json.loads(body)["hint"]
+    status, kind, body = fetch(url + "no/such/page")
+    assert status == 404 and kind == "application/json"
+    status, kind, body = fetch(url)
+    assert status in (200, 404) and kind in ("text/html", "application/json")  # 404 only while the page is missing
+    assert server.stop(signal.SIGINT) == 0
+    assert "stopped" in server.rest() and not "".join(server.stderr).strip()
+
+
+def test_serve_answers_concurrent_requests(server: Server) -> None:
+    """Several requests at once on waitress's threads share each report's connection safely."""
+    url = server.url()
+    paths = [f"api/reports/made/tensors/40/heatmap?format=json&width={w}" for w in range(20, 40)]
+    paths += [f"api/reports/made/tensors/40/values?slice=0,{i},0:50" for i in range(20)]
+    paths += ["api/compare-tensor/local/1/histogram", "api/reports/made/operations?sort=pcc"] * 5
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda p: fetch(url + p), paths))
+    assert all(status == 200 for status, _, _ in results), [r[:2] for r in results if r[0] != 200]
+    for i in range(20):
+        assert json.loads(results[20 + i][2])["values"] == BIG[0, i, 0:50].astype(np.float64).tolist()
+    assert server.stop(signal.SIGTERM) == 0
+
+
+def test_serve_on_a_non_loopback_address_warns(report: Path) -> None:
+    running = Server(str(report), "--host", "0.0.0.0")
+    try:
+        url = running.url()
+        assert "0.0.0.0" in url
+        warning = "".join(running.stderr)
+        assert "warning" in warning and "not a loopback address" in warning
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        assert fetch(f"http://127.0.0.1:{port}/api/reports")[0] == 200
+        assert running.stop() == 0
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
+
+
+def one_line_error(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "reportdb", "serve", *args], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_serve_refuses_a_missing_report_in_one_line(tmp_path: Path) -> None:
+    assert "no such report" in one_line_error(str(tmp_path / "missing"))
+
+
+def test_serve_on_a_port_in_use_is_one_line(report: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        message = one_line_error(str(report), "--port", str(taken.getsockname()[1]))
+    assert "in use" in message.lower() or "address" in message.lower()
