@@ -33,6 +33,7 @@ from .errors import (  # every error class, so callers can catch each by name
     QueryTimeoutError,
     ReadOnlyError,
     ReportDBError,
+    ReportExistsError,
     ReportLockedError,
     ReportNotFoundError,
     RowError,
@@ -42,6 +43,7 @@ from .errors import (  # every error class, so callers can catch each by name
     SpecError,
     StatsError,
     TensorExistsError,
+    TeamStoreError,
     TensorNotFoundError,
     TtnnError,
     UnreadableTensorFileError,
@@ -73,15 +75,24 @@ _LAZY = {
     "Writer": "reportdb.writer",
     "migrate": "reportdb.legacy",
     "verify": "reportdb.legacy",
+    "Comparison": "reportdb.numeric.metrics",
+    "GoldenResult": "reportdb.analysis.golden",
+    "RunComparison": "reportdb.analysis.runs",
+    "RunRow": "reportdb.analysis.runs",
+    "TensorStats": "reportdb.numeric.stats",
+    "ShardStats": "reportdb.numeric.stats",
+    "ReportSummary": "reportdb.results",
+    "VerifyResult": "reportdb.legacy.verification",
+    "MigrationSummary": "reportdb.legacy.summary",
 }
 
 _ERRORS = [
     "AssemblyError", "ComparisonError", "CompressionUnavailableError", "ConfigError", "CorruptionError",
     "ExportFormatError", "FormatError", "InvalidArgumentError", "MigrationError", "MigrationWriteError",
     "NotAReportError", "NotAReportFolderError", "OutputPathError", "PlotFormatError", "PlotUnavailableError",
-    "QueryTimeoutError", "ReadOnlyError", "ReportDBError", "ReportLockedError", "ReportNotFoundError", "RowError",
+    "QueryTimeoutError", "ReadOnlyError", "ReportDBError", "ReportExistsError", "ReportLockedError", "ReportNotFoundError", "RowError",
     "RowsRefusedError", "SchemaError", "SchemaTooNewError", "SpecError", "StatsError", "TensorExistsError",
-    "TensorNotFoundError", "TtnnError", "UnreadableTensorFileError", "UnsafeFolderError", "UnsafePickleError",
+    "TeamStoreError", "TensorNotFoundError", "TtnnError", "UnreadableTensorFileError", "UnsafeFolderError", "UnsafePickleError",
     "UnsafeReportError", "UnsupportedDTypeError", "VerificationError", "WriterError",
 ]
 

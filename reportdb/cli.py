@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Callable, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence, TypeVar
 
 import click
 
 import reportdb
 from reportdb.errors import InvalidArgumentError, ReadOnlyError, ReportDBError, TensorNotFoundError
+from reportdb.results import jsonable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reportdb.legacy.summary import Skipped
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,22 +91,9 @@ def _friendly(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` with every NaN or infinite float as None (JSON has no such numbers; metrics use None for
-    "undefined" already), so every ``--json`` output is strict JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", None) == 0:  # a numpy scalar
-        return _jsonable(value.item())
-    return value
-
-
 def _emit(data: Any) -> None:
-    _echo(json.dumps(_jsonable(data), indent=2, allow_nan=False, default=str))
+    """Print ``data`` as strict JSON: NaN and infinities as None, numpy scalars as numbers (``results.jsonable``)."""
+    _echo(json.dumps(jsonable(data), indent=2, allow_nan=False, default=str))
 
 
 def _legacy_folder(path: Path) -> Path | None:
@@ -158,24 +148,23 @@ def info(path: Path, as_json: bool) -> None:
     with reportdb.open(path, "r") as report:
         summary = report.summary()
     pending = _not_migrated(path)
-    summary["legacy_files_not_migrated"] = len(pending)
     if as_json:
-        _emit(summary)
+        _emit(summary.to_dict() | {"legacy_files_not_migrated": len(pending)})
         return
-    _echo(f"report:          {summary['path']}")
-    revision = summary["schema_revision"] or "none (a legacy TTNN report database, read as it is)"
-    _echo(f"reportdb schema: {revision} (this reportdb: {summary['schema_head']})")
-    if summary["report_schema_version"] is not None:
-        _echo(f"report schema:   {summary['report_schema_version']}")
-    _echo(f"tensors:         {summary['tensors']} ({summary['shards']} shards)")
+    _echo(f"report:          {summary.path}")
+    revision = summary.schema_revision or "none (a legacy TTNN report database, read as it is)"
+    _echo(f"reportdb schema: {revision} (this reportdb: {summary.schema_head})")
+    if summary.report_schema_version is not None:
+        _echo(f"report schema:   {summary.report_schema_version}")
+    _echo(f"tensors:         {summary.tensors} ({summary.shards} shards)")
     if pending:
         _echo(f"legacy tensors:  {_migrate_hint(path, pending)}")
-    elif summary["schema_revision"] is None:
+    elif summary.schema_revision is None:
         folder = _legacy_folder(path) or path
         _echo(f"legacy report:   `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` makes a reportdb report of it")
-    _echo(f"tensor bytes:    {_size(summary['stored_bytes'])} stored for {_size(summary['logical_bytes'])} logical")
+    _echo(f"tensor bytes:    {_size(summary.stored_bytes)} stored for {_size(summary.logical_bytes)} logical")
     _echo("tables:")
-    for name, count in summary["tables"].items():
+    for name, count in summary.tables.items():
         if not name.startswith(("rdb_", "reportdb_")):
             _echo(f"  {name:<34} {count:>12,}")
 
@@ -287,26 +276,26 @@ def compare_(
     assert report_b is not None
     with reportdb.open(report_a, "r") as a, reportdb.open(report_b, "r") as b:
         result = reportdb.compare_runs(a, b, rank=rank, rtol=rtol, atol=atol, pcc=0.99 if pcc is None else pcc)
-    failed = result["first_divergence"] is not None
+    failed = result.first_divergence is not None
     if as_json:
-        _emit(result)
+        _emit(result.to_dict())
     else:
-        _echo(f"operations matched by {result['matched_by']}")
+        _echo(f"operations matched by {result.matched_by}")
         _echo(f"  {'op A':>6}{'op B':>6}  {'name':<28}{'out':>4}  {'shape':<18}{'pcc':>12}{'max abs err':>13}{'ulp max':>9}  flags")
-        for r in result["rows"]:
-            mark = ">>" if r["first_divergence"] else "  "
-            shape = "x".join(map(str, r["shape"])) if r["shape"] is not None else "-"
-            tail = ",".join(r["flags"]) or ("" if r["passed"] else r["status"] if r["passed"] is None else "below threshold")
+        for r in result.rows:
+            mark = ">>" if r.first_divergence else "  "
+            shape = "x".join(map(str, r.shape)) if r.shape is not None else "-"
+            tail = ",".join(r.flags) or ("" if r.passed else r.status if r.passed is None else "below threshold")
             _echo(
-                f"{mark}{r['operation_id_a']:>6}{r['operation_id_b']:>6}  {r['name'][:27]:<28}{r['output_index']:>4}  {shape:<18}"
-                f"{_num(r['pcc']):>12}{_num(r['max_abs_error']):>13}{_num(r['ulp_max']):>9}  {tail}"
+                f"{mark}{r.operation_id_a:>6}{r.operation_id_b:>6}  {r.name[:27]:<28}{r.output_index:>4}  {shape:<18}"
+                f"{_num(r.pcc):>12}{_num(r.max_abs_error):>13}{_num(r.ulp_max):>9}  {tail}"
             )
-        first = result["first_divergence"]
-        _echo("first divergence: " + ("none" if first is None else f"operation {first['operation_id_a']} {first['name']} output {first['output_index']}"))
-        for side in ("a", "b"):
-            for op in result[f"unmatched_{side}"]:
-                _echo(f"unmatched in {side.upper()}: operation {op['operation_id']} {op['name']}")
-    if not any(r["status"] == "compared" for r in result["rows"]):
+        first = result.first_divergence
+        _echo("first divergence: " + ("none" if first is None else f"operation {first.operation_id_a} {first.name} output {first.output_index}"))
+        for side, unmatched in (("A", result.unmatched_a), ("B", result.unmatched_b)):
+            for op in unmatched:
+                _echo(f"unmatched in {side}: operation {op.operation_id} {op.name}")
+    if not any(r.status == "compared" for r in result.rows):
         for path in (report_a, report_b):
             pending = _not_migrated(path)
             if pending:
@@ -317,8 +306,6 @@ def compare_(
 
 def _compare_golden(path: Path, *, store: bool, rtol: float, atol: float, pcc: float | None, as_json: bool) -> None:
     """``compare A --golden``: read-only unless ``store``; exit 1 when a compared tensor fails."""
-    from reportdb.numeric.metrics import FLAGS
-
     if store:
         with reportdb.open(path, "r") as probe:
             legacy = probe.schema_revision is None
@@ -330,25 +317,25 @@ def _compare_golden(path: Path, *, store: bool, rtol: float, atol: float, pcc: f
             )
     with reportdb.open(path, "a" if store else "r") as report:
         results = reportdb.compare_golden(report, rtol=rtol, atol=atol, pcc=pcc, store=store)
-    failed = sum(1 for r in results if r["metrics"] is not None and not r["metrics"]["passed"])
-    compared = sum(1 for r in results if r["metrics"] is not None)
+    failed = sum(1 for r in results if r.passed is False)
+    compared = sum(1 for r in results if r.metrics is not None)
     if as_json:
-        _emit(results)
+        _emit([r.to_dict() for r in results])
     elif not results:
         _echo(f"nothing to compare: {path} has no golden comparison records")
     else:
         _echo(f"{'kind':<7}{'tensor':>9}{'golden':>10}  {'recorded pcc':>13}{'pcc':>13}{'pcc (tt-metal)':>16}"
               f"{'max abs err':>13}{'ulp max':>9}  result")
         for r in results:
-            m = r["metrics"]
-            golden_id = "-" if r["golden_tensor_id"] is None else r["golden_tensor_id"]
+            m = r.metrics
+            golden_id = "-" if r.golden_tensor_id is None else r.golden_tensor_id
             if m is None:
-                _echo(f"{r['kind']:<7}{r['tensor_id']:>9}{golden_id:>10}  {_num(r['recorded_pcc']):>13}  {r['status']}")
+                _echo(f"{r.kind:<7}{r.tensor_id:>9}{golden_id:>10}  {_num(r.recorded_pcc):>13}  {r.status}")
                 continue
             _echo(
-                f"{r['kind']:<7}{r['tensor_id']:>9}{golden_id:>10}  {_num(r['recorded_pcc']):>13}{_num(m['pcc']):>13}"
-                f"{_num(m['pcc_ttmetal']):>16}{_num(m['max_abs_error']):>13}{_num(m['ulp_max']):>9}  "
-                + ("pass" if m["passed"] else "FAIL " + (",".join(f for f in FLAGS if m.get(f)) or "pcc below threshold"))
+                f"{r.kind:<7}{r.tensor_id:>9}{golden_id:>10}  {_num(r.recorded_pcc):>13}{_num(m.pcc):>13}"
+                f"{_num(m.pcc_ttmetal):>16}{_num(m.max_abs_error):>13}{_num(m.ulp_max):>9}  "
+                + ("pass" if m.passed else "FAIL " + (",".join(m.flags) or "pcc below threshold"))
             )
         _echo(f"{compared} compared: {compared - failed} passed, {failed} failed; {len(results) - compared} not compared"
               + (" (results stored)" if store and compared else ""))
@@ -490,32 +477,31 @@ def migrate_(
     finally:
         bar.close()
     if as_json:
-        _emit(summary)
+        _emit(summary.to_dict())
         return
-    tensors, problems = summary["tensors"], summary["problems"]
-    _echo(f"{summary['source']} -> {summary['destination']}" + (" (already migrated)" if summary.get("already_migrated") else ""))
-    _echo(f"tables:   {summary['tables_copied']} ({summary['rows_copied']:,} rows) copied")
-    formats = ", ".join(f"{k} {v}" for k, v in tensors["by_format"].items()) or "none"
-    carried = f"; {tensors['carried_over']} carried over with the tables" if tensors.get("carried_over") else ""
-    _echo(f"tensors:  {tensors['stored']} stored ({formats}); {tensors['already_stored']} were stored by an earlier run{carried}")
+    tensors, problems = summary.tensors, summary.problems
+    _echo(f"{summary.source} -> {summary.destination}" + (" (already migrated)" if summary.already_migrated else ""))
+    _echo(f"tables:   {summary.tables_copied} ({summary.rows_copied:,} rows) copied")
+    formats = ", ".join(f"{k} {v}" for k, v in tensors.by_format.items()) or "none"
+    carried = f"; {tensors.carried_over} carried over with the tables" if tensors.carried_over else ""
+    _echo(f"tensors:  {tensors.stored} stored ({formats}); {tensors.already_stored} were stored by an earlier run{carried}")
     for key in ("orphan_files", "missing_files", "unreadable_files", "golden_without_file"):
         if problems.get(key):
             _echo(f"  {key.replace('_', ' ')}: {len(problems[key])}")
-    skipped = summary.get("skipped") or []
-    if skipped:
-        _echo(f"skipped:  {len(skipped)} (never followed, read or copied)")
-        for line in _skipped_lines(skipped):
+    if summary.skipped:
+        _echo(f"skipped:  {len(summary.skipped)} (never followed, read or copied)")
+        for line in _skipped_lines(summary.skipped):
             _echo(line)
-    _echo(f"verified: {summary['verified']['tensors']} tensors, {_size(summary['verified']['bytes_checked'])} re-hashed")
-    _echo(f"size:     {_size(summary['bytes']['before'])} before, {_size(summary['bytes']['after'])} after")
-    if summary.get("legacy_files_removed"):
-        _echo(f"removed:  {summary['legacy_files_removed']} legacy tensor files")
+    _echo(f"verified: {summary.verified.tensors} tensors, {_size(summary.verified.bytes_checked)} re-hashed")
+    _echo(f"size:     {_size(summary.bytes.before)} before, {_size(summary.bytes.after or 0)} after")
+    if summary.legacy_files_removed:
+        _echo(f"removed:  {summary.legacy_files_removed} legacy tensor files")
 
 
-def _skipped_lines(skipped: list[dict[str, Any]], limit: int = 10) -> list[str]:
-    """The migrate summary's ``skipped`` entries (``{"kind", "name", "reason"}``: links and special files not
-    followed, schema objects not copied), one line each, the first ``limit`` of them."""
-    lines = [f"  {entry.get('kind', '?')} {entry.get('name', '?')}: {entry.get('reason', '')}" for entry in skipped[:limit]]
+def _skipped_lines(skipped: Sequence[Skipped], limit: int = 10) -> list[str]:
+    """The migrate summary's ``skipped`` entries (links and special files not followed, schema objects not copied),
+    one line each, the first ``limit`` of them."""
+    lines = [f"  {entry.kind} {entry.name}: {entry.reason}" for entry in skipped[:limit]]
     if len(skipped) > limit:
         lines.append(f"  ... and {len(skipped) - limit} more (--json lists every one)")
     return lines
@@ -535,17 +521,17 @@ def verify_(path: Path, against: Path | None, as_json: bool) -> None:
     """
     result = reportdb.verify(path, against=against)
     if as_json:
-        _emit(result)
+        _emit(result.to_dict())
     else:
-        compared = f", {result['compared']} compared with {against}" if against is not None else ""
-        _echo(f"{result['tensors']} tensors, {_size(result['bytes_checked'])} re-hashed{compared}")
-        for problem in result["problems"]:
-            where = "" if problem["tensor_id"] is None else f"tensor {problem['tensor_id']} (rank {problem['rank']}): "
-            click.echo(f"  {where}{problem['error']}", err=True)
+        compared = f", {result.compared} compared with {against}" if against is not None else ""
+        _echo(f"{result.tensors} tensors, {_size(result.bytes_checked)} re-hashed{compared}")
+        for problem in result.problems:
+            where = "" if problem.tensor_id is None else f"tensor {problem.tensor_id} (rank {problem.rank}): "
+            click.echo(f"  {where}{problem.error}", err=True)
     pending = _not_migrated(path)
     if pending:
         click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
-    if not result["ok"]:
+    if not result.ok:
         raise click.exceptions.Exit(1)
 
 
@@ -577,6 +563,212 @@ def attach_(values: Path, report: Path, unmatched: bool, as_json: bool) -> None:
     if result.unmatched:
         left = "stored too" if unmatched else "left out (--unmatched stores them)"
         _echo(f"unmatched: {len(result.unmatched)} tensors the report does not list, {left}")
+
+
+@cli.command("serve")
+@click.argument("reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; another than loopback warns.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port (0: a free one).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
+@_friendly
+def serve_(reports: tuple[Path, ...], host: str, port: int, open_browser: bool) -> None:
+    """Look at REPORTs' tensors and golden comparisons in a browser: a local web server (read-only) and its page.
+
+    \b
+    Example:
+        reportdb serve reports/run-a reports/run-b --open
+    Each report is served under its folder's name; the URL is printed; Ctrl-C stops the server.
+    """
+    try:
+        from reportdb import web
+    except ImportError as exc:
+        raise click.ClickException(f"serve needs Flask and waitress ({exc}): pip install 'reportdb[web]'") from None
+    web.serve(list(reports), host=host, port=port, open_browser=open_browser)
+
+
+# --- team store (issue 15): push, pull, reports, delete, history (reportdb.team); merge --------------------------
+
+
+class _BytesProgress:
+    """A progress bar over bytes on a terminal (stderr); silent elsewhere and with --json."""
+
+    def __init__(self, enabled: bool, label: str) -> None:
+        self.enabled, self.label = enabled, label
+        self.bar: Any = None
+        self.done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total == 0:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr, show_pos=False)
+            self.bar.__enter__()
+        self.bar.update(done - self.done)
+        self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+def _when(value: Any) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M") if hasattr(value, "strftime") else str(value)
+
+
+@cli.command("push")
+@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path))
+@click.argument("url")
+@click.option("--name", help="The report's name in the store (default: the URL's last part, else REPORT's folder name).")
+@click.option("--tag", "tags", multiple=True, help="A tag to find the report by (repeat for more).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Upload connections (more help when the server has cores of its own).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@_friendly
+def push_(report_path: Path, url: str, name: str | None, tags: tuple[str, ...], jobs: int, as_json: bool) -> None:
+    """Push a report to a team store on PostgreSQL: URL is postgresql://[USER@]HOST[:PORT]/DATABASE[/NAME].
+
+    \b
+    Example:
+        reportdb push reports/1234 postgresql://ci@db.example.com/team --tag nightly
+    Atomic (visible whole or not at all) and idempotent: the same content again stores nothing; chunks other
+    reports already hold are not sent; an interrupted push resumes when run again. The password comes from the URL,
+    PGPASSWORD or ~/.pgpass.
+    """
+    from reportdb import team
+
+    bar = _BytesProgress(sys.stderr.isatty() and not as_json, "upload")
+    try:
+        result = team.push(report_path, url, name=name, tags=tags, jobs=jobs, progress=bar)
+    finally:
+        bar.close()
+    if as_json:
+        _emit(result.to_dict())
+        return
+    if result.created:
+        _echo(f"pushed {result.name!r}: {result.chunks_uploaded} of {result.chunks} chunks sent "
+              f"({_size(result.bytes_uploaded)} of {_size(result.stored_bytes)}), the rest already stored")
+    else:
+        _echo(f"{result.name!r} is already stored with this content: nothing sent")
+    if result.left_out:
+        _echo(f"left out (reportdb runs no report-supplied SQL): {', '.join(result.left_out)}")
+
+
+@cli.command("pull")
+@click.argument("url")
+@click.argument("name", required=False)
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path), help="New report folder (default: ./NAME).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@_friendly
+def pull_(url: str, name: str | None, out: Path | None, as_json: bool) -> None:
+    """Pull report NAME of a team store back into a self-contained SQLite report folder.
+
+    \b
+    Example:
+        reportdb pull postgresql://db.example.com/team nightly-1130 -o reports/nightly-1130
+    An existing file is never overwritten; a failed pull leaves nothing behind.
+    """
+    from reportdb import team
+
+    bar = _BytesProgress(sys.stderr.isatty() and not as_json, "download")
+    try:
+        result = team.pull(url, name, out, progress=bar)
+    finally:
+        bar.close()
+    if as_json:
+        _emit(result.to_dict())
+        return
+    _echo(f"pulled {result.name!r} -> {result.path} ({result.chunks} chunks, {_size(result.bytes)})")
+
+
+@cli.command("reports")
+@click.argument("url")
+@click.option("--name", help="Only reports whose name contains this.")
+@click.option("--tag", help="Only reports with this tag.")
+@click.option("--since", help="Only reports pushed since (ISO date or time, UTC unless it says).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many (newest first).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def reports_(url: str, name: str | None, tag: str | None, since: str | None, limit: int | None, as_json: bool) -> None:
+    """List the reports of a team store, newest push first."""
+    from reportdb import team
+
+    found = team.list_reports(url, name=name, tag=tag, since=since, limit=limit)
+    if as_json:
+        _emit([r.to_dict() for r in found])
+        return
+    _echo(f"{'name':<32} {'ttnn':<8} {'captured':<16} {'pushed':<16} {'ops':>6} {'tensors':>7} {'bytes':>10}  tags")
+    for r in found:
+        _echo(f"{r.name:<32} {r.ttnn_version or '-':<8} {_when(r.captured_at):<16} {_when(r.pushed_at):<16}"
+              f" {_num(r.n_operations):>6} {_num(r.n_tensors):>7} {_size(r.logical_bytes or 0):>10}"
+              f"  {','.join(r.tags)}")
+
+
+@cli.command("delete")
+@click.argument("url")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@_friendly
+def delete_(url: str, name: str | None, as_json: bool) -> None:
+    """Delete report NAME from a team store; chunks no other report uses are removed (safe while others push)."""
+    from reportdb import team
+
+    result = team.delete(url, name)
+    if as_json:
+        _emit(result.to_dict())
+        return
+    _echo(f"deleted {result.name!r}: {result.chunks_collected} chunks ({_size(result.bytes_collected)}) "
+          "no other report used were removed")
+
+
+@cli.command("history")
+@click.argument("url")
+@click.option("--op", "op_name", required=True, help="The operation's name, such as ttnn.matmul.")
+@click.option("--name", help="Only reports whose name contains this.")
+@click.option("--tag", help="Only reports with this tag.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the newest this many runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def history_(url: str, op_name: str, name: str | None, tag: str | None, limit: int | None, as_json: bool) -> None:
+    """An operation's outputs against golden across the store's runs, oldest first."""
+    from reportdb import team
+
+    rows = team.history(url, op_name, name=name, tag=tag, limit=limit)
+    if as_json:
+        _emit([h.to_dict() for h in rows])
+        return
+    _echo(f"{'report':<32} {'when':<16} {'op':>5} {'tensor':>7} {'rank':>4} {'kind':<6} {'desired':>8} {'pcc':>10}"
+          f" {'recomputed':>10} passed")
+    for h in rows:
+        passed = "-" if h.passed is None else "yes" if h.passed else "NO"
+        _echo(f"{h.report:<32} {_when(h.captured_at or h.pushed_at):<16} {_num(h.operation_id):>5}"
+              f" {_num(h.tensor_id):>7} {_num(h.rank):>4} {h.kind:<6} {_num(h.desired_pcc):>8}"
+              f" {_num(h.actual_pcc):>10} {_num(h.pcc):>10} {passed}")
+
+
+@cli.command("merge")
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path), help="New report folder.")
+@click.option("--rank", "ranks", type=click.IntRange(min=0), multiple=True,
+              help="The rank of each report, in order (default: what each declares, else its position).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@_friendly
+def merge_(reports: tuple[Path, ...], out: Path, ranks: tuple[int, ...], as_json: bool) -> None:
+    """Merge the per-rank reports of one multi-host run into one report with rank columns.
+
+    \b
+    Example:
+        reportdb merge host0/reports/1234 host1/reports/1234 -o reports/1234-all
+    """
+    from reportdb import team
+
+    result = team.merge(reports, out, ranks=list(ranks) if ranks else None)
+    if as_json:
+        _emit(result.to_dict())
+        return
+    _echo(f"merged {len(result.ranks)} ranks -> {result.output}: {result.tensors} tensors "
+          f"({_size(result.logical_bytes)} logical, {_size(result.stored_bytes)} stored)")
+    for conflict in result.conflicts:
+        _echo(f"conflict: {conflict}")
 
 
 def main() -> None:

@@ -155,3 +155,13 @@ class WriterError(ReportDBError):
 class TtnnError(ReportDBError):
     """The installed ttnn cannot be used as asked (a version without the hook, fast runtime mode, a tensor whose
     values it cannot give back)."""
+
+
+class TeamStoreError(ReportDBError):
+    """The team store's PostgreSQL server cannot be reached, refused the login or a statement, or went away during an
+    operation; nothing partial is visible to others (a push resumes when run again)."""
+
+
+class ReportExistsError(ReportDBError):
+    """The team store already holds a different report under this name, or a push of different content under it is
+    under way or was interrupted; push under another name or delete it first."""

@@ -13,12 +13,15 @@ import os
 import sqlite3
 import threading
 from concurrent.futures import Executor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
 from .dtypes import numpy_dtype
+from .numeric.stats import ShardStats, TensorStats
+from .results import MAX_HTML_ROWS, ReportSummary, html_table
 from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .spec import Shards, assemble
 from .store import blobs, codec as codec_mod, engine as engine_mod, rows as rows_mod, schema, tensors as tensors_mod
@@ -48,7 +51,14 @@ def open(  # noqa: A001 - the public name is fixed
     """Open a report folder or database file. ``"r"``: read only, as it is; ``"a"``: create or upgrade.
 
     ``chunk_size`` and ``compression`` apply to the tensors this Report writes (see :class:`Report`).
+    A ``postgresql://HOST/DATABASE/NAME`` URL opens report NAME of a team store, read only (``reportdb.team``).
     """
+    if isinstance(path, str) and "://" in path and path.split("://", 1)[0].lower() in ("postgresql", "postgres"):
+        if mode != "r":
+            raise InvalidArgumentError(f"a report in a team store opens read only (mode 'r'), not {mode!r}; pull it to write")
+        from .team import open_remote
+
+        return open_remote(path)
     return Report(path, mode, chunk_size=chunk_size, compression=compression)
 
 
@@ -111,6 +121,7 @@ class Report:
         self._has_codec = "rdb_chunk" in self._tables and any(
             r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
         )  # False for an older schema read as it is
+        self._has_block_crc = "rdb_chunk_crc" in self._tables  # schema 0005 on: windows check only the blocks they read
         self._verified = windows.VerifiedChunks()  # chunks this connection has checked, for cheap windows into them
         self._parsed = rows_mod.ParsedCache()  # specs and shapes decoded, by their stored text: each parsed once
         if opened.upgraded_older:
@@ -330,7 +341,8 @@ class Report:
         with self._reading(what) as conn:
             for shard, blob_id in zip(info.shards, blob_ids):
                 if skip is None or blob_id not in skip:
-                    checked += blobs.verify_blob(conn, blob_id, shard.nbytes, what=what, pool=pool, has_codec=self._has_codec)
+                    checked += blobs.verify_blob(conn, blob_id, shard.nbytes, what=what, pool=pool, has_codec=self._has_codec,
+                                                 has_block_crc=self._has_block_crc)
                     if skip is not None:
                         skip.add(blob_id)
         return checked
@@ -365,43 +377,79 @@ class Report:
         return [(s.mesh_coordinate, self._read(blob_id, s, what)) for s, blob_id in zip(info.shards, blob_ids)]
 
     def tensor(
-        self, tensor_id: int, rank: int = 0, *, window: windows.Window | None = None, rows: slice | None = None
+        self, tensor_id: int, rank: int = 0, *, window: windows.Window | None = None, rows: slice | None = None,
+        device: Sequence[int] | None = None,
     ) -> np.ndarray:
-        """The logical array (multi-device tensors assembled as their distribution says), or only ``window`` of it.
+        """The logical array (multi-device tensors assembled as their distribution says), or only ``window`` of it,
+        or with ``device=(row, col)`` the one shard at that mesh coordinate (a window of it if given).
 
-        ``window`` is numpy basic indexing (``(0, 0, slice(0, 32), slice(0, 64))``, ``np.s_[..., :64]``); for a
-        single-device tensor only the chunks that hold it are read, and once a chunk has been checked against its
-        crc32 (by this Report), later windows into it read only their own bytes. ``rows=s`` is ``window=(s,)``.
-        A whole tensor of one shard in one chunk (most small tensors) is read with one query.
+        ``window`` is numpy basic indexing (``(0, 0, slice(0, 32), slice(0, 64))``, ``np.s_[..., :64]``): only the
+        chunks that hold it are read, and in chunks with block crcs only the 4 KiB blocks it touches, each checked;
+        a window of a multi-device tensor reads only the shards it overlaps. ``rows=s`` is ``window=(s,)``. A whole
+        tensor of one shard in one chunk (most small tensors) is read with one query. An unknown ``device`` is a
+        TensorNotFoundError naming the coordinates the tensor has.
         """
         if rows is not None:
             if window is not None:
                 raise InvalidArgumentError("give window= or rows=, not both")
             window = (rows,)
         what = f"tensor {tensor_id} (rank {rank})"
-        if window is None:
+        if window is None and device is None:
             self._require_store()
             with self._reading(what) as conn:
                 small = rows_mod.read_small(conn, self.path, tensor_id, rank, self._parsed, has_codec=self._has_codec)
             if small is not None:
                 return assemble([(small[0].shards[0].mesh_coordinate, small[1])], small[0].spec.distribution)
-        info, blob_ids = self._info(tensor_id, rank)
-        if window is not None and len(info.shards) == 1:
-            with self._reading(what) as conn:
-                return rows_mod.read_shard(conn, blob_ids[0], info.shards[0], what, window=window,
-                                           verified=self._verified, has_codec=self._has_codec)
+        self._require_store()
+        with self._reading(what) as conn:
+            info, blob_ids, blob_rows = rows_mod.read_info_blobs(conn, self.path, tensor_id, rank, self._parsed)
+
+            def read(index: int, part: windows.Window | None) -> np.ndarray:
+                return rows_mod.read_shard(conn, blob_ids[index], info.shards[index], what, window=part,
+                                           verified=self._verified, has_codec=self._has_codec,
+                                           has_block_crc=self._has_block_crc, blob_row=blob_rows[index])
+
+            if device is not None:
+                return read(self._device_shard(info, device), window)
+            if window is not None and len(info.shards) == 1:
+                return read(0, window)
+            if window is not None and info.shape is not None and all(s.dtype == info.shards[0].dtype for s in info.shards):
+                boxes = rows_mod.shard_boxes(info)  # where each shard lies: read only those the window overlaps
+                if boxes is not None:
+                    out_shape, pieces = windows.split_window(info.shape, window, boxes)
+                    out = np.empty(out_shape, dtype=numpy_dtype(info.shards[0].dtype))
+                    for index, part, target in pieces if out.size else ():
+                        out[target] = read(index, part)
+                    return out
         if window is not None and info.shape is not None:  # a bad window is refused before any shard is read
             windows.plan_window(info.shape, numpy_dtype(info.dtype).itemsize, window)
         array = assemble(self._shards(info, blob_ids), info.spec.distribution)
         return array if window is None else np.ascontiguousarray(array[window])
+
+    def _device_shard(self, info: TensorInfo, device: Sequence[int]) -> int:
+        """The index of the shard of ``info`` at mesh coordinate ``device``; TensorNotFoundError naming the ones there
+        are otherwise."""
+        try:
+            coord = tuple(int(c) for c in device)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"device must be a mesh coordinate such as (0, 1), not {device!r}") from None
+        for index, shard in enumerate(info.shards):
+            if shard.mesh_coordinate == coord:
+                return index
+        have = [list(s.mesh_coordinate) for s in info.shards[:16]]
+        raise TensorNotFoundError(
+            f"{self.path}: tensor {info.tensor_id} (rank {info.rank}) has no shard at mesh coordinate {list(coord)}; its "
+            f"{len(info.shards)} shard(s) are at {have}{' ...' if len(info.shards) > 16 else ''}"
+        )
 
     def _read(self, blob_id: int, shard: ShardInfo, what: str) -> np.ndarray:
         """A shard's values, checked before allocation."""
         with self._reading(what) as conn:
             return rows_mod.read_shard(conn, blob_id, shard, what, has_codec=self._has_codec)
 
-    def tensor_stats(self, tensor_id: int, rank: int = 0) -> dict[str, Any]:
-        """Statistics stored when the tensor was written (per shard for multi-device); reads no tensor bytes."""
+    def tensor_stats(self, tensor_id: int, rank: int = 0) -> TensorStats:
+        """Statistics stored when the tensor was written, one set per shard beside its mesh coordinate (a tensor of
+        one shard reads them directly: ``tensor_stats(7).mean``); reads no tensor bytes."""
         info, blob_ids = self._info(tensor_id, rank)
         if "rdb_stats" not in self._tables:
             raise SchemaError(f"{self.path} has no statistics table; run `reportdb upgrade {self.path}`")
@@ -413,35 +461,46 @@ class Report:
                 found = rows_mod.read_stats(conn, stored, blob_id, shard.dtype)
                 if found is None:
                     raise TensorNotFoundError(f"tensor {tensor_id} (rank {rank}) was stored without statistics")
-                per_shard.append(found)
-        if len(per_shard) == 1:
-            return per_shard[0]
-        return {"shards": per_shard, "mesh_coordinates": [list(s.mesh_coordinate) for s in info.shards]}
+                per_shard.append(ShardStats.from_dict(found))
+        return TensorStats(tensor_id, rank, tuple(per_shard), tuple(tuple(s.mesh_coordinate) for s in info.shards))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ReportSummary:
         """Schema version, row counts of the report tables, tensors and bytes stored (compressed chunks at their
         stored size; SQLite's ``length()`` of a blob reads no overflow page) against logical bytes."""
         with self._reading("summary") as conn:
             tables = sorted(self._table_names())
             counts = {t: conn.execute(f"SELECT COUNT(*) FROM {engine_mod.quoted(t)}").fetchone()[0] for t in tables}
-            result: dict[str, Any] = {
-                "path": str(self.path),
-                "schema_revision": self.schema_revision,
-                "schema_head": schema.head_revision(),
-                "report_schema_version": None,
-                "tables": counts,
-                "tensors": 0,
-                "shards": 0,
-                "logical_bytes": 0,
-                "stored_bytes": 0,
-            }
+            result = ReportSummary(
+                path=str(self.path), schema_revision=self.schema_revision, schema_head=schema.head_revision(),
+                report_schema_version=None, tables=counts, tensors=0, shards=0, logical_bytes=0, stored_bytes=0,
+            )  # fmt: skip
             if "report_metadata" in tables:
                 found = conn.execute("SELECT value FROM report_metadata WHERE key='schema_version'").fetchone()
-                result["report_schema_version"] = found[0] if found else None
+                result = replace(result, report_schema_version=found[0] if found else None)
             if "rdb_tensor" in tables:
-                result["tensors"] = counts["rdb_tensor"]
-                result["shards"] = counts.get("rdb_shard", 0)
-                result["logical_bytes"] = conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM rdb_tensor").fetchone()[0]
+                logical = conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM rdb_tensor").fetchone()[0]
+                stored = 0
                 if "rdb_chunk" in tables:
-                    result["stored_bytes"] = conn.execute("SELECT COALESCE(SUM(length(data)), 0) FROM rdb_chunk").fetchone()[0]
+                    stored = conn.execute("SELECT COALESCE(SUM(length(data)), 0) FROM rdb_chunk").fetchone()[0]
+                result = replace(
+                    result, tensors=counts["rdb_tensor"], shards=counts.get("rdb_shard", 0), logical_bytes=logical,
+                    stored_bytes=stored,
+                )  # fmt: skip
         return result
+
+    def _repr_html_(self) -> str:
+        """The summary and the first tensors as small HTML tables for Jupyter, every cell escaped (a report's table
+        names and metadata are someone else's); a tensor whose rows are damaged shows its error in its row."""
+        summary = self.summary()
+        rows: list[tuple[Any, ...]] = []
+        keys = self.tensor_keys()
+        for tensor_id, rank in keys[:MAX_HTML_ROWS]:
+            try:
+                i = self.tensor_info(tensor_id, rank)
+                rows.append((tensor_id, rank, i.shape, i.dtype, i.spec.ttnn_dtype, i.spec.layout, len(i.shards), i.nbytes))
+            except ReportDBError as exc:
+                rows.append((tensor_id, rank, str(exc), None, None, None, None, None))
+        header = ("id", "rank", "shape", "dtype", "ttnn dtype", "layout", "shards", "bytes")
+        more = len(keys) - len(rows)
+        caption = f"{len(keys)} tensors" + (f" (the first {len(rows)} shown)" if more else "")
+        return summary._repr_html_() + html_table(header, rows, caption=caption)

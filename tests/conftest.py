@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pg_server import pg_server, team_url  # noqa: F401 - the PostgreSQL fixtures, one server per session
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "data"
 _SHARED = ROOT.parent / "shared" / "fixtures"

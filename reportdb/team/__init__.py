@@ -1,0 +1,214 @@
+"""A team report store on PostgreSQL: many reports from many hosts in one database, tensors shared by content.
+
+``push`` a report (atomic, idempotent by content digest, resumable, ``jobs`` connections), ``pull`` it back as a
+self-contained SQLite report, ``list_reports`` with filters, ``delete`` one (chunks no other report uses are
+collected, safely while others push), ``history`` of an operation's metrics against golden across runs, and
+``open_remote`` (also ``reportdb.open("postgresql://HOST/DATABASE/NAME")``) to read one with the same API as a
+SQLite report. ``merge`` joins the per-rank reports of a multi-host run into one (no server needed).
+
+The server needs PostgreSQL 12 or newer and no extension; the store's tables are created on the first push. The
+design (what is shared, what is kept per report, how concurrent pushes and deletes stay safe) is in the docstrings
+of ``schema.py``, ``push.py``, ``pull.py`` and ``remote.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import InvalidArgumentError, ReportNotFoundError
+from ..results import Result
+from . import server
+from .merge import MergeResult, merge
+from .server import report_url
+from .pull import PullResult, pull
+from .push import PushResult, push
+
+__all__ = ["push", "pull", "list_reports", "delete", "history", "open_remote", "report_url", "merge",
+           "PushResult", "PullResult", "MergeResult", "DeleteResult"]
+
+@dataclass(frozen=True)
+class StoredReport(Result):
+    """One published report of a team store, as ``reportdb reports`` lists it (``digest``: its content's, in hex)."""
+
+    name: str
+    ttnn_version: str | None
+    captured_at: datetime | None
+    pushed_at: datetime
+    n_operations: int
+    n_tensors: int
+    logical_bytes: int
+    stored_bytes: int
+    tags: tuple[str, ...]
+    digest: str
+
+
+_LIST_COLUMNS = tuple(f.name for f in fields(StoredReport))
+
+
+def _report_filters(prefix: str, name: str | None, tag: str | None) -> tuple[list[str], list[Any]]:
+    """WHERE clauses and their parameters that keep the ready reports whose name holds ``name`` and tags ``tag``."""
+    clauses, params = [f"{prefix}state = 'ready'"], []  # type: list[str], list[Any]
+    if name:
+        clauses.append(f"strpos({prefix}name, %s) > 0")
+        params.append(name)
+    if tag:
+        from psycopg.types.json import Jsonb
+
+        clauses.append(f"{prefix}tags @> %s")
+        params.append(Jsonb([tag]))
+    return clauses, params
+
+
+def _since(value: datetime | str | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value if value is None or value.tzinfo else value.replace(tzinfo=timezone.utc)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"since must be a date or time (ISO 8601, 2026-11-30 or 2026-11-30T08:00), not {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def list_reports(url: str, *, name: str | None = None, tag: str | None = None,
+                 since: datetime | str | None = None, limit: int | None = None) -> list[StoredReport]:
+    """The published reports of the store, newest push first: name, ttnn version, capture and push times,
+    operations, tensors, logical and stored bytes, tags, content digest. ``name``: a substring of the name; ``tag``:
+    one of its tags; ``since``: pushed at or after (a datetime or ISO text, UTC unless it says)."""
+    store = server.parse_url(url)
+    since_at = _since(since)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidArgumentError(f"limit must be a positive number, not {limit!r}")
+    conn = server.connect(store)
+    try:
+        if not server.ensure_schema(conn, store, create=False):
+            return []
+        clauses, params = _report_filters("", name, tag)
+        if since_at is not None:
+            clauses.append("pushed_at >= %s")
+            params.append(since_at)
+        sql = (f"SELECT {', '.join(_LIST_COLUMNS)} FROM team_report WHERE {' AND '.join(clauses)}"
+               f" ORDER BY pushed_at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else ""))
+        with server.mapped(store, "listing reports"):
+            rows = conn.execute(sql.encode(), params).fetchall()
+    finally:
+        conn.close()
+    listed = [dict(zip(_LIST_COLUMNS, row)) for row in rows]
+    return [StoredReport(**{**r, "tags": tuple(r["tags"] or ()), "digest": bytes(r["digest"]).hex()}) for r in listed]
+
+
+@dataclass(frozen=True)
+class DeleteResult(Result):
+    """What ``delete`` removed: the report ``name``, and the chunks no other report used (their count and raw bytes)."""
+
+    name: str
+    chunks_collected: int
+    bytes_collected: int
+
+
+def delete(url: str, name: str | None = None) -> DeleteResult:
+    """Remove report ``name`` (published, or a push's leftover staging row) and collect the chunks that no other
+    report references.
+
+    Two transactions: the first deletes the report's row (its tables, rows, history and chunk references go with
+    it), so it is gone for readers at once; the second, holding the collector's advisory lock exclusively, deletes
+    those of its chunks that no reference names any more. Pushes reference their chunks before uploading and check
+    "already stored" only under the same lock held shared (``push.py``), so a chunk a push counts on is never taken.
+    """
+    store = server.parse_url(url, name=name, need_name=True)
+    assert store.name is not None
+    conn = server.connect(store)
+    try:
+        if not server.ensure_schema(conn, store, create=False):
+            raise ReportNotFoundError(f"{store.display}: no report {store.name!r} (the store is empty)")
+        with server.mapped(store, f"deleting {store.name!r}"):
+            with conn.transaction():
+                row = conn.execute("SELECT id FROM team_report WHERE name = %s FOR UPDATE", (store.name,)).fetchone()
+                if row is None:
+                    raise ReportNotFoundError(f"{store.display}: no report {store.name!r}")
+                candidates = conn.execute(
+                    "SELECT DISTINCT digest, codec, crc32 FROM team_report_chunk WHERE report_id = %s", (row[0],)
+                ).fetchall()
+                conn.execute("DELETE FROM team_report WHERE id = %s", (row[0],))
+            collected = nbytes = 0
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (server.GC_LOCK,))
+                conn.execute("CREATE TEMP TABLE team_gc (digest bytea, codec text, crc32 bigint) ON COMMIT DROP")
+                with conn.cursor().copy("COPY team_gc (digest, codec, crc32) FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(["bytea", "text", "int8"])
+                    for c in candidates:
+                        copy.write_row(c)
+                gone = conn.execute(
+                    "DELETE FROM team_chunk c USING team_gc g WHERE c.digest = g.digest AND c.codec = g.codec"
+                    " AND c.crc32 = g.crc32 AND NOT EXISTS (SELECT 1 FROM team_report_chunk r WHERE r.digest = c.digest"
+                    " AND r.codec = c.codec AND r.crc32 = c.crc32) RETURNING c.nbytes"
+                ).fetchall()
+                collected, nbytes = len(gone), sum(int(r[0]) for r in gone)
+    finally:
+        conn.close()
+    return DeleteResult(store.name, collected, nbytes)
+
+
+@dataclass(frozen=True)
+class HistoryRow(Result):
+    """One output of an operation in one run of a team store against its golden: the record the run wrote and, where
+    the report kept a recomputation, its PCC, verdict and metric vector."""
+
+    report: str
+    captured_at: datetime | None
+    pushed_at: datetime
+    ttnn_version: str | None
+    operation_id: int
+    output_index: int | None
+    tensor_id: int
+    rank: int
+    kind: str
+    golden_tensor_id: int | None
+    desired_pcc: float | None
+    actual_pcc: float | None
+    matches: bool | None
+    pcc: float | None
+    passed: bool | None
+    metrics: dict[str, Any] | None
+
+
+def history(url: str, op_name: str, *, name: str | None = None, tag: str | None = None,
+            limit: int | None = None) -> list[HistoryRow]:
+    """An operation's outputs against golden across the store's reports, oldest run first, in one indexed query:
+    per report and output, the recorded comparison (desired and actual PCC, matches) and, where the report stored a
+    recomputation (``reportdb compare --golden --store``), the recomputed PCC, pass/fail and the full metrics.
+    ``name``/``tag`` restrict the reports as ``list_reports`` does; ``limit`` keeps the newest runs."""
+    store = server.parse_url(url)
+    if not isinstance(op_name, str) or not op_name:
+        raise InvalidArgumentError(f"give an operation name (such as ttnn.add), not {op_name!r}")
+    conn = server.connect(store)
+    try:
+        if not server.ensure_schema(conn, store, create=False):
+            return []
+        clauses, params = _report_filters("r.", name, tag)
+        clauses.insert(0, "h.op_name = %s")
+        params.insert(0, op_name)
+        columns = ("r.name, r.captured_at, r.pushed_at, r.ttnn_version, h.operation_id, h.output_index, h.tensor_id,"
+                   " h.rank, h.kind, h.golden_tensor_id, h.desired_pcc, h.actual_pcc, h.matches, h.pcc, h.passed, h.metrics")
+        order = "COALESCE(r.captured_at, r.pushed_at), r.id, h.operation_id, h.output_index, h.kind"
+        sql = f"SELECT {columns} FROM team_history h JOIN team_report r ON r.id = h.report_id WHERE {' AND '.join(clauses)}"
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise InvalidArgumentError(f"limit must be a positive number, not {limit!r}")
+            sql += (f" AND r.id IN (SELECT r2.id FROM team_report r2 WHERE r2.state = 'ready' AND EXISTS (SELECT 1 FROM"
+                    f" team_history h2 WHERE h2.report_id = r2.id AND h2.op_name = %s)"
+                    f" ORDER BY COALESCE(r2.captured_at, r2.pushed_at) DESC, r2.id DESC LIMIT {int(limit)})")
+            params.append(op_name)
+        with server.mapped(store, f"reading the history of {op_name!r}"):
+            rows = conn.execute(f"{sql} ORDER BY {order}".encode(), params).fetchall()
+    finally:
+        conn.close()
+    return [HistoryRow(*row) for row in rows]
+
+
+def open_remote(url: str) -> Any:
+    """The report ``postgresql://HOST/DATABASE/NAME`` (a :class:`reportdb.team.remote.RemoteReport`, a Report)."""
+    from .remote import RemoteReport
+
+    return RemoteReport(url)

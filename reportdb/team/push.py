@@ -1,0 +1,492 @@
+"""``push``: a report database into the team store, atomic, idempotent and resumable.
+
+The order of the work is what makes it safe:
+
+1. The report is read once (read only, as ``reportdb.open`` reads it): its tables serialized (``tables.py``), its
+   chunk rows listed, and a digest of all of it computed; that digest identifies the report's content.
+2. A ``staging`` report row is claimed under the name (or found: a push that was killed left it), and the report's
+   chunk references are written and committed *before* any bytes move. Garbage collection (``delete``) only removes
+   chunks no reference names, so it never takes a chunk that a push counts on.
+3. The chunks the store lacks are uploaded in batches (``jobs`` connections, each batch one transaction): one
+   binary COPY straight into the shared table, in key order (concurrent pushers of overlapping reports insert in
+   one order, so they never deadlock). Should another push store one of the batch's chunks first, the batch goes
+   again through a temporary staging table and ``INSERT ... ON CONFLICT DO NOTHING``, which skips those. Each batch holds the garbage collector's advisory lock *shared*, and ``delete``
+   takes it exclusively, so "already stored, skip it" is never answered by a chunk being collected. A SIGKILL loses at
+   most the batch in flight; a rerun finds the staging row and uploads only what is still missing.
+   Each chunk's crc32 and sha256 address are checked before it is shared: a damaged or lying report cannot put wrong
+   bytes under an address other reports use.
+4. One last transaction writes the tables, rows and history and flips the row to ``ready``: the report is visible
+   whole or not at all. Pushing the same content again under the same name stores nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import threading
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from ..results import Result
+from ..errors import CorruptionError, InvalidArgumentError, ReportExistsError, TeamStoreError
+from ..store import blobs, codec as codec_mod, engine as engine_mod
+from . import server, tables
+
+if TYPE_CHECKING:  # pragma: no cover
+    import psycopg
+
+Progress = Callable[[int, int], None]
+#: Bytes of chunks per upload transaction: large enough for COPY to stream, small enough that a kill loses little.
+BATCH_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    """One row of the report's rdb_chunk, without its bytes."""
+
+    chunk_id: int
+    digest: bytes
+    codec: str  # '' for raw bytes
+    crc32: int
+    nbytes: int
+    stored: int  # length of the stored bytes
+
+
+@dataclass
+class PushResult(Result):
+    """What a push did: ``created`` False when this content was already stored under the name (nothing new)."""
+
+    name: str
+    digest: str
+    created: bool
+    chunks: int = 0
+    chunks_uploaded: int = 0
+    bytes_uploaded: int = 0
+    stored_bytes: int = 0
+    left_out: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class _Snapshot:
+    """The report as read in step 1."""
+
+    layout: tables.Layout
+    parts: list[tuple[int, int, bytes]]  # (table ord, part no, encoded rows)
+    counts: dict[int, int]  # rows per table ord
+    chunks: list[ChunkRef]
+    digest: bytes
+    facts: dict[str, Any]
+    history: list[tuple[Any, ...]]
+
+
+def default_name(path: Path) -> str:
+    """A report's name when none is given: its folder's name (``reports/1234/db.sqlite`` -> ``1234``)."""
+    return path.parent.name if path.name == "db.sqlite" else path.stem
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int and -(2**63) <= value < 2**63 else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    result = float(value)
+    return result if math.isfinite(result) else None
+
+
+def _count(value: Any) -> int | None:
+    """An integer stored as an integer or an integral float (``matches`` was a float column in 2024)."""
+    number = _float(value)
+    return int(number) if number is not None and number.is_integer() and abs(number) < 2**63 else None
+
+
+def _columns(conn: Any, table: str) -> set[str]:
+    return {str(r[1]) for r in conn.execute(f"PRAGMA table_info({tables.quoted(table)})")}
+
+
+def _facts(conn: Any, names: set[str]) -> dict[str, Any]:
+    """The listing facts of a report: ttnn version and capture time (ttnn 0.81's report_metadata), counts, bytes."""
+    facts: dict[str, Any] = {"ttnn_version": None, "captured_at": None, "n_operations": None, "n_tensors": 0,
+                             "logical_bytes": 0, "stored_bytes": 0}
+    if "report_metadata" in names and {"key", "value"} <= _columns(conn, "report_metadata"):
+        meta = dict(conn.execute("SELECT key, value FROM report_metadata WHERE key IN ('version', 'capture_timestamp_ns')"))
+        facts["ttnn_version"] = str(meta["version"]) if meta.get("version") is not None else None
+        stamp = meta.get("capture_timestamp_ns")
+        try:
+            facts["captured_at"] = datetime.fromtimestamp(int(str(stamp)) / 1e9, timezone.utc) if stamp is not None else None
+        except (ValueError, OverflowError, OSError):
+            facts["captured_at"] = None
+    if "operations" in names:
+        facts["n_operations"] = conn.execute("SELECT COUNT(*) FROM operations").fetchone()[0]
+    if "rdb_tensor" in names:
+        n, logical = conn.execute("SELECT COUNT(*), COALESCE(SUM(nbytes), 0) FROM rdb_tensor").fetchone()
+        facts["n_tensors"], facts["logical_bytes"] = _int(n), _int(logical)
+    return facts
+
+
+def _history(conn: Any, names: set[str]) -> list[tuple[Any, ...]]:
+    """Every operation output that has a golden comparison record, with its metrics (``team_history`` rows without
+    the report id). Reports of every age: ``rank`` where the tables have it, rdb_comparison where it exists."""
+    if not {"operations", "output_tensors"} <= names:
+        return []
+    op_cols, out_cols = _columns(conn, "operations"), _columns(conn, "output_tensors")
+    if not {"operation_id", "name"} <= op_cols or not {"operation_id", "tensor_id"} <= out_cols:
+        return []
+    found: list[tuple[Any, ...]] = []
+    for kind in ("local", "global"):
+        records = f"{kind}_tensor_comparison_records"
+        if records not in names:
+            continue
+        rec_cols = _columns(conn, records)
+        if "tensor_id" not in rec_cols:
+            continue
+        ranked = "rank" in out_cols
+        rank = "ot.rank" if ranked else "0"
+        on_op = " AND o.rank = ot.rank" if ranked and "rank" in op_cols else ""
+        on_rec = " AND r.rank = ot.rank" if ranked and "rank" in rec_cols else ""
+        pick = ", ".join(f"r.{c}" if c in rec_cols else "NULL" for c in ("golden_tensor_id", "desired_pcc", "actual_pcc", "matches"))
+        computed = "NULL, NULL, NULL"
+        join = ""
+        if "rdb_comparison" in names:
+            computed = "c.pcc, c.passed, c.metrics"
+            join = f" LEFT JOIN rdb_comparison c ON c.kind = '{kind}' AND c.tensor_id = ot.tensor_id AND c.rank = {rank}"
+        output_index = "ot.output_index" if "output_index" in out_cols else "NULL"
+        sql = (f"SELECT o.name, o.operation_id, {output_index}, ot.tensor_id, {rank}, '{kind}', {pick}, {computed}"
+               f" FROM output_tensors ot JOIN operations o ON o.operation_id = ot.operation_id{on_op}"
+               f" JOIN {records} r ON r.tensor_id = ot.tensor_id{on_rec}{join}")
+        for row in conn.execute(sql):
+            name = row[0] if isinstance(row[0], str) else (None if row[0] is None else str(row[0]))
+            if name is None:
+                continue
+            metrics = None
+            if isinstance(row[12], str):
+                import json
+
+                try:
+                    metrics = json.loads(row[12])
+                except ValueError:
+                    metrics = None
+            passed = None if row[11] is None or not isinstance(row[11], (int, float)) else bool(row[11])
+            found.append((name, _int(row[1]), _int(row[2]), _int(row[3]), _int(row[4]), kind, _int(row[6]),
+                          _float(row[7]), _float(row[8]), _count(row[9]),
+                          _float(row[10]), passed, metrics))
+    return found
+
+
+def snapshot(path: Path) -> _Snapshot:
+    """Step 1: read the report (read only) and digest its content."""
+    from ..report import Report
+
+    with Report(path, "r") as report, report.connection() as conn:
+        try:
+            layout = tables.read_layout(conn, path)
+            digest = tables.layout_digest(layout)
+            parts: list[tuple[int, int, bytes]] = []
+            counts: dict[int, int] = {}
+            for ord_, table in enumerate(layout.tables):
+                if table.kind != "table":
+                    continue
+                counts[ord_] = 0
+                for part_no, (data, n) in enumerate(tables.iter_parts(conn, table, path)):
+                    parts.append((ord_, part_no, data))
+                    counts[ord_] += n
+                    digest.update(f"{ord_}:{part_no}:{len(data)}:".encode())
+                    digest.update(data)
+            chunks = []
+            names = {t.name for t in layout.tables if t.kind != "index"}
+            if tables.CHUNK_TABLE in names:
+                chunk_cols = _columns(conn, tables.CHUNK_TABLE)
+                codec = "codec" if "codec" in chunk_cols else "NULL"
+                for row in conn.execute(
+                    f"SELECT id, digest, nbytes, crc32, {codec}, length(data), typeof(data) FROM rdb_chunk ORDER BY id"
+                ):
+                    ref = ChunkRef(row[0], row[1], row[4] or "", row[3], row[2], row[5] or 0)
+                    if (type(ref.chunk_id) is not int or not isinstance(ref.digest, bytes) or len(ref.digest) != 32
+                            or type(ref.nbytes) is not int or type(ref.crc32) is not int or not isinstance(ref.codec, str)
+                            or row[6] != "blob"):
+                        raise CorruptionError(f"{path}: rdb_chunk row {row[0]!r} is malformed; the database file is damaged")
+                    chunks.append(ref)
+                    digest.update(b"%d:%s:%s:%d:%d;" % (ref.chunk_id, ref.digest.hex().encode(), ref.codec.encode(),
+                                                        ref.crc32, ref.nbytes))
+            facts = _facts(conn, names)
+            facts["stored_bytes"] = sum(c.stored for c in chunks)
+            history = _history(conn, names)
+        except Exception as exc:
+            import sqlite3
+
+            if isinstance(exc, sqlite3.Error):
+                mapped = engine_mod.translate(exc, path, what="reading the report to push")
+                assert mapped is not None
+                raise mapped from exc
+            raise
+    return _Snapshot(layout, parts, counts, chunks, digest.digest(), facts, history)
+
+
+def _check_chunk(ref: ChunkRef, data: bytes, path: Path) -> None:
+    """A chunk's bytes are what its row says (crc32 of the stored bytes, sha256 of the raw ones) before they are
+    shared with every report that has the same address."""
+    where = f"{path}: chunk {ref.chunk_id}"
+    if zlib.crc32(data) != ref.crc32:
+        raise CorruptionError(f"{where} fails its crc32 check; the report is damaged: `reportdb verify {path}` names the tensors")
+    raw = data if not ref.codec else codec_mod.decompress(ref.codec, data, ref.nbytes, where)
+    if len(raw) != ref.nbytes or hashlib.sha256(raw).digest() != ref.digest:
+        raise CorruptionError(f"{where} does not match its sha256 address; the report is damaged: `reportdb verify {path}`")
+
+
+def _claim(conn: "psycopg.Connection[Any]", name: str, snap: _Snapshot, tags: list[str], display: str) -> tuple[int, bool]:
+    """Step 2a: the staging row of this push (new, or left by a killed one), or ``(id, False)`` when this very
+    content is already published under ``name``."""
+    while True:
+        with conn.transaction():
+            row = conn.execute("SELECT id, digest, state FROM team_report WHERE name = %s FOR UPDATE", (name,)).fetchone()
+            if row is None:
+                created = conn.execute(
+                    "INSERT INTO team_report (name, digest, state, tags, info) VALUES (%s, %s, 'staging', %s, %s)"
+                    " ON CONFLICT (name) DO NOTHING RETURNING id",
+                    (name, snap.digest, _jsonb(tags), _jsonb({"page_size": snap.layout.page_size,
+                                                             "user_version": snap.layout.user_version,
+                                                             "left_out": snap.layout.left_out})),
+                ).fetchone()
+                if created is None:
+                    continue  # another push claimed the name between our look and our insert: look again
+                return int(created[0]), True
+        if bytes(row[1]) != snap.digest:
+            what = "a push of different content under this name is under way or was interrupted" if row[2] == "staging" \
+                else "a different report is stored under this name"
+            raise ReportExistsError(
+                f"{display}: {what} ({name!r}); push under another name, or remove it first with "
+                f"`reportdb delete {display} {name}`"
+            )
+        return int(row[0]), row[2] != "ready"
+
+
+def _jsonb(value: Any) -> Any:
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)
+
+
+def _write_references(conn: "psycopg.Connection[Any]", report_id: int, chunks: Sequence[ChunkRef]) -> None:
+    """Step 2b: the report's chunk references, committed before any bytes move (a rerun writes them again)."""
+    with conn.transaction():
+        conn.execute("DELETE FROM team_report_chunk WHERE report_id = %s", (report_id,))
+        with conn.cursor().copy(
+            "COPY team_report_chunk (report_id, chunk_id, digest, codec, crc32, nbytes) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["int8", "int8", "bytea", "text", "int8", "int8"])
+            for c in chunks:
+                copy.write_row((report_id, c.chunk_id, c.digest, c.codec, c.crc32, c.nbytes))
+
+
+def _missing(conn: "psycopg.Connection[Any]", report_id: int) -> set[int]:
+    """The chunk ids of this report whose bytes the store lacks, read under the collector's shared lock."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (server.GC_LOCK,))
+        return {r[0] for r in conn.execute(
+            "SELECT rc.chunk_id FROM team_report_chunk rc LEFT JOIN team_chunk c"
+            " ON c.digest = rc.digest AND c.codec = rc.codec AND c.crc32 = rc.crc32"
+            " WHERE rc.report_id = %s AND c.digest IS NULL", (report_id,))}
+
+
+class _Uploader:
+    """One upload connection (and its own read-only connection to the report): step 3, one batch at a time."""
+
+    def __init__(self, store: server.StoreURL, path: Path) -> None:
+        self.store, self.path = store, path
+        self.pg = server.connect(store)
+        self.sqlite = engine_mod.connect(path, readonly=True)
+        with self.pg.transaction():
+            self.pg.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS team_stage (digest bytea, codec text, crc32 bigint, nbytes bigint,"
+                " data bytea) ON COMMIT DELETE ROWS"
+            )
+
+    def upload(self, batch: Sequence[ChunkRef]) -> tuple[int, int]:
+        """Store the batch's chunks the store still lacks; returns (chunks, bytes) sent.
+
+        The chunks go straight into the shared table with one binary COPY (each byte written once on the server).
+        Should another push store one of them meanwhile (a unique violation: it committed first), the batch is sent
+        again through the staging table, whose ``INSERT ... ON CONFLICT DO NOTHING`` skips those."""
+        import psycopg
+
+        with self.pg.transaction():
+            self.pg.execute("SELECT pg_advisory_xact_lock_shared(%s)", (server.GC_LOCK,))
+            present = {(bytes(r[0]), r[1], r[2]) for r in self.pg.execute(
+                "SELECT digest, codec, crc32 FROM team_chunk WHERE digest = ANY(%s)", ([c.digest for c in batch],))}
+            todo = [c for c in batch if (c.digest, c.codec, c.crc32) not in present]
+            if not todo:
+                return 0, 0
+            try:
+                with self.pg.transaction():  # a savepoint: a conflict undoes only this COPY
+                    sent_bytes = self._copy(todo, "team_chunk")
+            except psycopg.errors.UniqueViolation:
+                sent_bytes = self._copy(todo, "team_stage")
+                self.pg.execute(
+                    "INSERT INTO team_chunk (digest, codec, crc32, nbytes, data) SELECT digest, codec, crc32, nbytes,"
+                    " data FROM team_stage ORDER BY digest, codec, crc32 ON CONFLICT DO NOTHING"
+                )
+        return len(todo), sent_bytes
+
+    def _copy(self, todo: Sequence[ChunkRef], into: str) -> int:
+        """COPY the chunks (in key order: see the module's docstring), each checked first, into ``into``."""
+        from psycopg.copy import QueuedLibpqWriter
+
+        sent = 0
+        cursor = self.pg.cursor()
+        with cursor.copy(  # the queued writer sends from its own thread while this one reads and checks the next chunk
+            f"COPY {into} (digest, codec, crc32, nbytes, data) FROM STDIN (FORMAT BINARY)",
+            writer=QueuedLibpqWriter(cursor),
+        ) as copy:
+            copy.set_types(["bytea", "text", "int8", "int8", "bytea"])
+            for ref in todo:
+                data = blobs.chunk_bytes(self.sqlite, ref.chunk_id)
+                _check_chunk(ref, data, self.path)
+                copy.write_row((ref.digest, ref.codec, ref.crc32, ref.nbytes, data))
+                sent += len(data)
+        return sent
+
+    def close(self) -> None:
+        self.sqlite.close()
+        self.pg.close()
+
+
+def _batches(chunks: Sequence[ChunkRef]) -> list[list[ChunkRef]]:
+    """Chunks in key order cut into BATCH_BYTES batches (key order: see the module's docstring)."""
+    out: list[list[ChunkRef]] = []
+    size = 0
+    for ref in sorted(chunks, key=lambda c: (c.digest, c.codec, c.crc32)):
+        if not out or size + ref.stored > BATCH_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(ref)
+        size += ref.stored
+    return out
+
+
+def _upload(store: server.StoreURL, path: Path, todo: list[ChunkRef], jobs: int, progress: Progress | None) -> tuple[int, int]:
+    """Step 3 over ``jobs`` connections; progress is reported from this thread, after each batch."""
+    batches = _batches(todo)
+    total = sum(c.stored for c in todo)
+    done = sent = sent_bytes = 0
+    if progress is not None:
+        progress(0, total)
+    if not batches:
+        return 0, 0
+    local = threading.local()
+    uploaders: list[_Uploader] = []
+    lock = threading.Lock()
+
+    def work(batch: list[ChunkRef]) -> tuple[int, int]:
+        uploader = getattr(local, "uploader", None)
+        if uploader is None:
+            uploader = local.uploader = _Uploader(store, path)
+            with lock:
+                uploaders.append(uploader)
+        return uploader.upload(batch)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(batches)))) as pool:
+            futures = [(pool.submit(work, b), sum(c.stored for c in b)) for b in batches]
+            try:
+                for future, size in futures:
+                    n, nbytes = future.result()
+                    sent, sent_bytes, done = sent + n, sent_bytes + nbytes, done + size
+                    if progress is not None:
+                        progress(done, total)
+            except BaseException:
+                for future, _ in futures:
+                    future.cancel()
+                raise
+    finally:
+        for uploader in uploaders:
+            uploader.close()
+    return sent, sent_bytes
+
+
+def _publish(conn: "psycopg.Connection[Any]", report_id: int, snap: _Snapshot, display: str) -> bool:
+    """Step 4, one transaction: tables, rows, history, and the row made ``ready``. False when a concurrent push of the
+    same content published it first; an error when the staging row was deleted meanwhile."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (server.GC_LOCK,))
+        row = conn.execute("SELECT state FROM team_report WHERE id = %s FOR UPDATE", (report_id,)).fetchone()
+        if row is None:
+            raise TeamStoreError(f"{display}: the report being pushed was deleted meanwhile; push it again")
+        if row[0] == "ready":
+            return False
+        lacking = conn.execute(
+            "SELECT COUNT(*) FROM team_report_chunk rc LEFT JOIN team_chunk c"
+            " ON c.digest = rc.digest AND c.codec = rc.codec AND c.crc32 = rc.crc32"
+            " WHERE rc.report_id = %s AND c.digest IS NULL", (report_id,)).fetchone()
+        if lacking and lacking[0]:
+            raise TeamStoreError(f"{display}: {lacking[0]} chunks are missing after the upload; push the report again")
+        for name in ("team_table", "team_rows", "team_history"):
+            conn.execute(f"DELETE FROM {name} WHERE report_id = %s", (report_id,))
+        cur = conn.cursor()
+        with cur.copy("COPY team_table (report_id, ord, name, kind, ddl, columns, has_rowid, n_rows) FROM STDIN") as copy:
+            for ord_, t in enumerate(snap.layout.tables):
+                copy.write_row((report_id, ord_, t.name, t.kind, t.ddl, _jsonb(list(t.columns)), t.has_rowid,
+                                snap.counts.get(ord_)))
+        with cur.copy("COPY team_rows (report_id, table_ord, part, data) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int4", "int4", "bytea"])
+            for ord_, part, data in snap.parts:
+                copy.write_row((report_id, ord_, part, data))
+        with cur.copy(
+            "COPY team_history (report_id, op_name, operation_id, output_index, tensor_id, rank, kind, golden_tensor_id,"
+            " desired_pcc, actual_pcc, matches, pcc, passed, metrics) FROM STDIN"
+        ) as copy:
+            for h in snap.history:
+                copy.write_row((report_id, *h[:-1], None if h[-1] is None else _jsonb(h[-1])))
+        f = snap.facts
+        conn.execute(
+            "UPDATE team_report SET state = 'ready', pushed_at = now(), ttnn_version = %s, captured_at = %s,"
+            " n_operations = %s, n_tensors = %s, logical_bytes = %s, stored_bytes = %s WHERE id = %s",
+            (f["ttnn_version"], f["captured_at"], f["n_operations"], f["n_tensors"], f["logical_bytes"],
+             f["stored_bytes"], report_id),
+        )
+    return True
+
+
+def push(
+    report: str | os.PathLike[str], url: str, *, name: str | None = None, tags: Sequence[str] = (), jobs: int = 1,
+    progress: Progress | None = None,
+) -> PushResult:
+    """Push the report (a folder or its database) to the store at ``url`` under ``name`` (or the name the URL ends
+    with, or the report folder's name). ``progress(done_bytes, total_bytes)`` is called as chunks are uploaded."""
+    from ..report import resolve_path
+
+    started = time.perf_counter()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InvalidArgumentError(f"jobs must be a number of connections from 1 up, not {jobs!r}")
+    tag_list = list(tags)
+    if not all(isinstance(t, str) and t for t in tag_list):
+        raise InvalidArgumentError(f"tags must be non-empty strings, not {tag_list!r}")
+    path = resolve_path(report)
+    store = server.parse_url(url, name=name)
+    chosen = store.name or default_name(path)
+    server.check_name(chosen)
+    snap = snapshot(path)
+    result = PushResult(chosen, snap.digest.hex(), False, chunks=len(snap.chunks), stored_bytes=snap.facts["stored_bytes"],
+                        left_out=list(snap.layout.left_out))
+    conn = server.connect(store)
+    try:
+        server.ensure_schema(conn, store, create=True)
+        with server.mapped(store, f"pushing {chosen!r}"):
+            report_id, todo = _claim(conn, chosen, snap, tag_list, store.display)
+            if todo:
+                _write_references(conn, report_id, snap.chunks)
+                missing = _missing(conn, report_id)
+                sent, sent_bytes = _upload(store, path, [c for c in snap.chunks if c.chunk_id in missing], jobs, progress)
+                result.chunks_uploaded, result.bytes_uploaded = sent, sent_bytes
+                result.created = _publish(conn, report_id, snap, store.display)
+    finally:
+        conn.close()
+    result.seconds = time.perf_counter() - started
+    return result
