@@ -1,11 +1,12 @@
 """The web API (issue 13) through a real ``reportdb serve`` process, against what a user does today: load the tensors
 with numpy and draw them with matplotlib.
 
-Usage: python benchmarks/bench_web.py [--big 67108864] [--pair 16777216] [--repeat 5]
+Usage: python benchmarks/bench_web.py [--big 67108864] [--pair 16777216] [--report-mib 1024] [--repeat 5]
 
-A report is made in a temporary folder: one float32 tensor of ``--big`` elements shaped [1, 1, H, W] and a golden
-pair of ``--pair`` elements each (the actual = golden + noise, a local comparison record linking them), plus their
-.npy files for the peer. The server runs as a subprocess on a loopback port; every request goes over HTTP (urllib),
+A report is made in a temporary folder: one float32 tensor of ``--big`` elements shaped [1, 1, H, W], a golden
+pair of ``--pair`` elements each (the actual = golden + noise, a local comparison record linking them), and as many
+8 MiB tensors (each the output of an operation of its own) as bring the file to ``--report-mib``, plus the .npy files
+of the first three for the peer. The server runs as a subprocess on a loopback port; every request goes over HTTP (urllib),
 warm (each case runs once before it is timed), medians of interleaved runs. Cases and their peers:
 
 * first page load: ``/``, its two assets, ``api/reports`` and the first page of ``operations`` (no peer);
@@ -28,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -68,15 +70,29 @@ def _plot(values: np.ndarray, out: Path) -> None:
     fig.savefig(out, format="png")
 
 
-def _vm_hwm_mib(pid: int) -> float:
+def _status_mib(pid: int, key: str) -> float:
+    """A memory figure of /proc/PID/status (``VmHWM``, ``RssAnon``...) in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
     return math.nan
 
 
-def make_report(root: Path, big: int, pair: int) -> Path:
-    """The report and the peer's .npy files (big.npy, actual.npy, golden.npy) in ``root``."""
+class _AnonPeak(threading.Thread):
+    """The largest anonymous resident memory (RssAnon: the process's own allocations, not the report's pages it has
+    memory-mapped, which VmHWM counts too) of a process, sampled every few milliseconds until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0.0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.005):
+            self.peak = max(self.peak, _status_mib(self.pid, "RssAnon"))
+
+
+def make_report(root: Path, big: int, pair: int, report_mib: int = 0) -> Path:
+    """The report (about ``report_mib`` MiB) and the peer's .npy files (big.npy, actual.npy, golden.npy) in ``root``."""
     rng = np.random.default_rng(0)
     width = 1 << int(math.log2(math.isqrt(big)))
     big_array = rng.standard_normal((1, 1, big // width, width), dtype=np.float32)
@@ -97,16 +113,27 @@ def make_report(root: Path, big: int, pair: int) -> Path:
                              [(0, 1), (1, 2)])
             conn.execute("INSERT INTO local_tensor_comparison_records(tensor_id, golden_tensor_id, matches, desired_pcc,"
                          " actual_pcc) VALUES (2, 3, 1, 0.99, 0.99999)")
+        filler = rng.standard_normal((1, 1, 1024, 2048), dtype=np.float32)
+        fillers = max(0, (report_mib << 20) - (big + 2 * pair) * 4) // filler.nbytes
+        for i in range(fillers):
+            db.put_tensor(100 + i, filler + np.float32(i))  # content of its own (identical chunks are stored once)
+        with db.batch(), db.connection() as conn:
+            conn.executemany("INSERT INTO operations(operation_id, name, duration) VALUES (?, 'ttnn.add', 0.01)",
+                             [(2 + i,) for i in range(fillers)])
+            conn.executemany("INSERT INTO output_tensors(operation_id, output_index, tensor_id) VALUES (?, 0, ?)",
+                             [(2 + i, 100 + i) for i in range(fillers)])
     return report
 
 
-def bench(root: Path, big: int, pair: int, repeat: int) -> None:
-    report = make_report(root, big, pair)
+def bench(root: Path, big: int, pair: int, report_mib: int, repeat: int) -> None:
+    report = make_report(root, big, pair, report_mib)
     size_mib = (report / "db.sqlite").stat().st_size / 2**20
     server = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", str(report)], stdout=subprocess.PIPE, text=True)
     try:
         line = server.stdout.readline() if server.stdout else ""
         url = line[line.index("http://") :].split()[0]
+        anon = _AnonPeak(server.pid)
+        anon.start()
         meta = _get(url + "api/reports/report/tensors/1")
         h, w = (int(v) for v in __import__("json").loads(meta)["shape"][2:])
         out = root / "peer.png"
@@ -134,7 +161,9 @@ def bench(root: Path, big: int, pair: int, repeat: int) -> None:
             "compare": peer_compare,
             "error heatmap": lambda i: _plot(np.abs(np.load(root / "actual.npy") - np.load(root / "golden.npy")), out),
         }, repeat)  # fmt: skip
-        peak = _vm_hwm_mib(server.pid)
+        anon.done.set()
+        anon.join()
+        peak = _status_mib(server.pid, "VmHWM")
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=60)
@@ -144,17 +173,19 @@ def bench(root: Path, big: int, pair: int, repeat: int) -> None:
         peer = peers.get(name)
         against = f" | numpy+matplotlib {peer:9,.1f} ms ({peer / ms:.3g}x)" if peer is not None else ""
         print(f"{name:<14} reportdb serve {ms:9,.1f} ms{against}")
-    print(f"server peak RSS {peak:,.0f} MiB (the big tensor alone is {big * 4 / 2**20:,.0f} MiB)")
+    print(f"server peak RSS {peak:,.0f} MiB, of which its own allocations (RssAnon, sampled) at most {anon.peak:,.0f} MiB; "
+          f"the rest is the report's pages it memory-maps (the big tensor alone is {big * 4 / 2**20:,.0f} MiB)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--big", type=int, default=64 << 20, help="elements of the big tensor (default 64M)")
     parser.add_argument("--pair", type=int, default=16 << 20, help="elements of each tensor of the pair (default 16M)")
+    parser.add_argument("--report-mib", type=int, default=1024, help="size of the report file (default 1 GiB)")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:
-        bench(Path(tmp), args.big, args.pair, args.repeat)
+        bench(Path(tmp), args.big, args.pair, args.report_mib, args.repeat)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import pytest
 
 import reportdb
 import reportdb.web as web
+from reportdb.numeric import streamed
 from reportdb.web import views
 
 from conftest import FIXTURES
@@ -532,7 +533,7 @@ def test_bad_compare_requests(client: Any, url: str, status: int) -> None:
 
 def test_compare_of_oversized_tensors_is_413(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(web.api, "MAX_COMPARE_ELEMENTS", 100)
-    assert "stream" in get(client, "/api/compare-tensor/local/1?report=made&rtol=0.5", 413)["hint"]
+    assert "reportdb compare" in get(client, "/api/compare-tensor/local/1?report=made&rtol=0.5", 413)["hint"]
 
 
 def test_runs_equal_compare_runs(client: Any, migrated: dict[str, Path]) -> None:
@@ -714,3 +715,121 @@ def test_maxabs_pool_keeps_sign_ties_and_nonfinite(dtype: type, cy: int, cx: int
     assert got.dtype == values.dtype
     np.testing.assert_array_equal(got, ref_pool(values, cy, cx))
     np.testing.assert_array_equal(views.maxabs_pool(np.abs(values), cy, cx, signed=False), ref_pool(np.abs(values), cy, cx))
+
+
+# --- streaming, tolerances at a point, pictures (round 2) ------------------------------------------------------------
+
+
+def test_point_takes_the_tolerances(client: Any) -> None:
+    """The hover's point says whether the element passes at the page's rtol/atol, and the bound it was held to."""
+    url = "/api/compare-tensor/local/1/point?report=made&at=1,5,7"
+    g = float(GOLDEN[1, 5, 7])
+    default = get(client, url)
+    assert default["mismatch"] is True and default["tolerances"] == {"rtol": 1e-5, "atol": 1e-8}
+    loose = get(client, url + "&rtol=0.01&atol=0.6")
+    assert loose["mismatch"] is False and loose["allowed"] == pytest.approx(0.6 + 0.01 * abs(g))
+    assert loose["abs_error"] == default["abs_error"]  # the errors do not depend on the tolerances
+    assert get(client, "/api/compare-tensor/local/3/point?report=made&at=3,4&atol=1e30")["mismatch"] is True  # NaN
+    get(client, url + "&rtol=-1", 400)
+
+
+def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The element count of every array ``Report.tensor`` returns from now on."""
+    sizes: list[int] = []
+    real = reportdb.Report.tensor
+
+    def spy(self: reportdb.Report, *args: Any, **kwargs: Any) -> Any:
+        out = real(self, *args, **kwargs)
+        sizes.append(int(np.asarray(out).size))
+        return out
+
+    monkeypatch.setattr(reportdb.Report, "tensor", spy)
+    return sizes
+
+
+def test_compare_tensor_reads_window_by_window(made: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare-tensor streams both tensors through small windows (never a whole one) and gives reportdb.compare's
+    metrics; a shape mismatch reads nothing."""
+    monkeypatch.setattr(streamed, "WINDOW_ELEMENTS", 100)
+    app = web.create_app([made])
+    sizes = _spy_reads(monkeypatch)
+    got = get(app.test_client(), "/api/compare-tensor/local/1?rtol=1e-4&atol=1e-3")["metrics"]
+    expected = reportdb.compare(ACTUAL, GOLDEN, rtol=1e-4, atol=1e-3).to_dict()
+    assert sizes and max(sizes) <= 140 and sum(sizes) == 2 * ACTUAL.size  # windows of whole 70-element rows
+    for key, value in expected.items():
+        assert got[key] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else json.loads(json.dumps(value)))
+    odd = streamed.compare_streamed(lambda w: pytest.fail("read"), lambda w: pytest.fail("read"), (2, 3), (3, 2),
+                                       np.dtype(np.float32), np.dtype(np.float32), rtol=1e-5, atol=1e-8, pcc=0.99)
+    assert odd.shape_mismatch and not odd.passed and (odd.shape_a, odd.shape_b) == ((2, 3), (3, 2))
+    app.extensions["reportdb"].close()
+
+
+def test_runs_read_window_by_window(made: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run against run compares each output pair window by window (none read whole) and gives compare_runs' rows."""
+    with reportdb.open(made) as a:
+        expected = json.loads(json.dumps(reportdb.compare_runs(a, a, atol=1e-2).to_dict()))
+    monkeypatch.setattr(streamed, "WINDOW_ELEMENTS", 64)
+    app = web.create_app([made, made])  # served as made and made-2
+    sizes = _spy_reads(monkeypatch)
+    got = get(app.test_client(), "/api/runs?a=made&b=made-2&atol=1e-2")
+    app.extensions["reportdb"].close()
+    assert [r["status"] for r in expected["rows"]].count("compared") >= 3
+    biggest = max(math.prod(r["shape"]) for r in expected["rows"] if r["shape"])
+    assert biggest > 2 * 64 and sizes and max(sizes) <= 70  # no output pair was read whole: rows of at most 70
+    assert got["first_divergence"] == expected["first_divergence"] and len(got["items"]) == len(expected["rows"])
+    for row, want in zip(got["items"], expected["rows"]):
+        assert (row["status"], row["passed"], row["shape"], row["flags"]) == (want["status"], want["passed"], want["shape"],
+                                                                             want["flags"])
+        assert row["pcc"] == (None if want["pcc"] is None else pytest.approx(want["pcc"], rel=1e-9))
+        assert row["metrics"] == (None if want["metrics"] is None else {
+            k: pytest.approx(v, rel=1e-9) if isinstance(v, float) else v for k, v in want["metrics"].items()})
+
+
+def test_pool_region_pipelines_bands_and_stops_at_a_failed_read() -> None:
+    """Bands are read one ahead in a helper thread, pooled in order; a read that fails ends the pooling with its error
+    once no read of the request is still running."""
+    values = np.random.default_rng(5).standard_normal((50, 40)).astype(np.float32)
+    area = views.region(values.shape, None, slice(None), slice(None), 8, 10)
+    bands = list(area.bands())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(views, "BAND_ELEMENTS", 200)
+        bands = list(area.bands())
+        assert len(bands) > 3
+        grid = views.pool_region(area, lambda y0, y1: values[y0:y1])
+        np.testing.assert_array_equal(grid, ref_pool(values, area.cy, area.cx))
+        read: list[int] = []
+
+        def failing(y0: int, y1: int) -> np.ndarray:
+            read.append(y0)
+            if y0 >= bands[2][0]:
+                raise reportdb.errors.CorruptionError("damaged")
+            return values[y0:y1]
+
+        with pytest.raises(reportdb.errors.CorruptionError):
+            views.pool_region(area, failing)
+        assert read == [b[0] for b in bands[:3]]  # nothing read past the failure
+
+
+def test_png_of_a_large_image_is_one_valid_zlib_stream() -> None:
+    """An image whose rows are deflated in two halves at once still decodes to itself (one zlib stream, adler32 of
+    the whole)."""
+    rgb = np.random.default_rng(9).integers(0, 6, (700, 600, 3)).astype(np.uint8)
+    assert rgb.size + 700 > views._SPLIT_DEFLATE
+    np.testing.assert_array_equal(read_png(views.png(rgb)), rgb)
+    np.testing.assert_array_equal(read_png(views.png(rgb[:5, :7])), rgb[:5, :7])
+
+
+def test_colour_maps_each_cell_through_its_scale() -> None:
+    grid = np.array([[-2.0, -1.0, 0.0, 0.99, 2.0], [np.nan, np.inf, -np.inf, 1e300, -1e300]])
+    scale = views.Scale("diverging", -2.0, 2.0)
+    rgb = views.colour(grid, scale)
+    for (i, j), value in np.ndenumerate(grid):
+        if math.isnan(value):
+            want = views.NONFINITE["nan"]
+        elif math.isinf(value):
+            want = views.NONFINITE["inf" if value > 0 else "-inf"]
+        else:
+            want = tuple(views.LUTS["diverging"][int(min(255.0, max(0.0, (value + 2.0) / 4.0 * 255.0 + 0.5)))])
+        assert tuple(rgb[i, j]) == tuple(want), (i, j, value)
+    flat = views.colour(np.full((2, 2), 3.0, np.float32), views.Scale("sequential", 3.0, 3.0))
+    assert (flat == views.LUTS["sequential"][128]).all()

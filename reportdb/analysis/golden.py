@@ -12,7 +12,8 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, ReportDBError
-from ..numeric.metrics import Comparison, compare
+from ..numeric.metrics import Comparison
+from ..numeric.streamed import compare_stored
 from ..results import Result
 
 if TYPE_CHECKING:
@@ -92,9 +93,7 @@ def _recompute(report: "Report", record: GoldenRecord, rtol: float, atol: float,
         status = "golden tensor not stored"
     else:
         try:
-            metrics = compare(
-                report.tensor(tensor_id, rank), report.tensor(golden_id, rank), rtol=rtol, atol=atol, pcc=threshold
-            )
+            metrics = compare_stored(report, tensor_id, report, golden_id, rank, rtol=rtol, atol=atol, pcc=threshold)
             status = "compared"
         except ReportDBError as exc:  # e.g. a multi-device tensor that cannot be assembled
             status = f"not compared: {exc}"

@@ -1,6 +1,7 @@
 """One run against another: the outputs of matched operations compared, and the first divergence marked.
 
-Built on :func:`reportdb.compare`, so every row carries the full metric vector, not PCC alone.
+Built on :func:`reportdb.compare`'s metrics, streamed window by window (``numeric/streamed.py``), so every row
+carries the full metric vector, not PCC alone, and memory stays bounded whatever the tensors' size.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ReportDBError
-from ..numeric.metrics import Comparison, compare
+from ..numeric.metrics import Comparison
+from ..numeric.streamed import compare_stored
 from ..results import Result, html_table
 from .golden import table_columns
 
@@ -151,8 +153,8 @@ def _compare_output(
     missing = [side for side, report, tensor_id in (("A", a, ta), ("B", b, tb)) if not report.has_tensor(tensor_id, rank)]
     if missing:
         return replace(row, status="tensor not stored in " + " and ".join(missing))
-    try:
-        metrics = compare(b.tensor(tb, rank), a.tensor(ta, rank), rtol=rtol, atol=atol, pcc=pcc)
+    try:  # window by window: memory stays bounded by a few windows whatever the tensors' size
+        metrics = compare_stored(b, tb, a, ta, rank, rtol=rtol, atol=atol, pcc=pcc)
     except ReportDBError as exc:
         return replace(row, status=f"not compared: {exc}")
     return replace(

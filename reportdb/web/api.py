@@ -20,7 +20,6 @@ import numpy as np
 from flask import Blueprint, Response, current_app, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
-from ..analysis.runs import compare_runs
 from ..errors import (
     AssemblyError,
     InvalidArgumentError,
@@ -32,11 +31,12 @@ from ..errors import (
     UnsafeReportError,
 )
 from ..dtypes import numpy_dtype
-from ..numeric.metrics import compare
 from ..results import jsonable
 from ..spec import _distribution_coordinate as distribution_coordinate
 from ..store.rows import TensorInfo, shard_boxes
 from ..store.windows import plan_window
+from ..analysis.runs import compare_runs
+from ..numeric.streamed import compare_streamed, flat_windows
 from . import params, views
 from .params import ApiError
 from .reports import RECORD_TABLES, Operation, Record, Served, ServedReports
@@ -51,9 +51,10 @@ MAX_SIDE = 2048
 MAX_JSON_CELLS = 1 << 20
 #: Source elements one heatmap or histogram request may pool (streamed band by band: this bounds time, not memory).
 MAX_POOL_ELEMENTS = 1 << 28
-#: Elements per side of a full comparison (both tensors are held while the metric vector is computed).
-MAX_COMPARE_ELEMENTS = 1 << 26
-#: Stored tensor bytes per report that run against run compares in one request (every matched output is read).
+#: Elements per side of a full comparison (streamed window by window: this bounds time, not memory).
+MAX_COMPARE_ELEMENTS = 1 << 28
+#: Stored tensor bytes per report that run against run compares in one request (every matched output is read, window
+#: by window: this bounds time, not memory).
 MAX_RUN_BYTES = 4 << 30
 #: Operations per page of the operation list.
 MAX_PAGE = 1000
@@ -326,21 +327,6 @@ def _same_shape(actual: Source, golden: Source) -> None:
                             f"{list(golden.shape)} differ in shape", "the comparison's metrics report the mismatch")
 
 
-def _flat_windows(shape: tuple[int, ...]) -> Iterator[tuple[int | slice, ...]]:
-    """Windows that cover a tensor in C order, each of at most about :data:`views.BAND_ELEMENTS` elements and each
-    one contiguous run of bytes (the error histogram streams through them)."""
-    if not shape:
-        yield ()
-        return
-    k = 0
-    while k < len(shape) - 1 and math.prod(shape[k + 1 :]) > views.BAND_ELEMENTS:
-        k += 1
-    step = max(1, views.BAND_ELEMENTS // max(1, math.prod(shape[k + 1 :])))
-    for lead in np.ndindex(*shape[:k]):
-        for start in range(0, shape[k], step):
-            yield (*map(int, lead), slice(start, min(shape[k], start + step)))
-
-
 # --- the blueprint ------------------------------------------------------------------------------------------------
 
 
@@ -544,12 +530,13 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
         for side in (actual, golden):
             if side.size > MAX_COMPARE_ELEMENTS:
                 raise ApiError(413, f"tensor {side.tensor_id} holds {side.size:,} elements, more than {MAX_COMPARE_ELEMENTS:,} "
-                                    "a comparison reads at once", "the heatmap and histogram endpoints stream any size; "
-                                    "`reportdb compare --golden` computes the full metrics")
+                                    "a comparison reads in one request", "compare a device shard (device=r,c), or run "
+                                    "`reportdb compare --golden` on the command line, which has no such bound")
         key = ("compare", one.name, kind, actual.tensor_id, actual.rank, actual.device, rtol, atol, threshold)
         metrics = served.cached(key)
         if metrics is None:
-            metrics = compare(actual.read(()), golden.read(()), rtol=rtol, atol=atol, pcc=threshold).to_dict()
+            metrics = compare_streamed(actual.read, golden.read, actual.shape, golden.shape, actual.dtype,
+                                               golden.dtype, rtol=rtol, atol=atol, pcc=threshold).to_dict()
             served.keep(key, metrics)
         if actual.device is None and (rtol, atol, pcc) == (DEFAULT_RTOL, DEFAULT_ATOL, None):
             served.keep(_verdict_key(one, kind, actual.tensor_id, actual.rank), (metrics.get("pcc"), metrics.get("passed")))
@@ -576,7 +563,7 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
         def band(y0: int, y1: int) -> np.ndarray:
             return views.errors(_rows(actual, area, y0, y1), _rows(golden, area, y0, y1), error, rtol=rtol, atol=atol)
 
-        grid = views.pool_region(area, band, signed=False)
+        grid = views.pool_region(area, band, signed=False, elements=views.BAND_ELEMENTS // 4)
         return _heatmap(area, grid, error, fmt, {"tensor_id": actual.tensor_id, "golden_tensor_id": golden.tensor_id,
                                                  "error": error, "rtol": rtol, "atol": atol})
 
@@ -588,13 +575,16 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
         if at is None or len(at) != len(actual.shape):
             raise ApiError(400, f"at must give one index per axis of the shape {list(actual.shape)}",
                            "e.g. at=" + ",".join("0" for _ in actual.shape))
+        rtol, atol = tolerances()
         actual.plan(at)  # out of range: a 400 before any read
         a, g = actual.read(at).reshape(1), golden.read(at).reshape(1)
-        errs = {kind: views.errors(a, g, kind, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL)[0] for kind in ("abs", "rel", "ulp")}
+        errs = {kind: views.errors(a, g, kind, rtol=rtol, atol=atol)[0] for kind in views.ERROR_KINDS}
+        allowed = atol + rtol * abs(float(g[0])) if math.isfinite(float(g[0])) else None
         return answer({
             "index": [i % n for i, n in zip(at, actual.shape)], "actual": values_json(a)[0], "golden": values_json(g)[0],
             "abs_error": values_json(np.array([errs["abs"]]))[0], "rel_error": values_json(np.array([errs["rel"]]))[0],
-            "ulp": values_json(np.array([errs["ulp"]]))[0],
+            "ulp": values_json(np.array([errs["ulp"]]))[0], "tolerances": {"rtol": rtol, "atol": atol},
+            "allowed": allowed, "mismatch": bool(errs["mask"]),
         })  # fmt: skip
 
     @bp.get("/api/compare-tensor/<kind>/<tensor_id>/histogram")
@@ -609,7 +599,7 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
                                 "per request", "use the heatmap endpoint on a region")
 
         def bands() -> Iterator[np.ndarray]:
-            for window in _flat_windows(actual.shape):
+            for window in flat_windows(actual.shape, views.BAND_ELEMENTS // 4):
                 yield views.errors(actual.read(window), golden.read(window), error, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL)
 
         return answer({"error": error, **views.error_histogram(bands, bins)})
@@ -626,15 +616,16 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
         pcc = params.number(args, "pcc", DEFAULT_PCC, low=-1.0, high=1.0)
         rank = params.integer(args, "rank", 0)
         for one in names.values():
-            _, total, largest = one.tensor_totals()
-            if total > MAX_RUN_BYTES or largest > MAX_COMPARE_ELEMENTS * 8:
-                raise ApiError(413, f"report {one.name} stores {total:,} bytes of tensors (the largest {largest:,}), more "
-                                    f"than a request compares ({MAX_RUN_BYTES:,}, {MAX_COMPARE_ELEMENTS * 8:,})",
-                               f"run `reportdb compare A B` on the command line; it has no such bound")
+            total = one.tensor_totals()[1]
+            if total > MAX_RUN_BYTES:
+                raise ApiError(413, f"report {one.name} stores {total:,} bytes of tensors, more than a request compares "
+                                    f"({MAX_RUN_BYTES:,})", "run `reportdb compare A B` on the command line; it has no "
+                                                            "such bound")
         key = ("runs", names["a"].name, names["b"].name, rank, rtol, atol, pcc)
         result = served.cached(key)
         if result is None:
-            result = compare_runs(names["a"].report, names["b"].report, rank=rank, rtol=rtol, atol=atol, pcc=pcc).to_dict()
+            result = compare_runs(names["a"].report, names["b"].report, rank=rank, rtol=rtol, atol=atol,
+                                                   pcc=pcc).to_dict()
             served.keep(key, result)
         return answer({"a": names["a"].name, "b": names["b"].name, "matched_by": result.get("matched_by"),
                        "first_divergence": result.get("first_divergence"), "items": result.get("rows", []),

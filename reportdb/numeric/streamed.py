@@ -1,0 +1,101 @@
+"""The comparison metric vector of :func:`reportdb.compare` streamed through windows of two tensors, so comparing
+large tensors (a run against a run, the web API) holds a few windows at a time instead of both whole arrays.
+
+``compare`` takes two whole arrays; here the accumulator it streams its blocks through is fed the blocks of windows
+read one after the other (two halves of the tensor in two threads, merged in order as ``compare`` merges its spans)
+and summarised by the same code, so the metrics have the same definitions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from ..dtypes import dtype_name, numpy_dtype
+from ..errors import AssemblyError
+from .blocks import BLOCK_ELEMENTS, flat_blocks, parallel_map
+from .metrics import Comparison, _check_params, _PairAccumulator, _summarize, compare
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+Window = tuple["int | slice", ...]
+
+#: Elements per window of a streamed comparison (two sides, two threads: ~16 MiB of float32 windows at a time).
+WINDOW_ELEMENTS = 1 << 20
+
+
+def flat_windows(shape: tuple[int, ...], elements: int) -> list[Window]:
+    """Windows that cover a tensor of ``shape`` in C order, each of at most about ``elements`` elements (at least one
+    row of the last axis) and each one contiguous run of the tensor's elements."""
+    if not shape:
+        return [()]
+    k = 0
+    while k < len(shape) - 1 and math.prod(shape[k + 1 :]) > elements:
+        k += 1
+    step = max(1, elements // max(1, math.prod(shape[k + 1 :])))
+    return [
+        (*map(int, lead), slice(start, min(shape[k], start + step)))
+        for lead in np.ndindex(*shape[:k])
+        for start in range(0, shape[k], step)
+    ]
+
+
+def compare_streamed(
+    read_a: Callable[[Window], np.ndarray], read_b: Callable[[Window], np.ndarray],
+    shape_a: tuple[int, ...], shape_b: tuple[int, ...], dtype_a: np.dtype, dtype_b: np.dtype,
+    *, rtol: float, atol: float, pcc: float, fit_tol: float = 0.02,
+) -> Comparison:  # fmt: skip
+    """``reportdb.compare(a, b, ...)`` of the tensors ``read_a(window)`` and ``read_b(window)`` give window by window
+    (the same windows on both sides), holding a few windows at a time instead of both whole arrays."""
+    if shape_a != shape_b:  # compare() reads nothing then: zero-strided stand-ins of the right shapes and dtypes
+        return compare(np.broadcast_to(np.zeros((), dtype_a), shape_a), np.broadcast_to(np.zeros((), dtype_b), shape_b),
+                       rtol=rtol, atol=atol, pcc=pcc, fit_tol=fit_tol)
+    _check_params(rtol, atol, pcc, fit_tol)
+    size = math.prod(shape_a)
+    block = max(1, min(size, BLOCK_ELEMENTS))
+    windows = flat_windows(shape_a, WINDOW_ELEMENTS)
+
+    def run(part: list[Window]) -> _PairAccumulator:
+        acc = _PairAccumulator(dtype_a, dtype_b, rtol, atol, block)
+        with np.errstate(over="ignore", invalid="ignore"):  # per thread: overflows surface as None in the summary
+            for window in part:
+                a, b = read_a(window).reshape(-1), read_b(window).reshape(-1)
+                for blk_a, blk_b in zip(flat_blocks(a, block), flat_blocks(b, block)):
+                    acc.add(blk_a, blk_b)
+        return acc
+
+    halves = [windows[: len(windows) // 2], windows[len(windows) // 2 :]] if len(windows) >= 2 else [windows]
+    total, *rest = parallel_map(run, halves)  # two halves at once: reads, checks and numpy loops release the GIL
+    for acc in rest:
+        total.merge(acc)
+    with np.errstate(over="ignore", invalid="ignore"):
+        metrics = _summarize(
+            size, total.joint, total.tt.result(size, total.tt_moments), total.ulps, total.ulp_dtype,
+            (total.max_abs, total.sum_abs, total.max_rel, total.sum_rel),
+            (total.mismatches, total.nan_mismatches, total.inf_mismatches),
+            rtol, atol, pcc, fit_tol, dtype_a != dtype_b,
+        )  # fmt: skip
+    return Comparison(
+        shape_a=shape_a, shape_b=shape_b, dtype_a=dtype_name(dtype_a), dtype_b=dtype_name(dtype_b), rtol=float(rtol),
+        atol=float(atol), pcc_threshold=float(pcc), fit_tol=float(fit_tol), **metrics,
+    )  # fmt: skip
+
+
+def compare_stored(
+    actual: "Report", actual_id: int, golden: "Report", golden_id: int, rank: int, *, rtol: float, atol: float, pcc: float
+) -> Comparison:
+    """``compare`` of two stored tensors (of one report or two), read window by window; AssemblyError when one's shards
+    do not assemble into one array."""
+    sides = []
+    for report, tensor_id in ((actual, actual_id), (golden, golden_id)):
+        info = report.tensor_info(tensor_id, rank)
+        if info.shape is None:
+            raise AssemblyError(f"tensor {tensor_id} (rank {rank}) has {len(info.shards)} shards that do not assemble "
+                                "into one array")
+        sides.append((info, lambda window, r=report, t=tensor_id: r.tensor(t, rank, window=window or None)))
+    (info_a, read_a), (info_b, read_b) = sides
+    return compare_streamed(read_a, read_b, tuple(info_a.shape or ()), tuple(info_b.shape or ()),
+                            numpy_dtype(info_a.dtype), numpy_dtype(info_b.dtype), rtol=rtol, atol=atol, pcc=pcc)
