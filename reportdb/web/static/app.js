@@ -1079,17 +1079,14 @@ const fetchPoint = debounce(async (r, c, clientX, clientY) => {
     // A per-device point the server cannot compare (a global golden) falls back to the value alone.
     const p = t.kind
       ? await api(`api/compare-tensor/${t.kind}/${t.ref.tensor_id}/point`, {
-        report: state.report, at: index.join(","), rank: t.ref.rank, device: t.device,
+        report: state.report, at: index.join(","), rank: t.ref.rank, device: t.device, rtol: tol().rtol, atol: tol().atol,
       }).catch((err) => {
         if (t.device && err instanceof ApiError && err.status < 500) return null;
         throw err;
       })
       : null;
     if (p) {
-      const { rtol, atol } = tol();
-      const a = num(p.actual);
-      const g = num(p.golden);
-      const bad = !(Math.abs(a - g) <= Number(atol) + Number(rtol) * Math.abs(g)) && !(Number.isNaN(a) && Number.isNaN(g)) && a !== g;
+      const bad = Boolean(p.mismatch); // the server's verdict at the tolerances sent, as the mismatch mask counts
       rows = [
         ["actual", fmt(p.actual, 7), "actual"],
         ["golden", fmt(p.golden, 7), "golden"],
