@@ -62,6 +62,35 @@ def _naive_push(db: Path, url: str) -> float:
     return time.perf_counter() - t0
 
 
+def _raw_copy(db: Path, url: str) -> tuple[float, float]:
+    """The server's own limits on these bytes: one binary COPY of every chunk (already in memory) into a bytea table
+    like the store's, and one COPY of them back out, received and dropped: seconds of each."""
+    import sqlite3
+
+    import psycopg
+
+    src = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    chunks = [bytes(r[0]) for r in src.execute("SELECT data FROM rdb_chunk")]
+    src.close()
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE raw (k int8 PRIMARY KEY, data bytea)")
+        conn.execute("ALTER TABLE raw ALTER COLUMN data SET STORAGE EXTERNAL")
+        conn.commit()
+        t0 = time.perf_counter()
+        with conn.cursor().copy("COPY raw (k, data) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "bytea"])
+            for i, data in enumerate(chunks):
+                copy.write_row((i, data))
+        conn.commit()
+        copy_in = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with conn.cursor().copy("COPY (SELECT k, data FROM raw ORDER BY k) TO STDOUT (FORMAT BINARY)") as copy:
+            for _ in copy:
+                pass
+        conn.commit()
+    return copy_in, time.perf_counter() - t0
+
+
 def big(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int = 3) -> None:
     rng = np.random.default_rng(0)
     folder = tmp / "big"
@@ -78,8 +107,14 @@ def big(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int = 3) -> No
     with open(tmp / "copy.sqlite", "rb+") as f:  # a pull syncs its file too
         os.fsync(f.fileno())
     copy_s = time.perf_counter() - t0
-    push_t, naive_t, pull_t = [], [], []
+    push_t, push1_t, naive_t, pull_t, in_t, out_t = [], [], [], [], [], []  # type: ignore[var-annotated]
     for attempt in range(repeat):  # alternating, each on a fresh database: drift and neighbours hit all alike
+        copy_in, copy_out = _raw_copy(db, server.create_database())
+        in_t.append(copy_in)
+        out_t.append(copy_out)
+        t0 = time.perf_counter()
+        team.push(folder, server.create_database(), name="big", jobs=1)
+        push1_t.append(time.perf_counter() - t0)
         url = server.create_database()
         t0 = time.perf_counter()
         pushed = team.push(folder, url, name="big", jobs=jobs)
@@ -92,13 +127,18 @@ def big(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int = 3) -> No
     t0 = time.perf_counter()
     again = team.push(folder, url, name="big")
     again_s = time.perf_counter() - t0
-    push_s, naive_s, pull_s = (statistics.median(t) for t in (push_t, naive_t, pull_t))
-    print(f"report of {mb:.0f} MB, {pushed.chunks} chunks (medians of {repeat} runs)")
+    push_s, push1_s, naive_s, pull_s, in_s, out_s = (statistics.median(t) for t in (push_t, push1_t, naive_t, pull_t,
+                                                                                   in_t, out_t))
+    print(f"report of {mb:.0f} MB, {pushed.chunks} chunks (medians of {repeat} runs; load {os.getloadavg()[0]:.1f})")
     print(f"  file copy + fsync   {mb / copy_s:8.0f} MB/s")
+    print(f"  raw COPY in         {mb / in_s:8.0f} MB/s   (the server's ingest limit: bytes in memory, no checks)")
+    print(f"  raw COPY out        {mb / out_s:8.0f} MB/s   (the server's send limit: received, not written)")
+    print(f"  push (jobs=1)       {mb / push1_s:8.0f} MB/s   ({push1_s:.2f} s; raw COPY in/push time ratio {in_s / push1_s:.2f})")
     print(f"  push (jobs={jobs})       {mb / push_s:8.0f} MB/s   ({push_s:.2f} s; copy/push time ratio {copy_s / push_s:.2f})")
     print(f"  naive INSERT/chunk  {mb / naive_s:8.0f} MB/s   (push is {naive_s / push_s:.2f}x faster)")
     print(f"  push again          {again_s * 1e3:8.0f} ms     (idempotent: {again.chunks_uploaded} chunks sent)")
-    print(f"  pull                {mb / pull_s:8.0f} MB/s   ({pull_s:.2f} s; copy/pull time ratio {copy_s / pull_s:.2f})")
+    print(f"  pull                {mb / pull_s:8.0f} MB/s   ({pull_s:.2f} s; copy/pull time ratio {copy_s / pull_s:.2f};"
+          f" raw COPY out/pull {out_s / pull_s:.2f})")
 
 
 def nightly(server: PgServer, tmp: Path, runs: int) -> None:

@@ -651,6 +651,8 @@ def push_(report_path: Path, url: str, name: str | None, tags: tuple[str, ...], 
         _echo(f"{result.name!r} is already stored with this content: nothing sent")
     if result.left_out:
         _echo(f"left out (reportdb runs no report-supplied SQL): {', '.join(result.left_out)}")
+    if result.stale_collected:
+        _echo(f"removed {result.stale_collected} interrupted pushes older than the stale bound")
 
 
 @cli.command("pull")
@@ -686,19 +688,23 @@ def pull_(url: str, name: str | None, out: Path | None, as_json: bool) -> None:
 @click.option("--tag", help="Only reports with this tag.")
 @click.option("--since", help="Only reports pushed since (ISO date or time, UTC unless it says).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many (newest first).")
+@click.option("--all", "everything", is_flag=True, help="Also pushes under way or interrupted (state staging).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @_friendly
-def reports_(url: str, name: str | None, tag: str | None, since: str | None, limit: int | None, as_json: bool) -> None:
-    """List the reports of a team store, newest push first."""
+def reports_(url: str, name: str | None, tag: str | None, since: str | None, limit: int | None, everything: bool,
+             as_json: bool) -> None:
+    """List the reports of a team store, newest push first. A push killed and never run again shows with --all
+    (staging) until the next push or delete removes it after REPORTDB_TEAM_STALE_HOURS (24 by default)."""
     from reportdb import team
 
-    found = team.list_reports(url, name=name, tag=tag, since=since, limit=limit)
+    found = team.list_reports(url, name=name, tag=tag, since=since, limit=limit, include_staging=everything)
     if as_json:
         _emit([r.to_dict() for r in found])
         return
     _echo(f"{'name':<32} {'ttnn':<8} {'captured':<16} {'pushed':<16} {'ops':>6} {'tensors':>7} {'bytes':>10}  tags")
     for r in found:
-        _echo(f"{r.name:<32} {r.ttnn_version or '-':<8} {_when(r.captured_at):<16} {_when(r.pushed_at):<16}"
+        shown = r.name if r.state == "ready" else f"{r.name} ({r.state})"
+        _echo(f"{shown:<32} {r.ttnn_version or '-':<8} {_when(r.captured_at):<16} {_when(r.pushed_at):<16}"
               f" {_num(r.n_operations):>6} {_num(r.n_tensors):>7} {_size(r.logical_bytes or 0):>10}"
               f"  {','.join(r.tags)}")
 

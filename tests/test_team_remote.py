@@ -133,3 +133,33 @@ def test_a_window_fetches_only_the_chunks_it_spans(store: str) -> None:
         assert fetched(remote) == 2
         np.testing.assert_array_equal(remote.tensor(900), BIG)
         assert fetched(remote) == 6
+
+
+def test_one_shard_or_a_window_of_a_multi_shard_tensor_fetches_only_its_chunks(pg_server: PgServer, tmp_path: Path) -> None:
+    """``device=`` fetches that shard's chunks only, a window of it only those it spans, and a window across a
+    multi-device tensor only the chunks of the shards it overlaps."""
+    import sqlite3
+
+    rng = np.random.default_rng(3)
+    parts = [((i,), rng.standard_normal((64, 256)).astype(np.float32)) for i in range(4)]  # 64 KiB: 4 chunks each
+    whole = np.concatenate([a for _, a in parts], axis=0)
+    with reportdb.open(tmp_path / "r", "a", chunk_size=16 << 10) as local:
+        local.put_tensor(5, shards=parts, distribution=Distribution((4,), (Placement("shard", 0),)))
+    url = pg_server.create_database()
+    team.push(tmp_path / "r", url, name="sharded")
+
+    def fetched(remote: reportdb.Report) -> int:
+        with sqlite3.connect(f"file:{remote.path}?mode=ro", uri=True) as conn:
+            return conn.execute("SELECT COUNT(*) FROM rdb_chunk WHERE length(data) > 0").fetchone()[0]
+
+    with reportdb.open(team.report_url(url, "sharded")) as remote:
+        np.testing.assert_array_equal(remote.tensor(5, device=(2,)), parts[2][1])
+        assert fetched(remote) == 4
+        np.testing.assert_array_equal(remote.tensor(5, device=(1,), window=np.s_[:8]), parts[1][1][:8])  # 8 KiB
+        assert fetched(remote) == 5
+        np.testing.assert_array_equal(remote.tensor(5, window=np.s_[190:200, :4]), whole[190:200, :4])  # shards 2, 3
+        assert fetched(remote) == 6  # shard 2's last chunk was there already; shard 3's first one
+        np.testing.assert_array_equal(remote.tensor(5), whole)
+        assert fetched(remote) == 16
+        with pytest.raises(TensorNotFoundError):
+            remote.tensor(5, device=(7,))

@@ -7,19 +7,19 @@ collected, safely while others push), ``history`` of an operation's metrics agai
 SQLite report. ``merge`` joins the per-rank reports of a multi-host run into one (no server needed).
 
 The server needs PostgreSQL 12 or newer and no extension; the store's tables are created on the first push. The
-design (what is shared, what is kept per report, how concurrent pushes and deletes stay safe) is in the docstrings
-of ``schema.py``, ``push.py``, ``pull.py`` and ``remote.py``.
+design (what is shared, what is kept per report, how concurrent pushes and deletes stay safe, how killed pushes are
+collected) is in the docstrings of ``schema.py``, ``push.py``, ``gc.py``, ``pull.py`` and ``remote.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..errors import InvalidArgumentError, ReportNotFoundError
 from ..results import Result
-from . import server
+from . import gc, server
 from .merge import MergeResult, merge
 from .server import report_url
 from .pull import PullResult, pull
@@ -42,14 +42,16 @@ class StoredReport(Result):
     stored_bytes: int
     tags: tuple[str, ...]
     digest: str
+    state: str = "ready"  # 'staging': a push under way, or killed (``pushed_at`` is then its last activity)
 
 
 _LIST_COLUMNS = tuple(f.name for f in fields(StoredReport))
 
 
-def _report_filters(prefix: str, name: str | None, tag: str | None) -> tuple[list[str], list[Any]]:
-    """WHERE clauses and their parameters that keep the ready reports whose name holds ``name`` and tags ``tag``."""
-    clauses, params = [f"{prefix}state = 'ready'"], []  # type: list[str], list[Any]
+def _report_filters(prefix: str, name: str | None, tag: str | None, *, staging: bool = False) -> tuple[list[str], list[Any]]:
+    """WHERE clauses and their parameters that keep the ready reports (and the staging ones with ``staging``) whose
+    name holds ``name`` and tags ``tag``."""
+    clauses, params = ([] if staging else [f"{prefix}state = 'ready'"]), []  # type: list[str], list[Any]
     if name:
         clauses.append(f"strpos({prefix}name, %s) > 0")
         params.append(name)
@@ -72,10 +74,13 @@ def _since(value: datetime | str | None) -> datetime | None:
 
 
 def list_reports(url: str, *, name: str | None = None, tag: str | None = None,
-                 since: datetime | str | None = None, limit: int | None = None) -> list[StoredReport]:
+                 since: datetime | str | None = None, limit: int | None = None,
+                 include_staging: bool = False) -> list[StoredReport]:
     """The published reports of the store, newest push first: name, ttnn version, capture and push times,
     operations, tensors, logical and stored bytes, tags, content digest. ``name``: a substring of the name; ``tag``:
-    one of its tags; ``since``: pushed at or after (a datetime or ISO text, UTC unless it says)."""
+    one of its tags; ``since``: pushed at or after (a datetime or ISO text, UTC unless it says);
+    ``include_staging``: also pushes under way or killed (``state`` 'staging', ``pushed_at`` their last activity;
+    ``delete`` removes one, and the next push or delete collects those untouched for a day)."""
     store = server.parse_url(url)
     since_at = _since(since)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -84,18 +89,21 @@ def list_reports(url: str, *, name: str | None = None, tag: str | None = None,
     try:
         if not server.ensure_schema(conn, store, create=False):
             return []
-        clauses, params = _report_filters("", name, tag)
+        clauses, params = _report_filters("", name, tag, staging=include_staging)
         if since_at is not None:
             clauses.append("pushed_at >= %s")
             params.append(since_at)
-        sql = (f"SELECT {', '.join(_LIST_COLUMNS)} FROM team_report WHERE {' AND '.join(clauses)}"
+        sql = (f"SELECT {', '.join(_LIST_COLUMNS)} FROM team_report WHERE {' AND '.join(clauses) or 'TRUE'}"
                f" ORDER BY pushed_at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else ""))
         with server.mapped(store, "listing reports"):
             rows = conn.execute(sql.encode(), params).fetchall()
     finally:
         conn.close()
     listed = [dict(zip(_LIST_COLUMNS, row)) for row in rows]
-    return [StoredReport(**{**r, "tags": tuple(r["tags"] or ()), "digest": bytes(r["digest"]).hex()}) for r in listed]
+    counts = ("n_tensors", "logical_bytes", "stored_bytes")  # NULL while a push stages
+    return [StoredReport(**{**r, **{k: r[k] or 0 for k in counts}, "digest": bytes(r["digest"]).hex(),
+                            "tags": tuple(r["tags"]) if isinstance(r["tags"], list) and all(
+                                isinstance(t, str) for t in r["tags"]) else ()}) for r in listed]
 
 
 @dataclass(frozen=True)
@@ -107,47 +115,27 @@ class DeleteResult(Result):
     bytes_collected: int
 
 
-def delete(url: str, name: str | None = None) -> DeleteResult:
+def delete(url: str, name: str | None = None, *, stale_after: timedelta | float | None = None) -> DeleteResult:
     """Remove report ``name`` (published, or a push's leftover staging row) and collect the chunks that no other
-    report references.
-
-    Two transactions: the first deletes the report's row (its tables, rows, history and chunk references go with
-    it), so it is gone for readers at once; the second, holding the collector's advisory lock exclusively, deletes
-    those of its chunks that no reference names any more. Pushes reference their chunks before uploading and check
-    "already stored" only under the same lock held shared (``push.py``), so a chunk a push counts on is never taken.
-    """
+    report references; then collect the staging rows of pushes killed more than ``stale_after`` ago (``gc.py``:
+    the order of the work, and why it is safe while others push)."""
     store = server.parse_url(url, name=name, need_name=True)
     assert store.name is not None
+    age = gc.stale_after(stale_after)
     conn = server.connect(store)
     try:
         if not server.ensure_schema(conn, store, create=False):
             raise ReportNotFoundError(f"{store.display}: no report {store.name!r} (the store is empty)")
         with server.mapped(store, f"deleting {store.name!r}"):
-            with conn.transaction():
-                row = conn.execute("SELECT id FROM team_report WHERE name = %s FOR UPDATE", (store.name,)).fetchone()
-                if row is None:
-                    raise ReportNotFoundError(f"{store.display}: no report {store.name!r}")
-                candidates = conn.execute(
-                    "SELECT DISTINCT digest, codec, crc32 FROM team_report_chunk WHERE report_id = %s", (row[0],)
-                ).fetchall()
-                conn.execute("DELETE FROM team_report WHERE id = %s", (row[0],))
-            collected = nbytes = 0
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (server.GC_LOCK,))
-                conn.execute("CREATE TEMP TABLE team_gc (digest bytea, codec text, crc32 bigint) ON COMMIT DROP")
-                with conn.cursor().copy("COPY team_gc (digest, codec, crc32) FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.set_types(["bytea", "text", "int8"])
-                    for c in candidates:
-                        copy.write_row(c)
-                gone = conn.execute(
-                    "DELETE FROM team_chunk c USING team_gc g WHERE c.digest = g.digest AND c.codec = g.codec"
-                    " AND c.crc32 = g.crc32 AND NOT EXISTS (SELECT 1 FROM team_report_chunk r WHERE r.digest = c.digest"
-                    " AND r.codec = c.codec AND r.crc32 = c.crc32) RETURNING c.nbytes"
-                ).fetchall()
-                collected, nbytes = len(gone), sum(int(r[0]) for r in gone)
+            row = conn.execute("SELECT id FROM team_report WHERE name = %s FOR UPDATE", (store.name,)).fetchone()
+            if row is None:
+                conn.rollback()
+                raise ReportNotFoundError(f"{store.display}: no report {store.name!r}")
+            collected, nbytes = gc.remove(conn, [row[0]])
+        _, stale_chunks, stale_bytes = gc.collect_stale(conn, store, age)
     finally:
         conn.close()
-    return DeleteResult(store.name, collected, nbytes)
+    return DeleteResult(store.name, collected + stale_chunks, nbytes + stale_bytes)
 
 
 @dataclass(frozen=True)

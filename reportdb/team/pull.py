@@ -5,6 +5,12 @@ rows, the chunks streamed out of the server with a binary ``COPY``, then the ind
 and only then linked into place: a failed or interrupted pull leaves nothing at the destination, and an existing file
 there is never overwritten. The same builder, without the chunk bytes, makes the private copy that a remote report
 reads through (``remote.py``).
+
+The chunk bytes go from libpq's receive buffer into the file without a copy in between (a ``bytea`` loader that gives
+memoryviews, ``zeroblob`` + ``blobopen``), through a small SQLite page cache, and the file is synced as it grows:
+fresh 4 MiB buffers per chunk (page faults) and a large cache flushed at the end cost more than the copies. Nothing
+the server sends back is trusted to size anything: names, table texts, column lists, row parts and chunks each have a
+bound, checked (the server is asked not to send what exceeds it) before use.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..results import Result
 from ..errors import CorruptionError, OutputPathError, ReportNotFoundError
+from ..store import blobs
 from . import server, tables
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,6 +36,17 @@ if TYPE_CHECKING:  # pragma: no cover
 Progress = Callable[[int, int], None]
 #: Chunks received and not yet written, at most (4 MiB each by default).
 QUEUED_CHUNKS = 8
+#: While chunks are written, the file is synced every SYNC_BYTES (from the writing thread, as the next chunks arrive),
+#: so that the final fsync before the file is linked into place has little left to write.
+SYNC_BYTES = 32 << 20
+#: SQLite's page cache while chunks are written (KiB): they are written once, so a big cache only delays them.
+WRITE_CACHE_KIB = 4096
+#: Bounds on what the server sends back, checked before anything is sized from it: a store is data from others too.
+MAX_TABLES = 100_000
+MAX_COLUMNS = 32_767
+MAX_NAME_BYTES = 4096
+MAX_DDL_BYTES = 1 << 20
+MAX_CHUNKS = 50_000_000
 
 
 @dataclass
@@ -56,18 +74,70 @@ def find(conn: "psycopg.Connection[Any]", store: server.StoreURL, name: str) -> 
         raise ReportNotFoundError(f"{store.display}: no report {name!r} (the store is empty)")
     with server.mapped(store, f"looking up {name!r}"), conn.transaction():
         row = conn.execute(
-            "SELECT id, info, stored_bytes FROM team_report WHERE name = %s AND state = 'ready'", (name,)
+            "SELECT id, CASE WHEN octet_length(info::text) <= %s THEN info END, stored_bytes FROM team_report"
+            " WHERE name = %s AND state = 'ready'", (MAX_DDL_BYTES, name)
         ).fetchone()
     if row is None:
         raise ReportNotFoundError(f"{store.display}: no report {name!r}; `reportdb reports {store.display}` lists them")
-    return Found(int(row[0]), name, row[1] if isinstance(row[1], dict) else {}, int(row[2] or 0))
+    stored = row[2]
+    if type(row[0]) is not int or not (stored is None or type(stored) is int and stored >= 0):
+        raise CorruptionError(f"{store.display}: the row of report {name!r} is malformed; push the report again")
+    return Found(row[0], name, row[1] if isinstance(row[1], dict) else {}, stored or 0)
 
 
+#: A report's chunk rows with their stored size; the bytes only when that size fits the row (else NULL, refused).
 _CHUNKS_SQL = (
-    "SELECT rc.chunk_id, rc.digest, rc.nbytes, rc.crc32, NULLIF(rc.codec, ''), {data} FROM team_report_chunk rc"
+    "SELECT rc.chunk_id, rc.digest, rc.nbytes, rc.crc32, NULLIF(rc.codec, ''), octet_length(c.data)::int8,"
+    " CASE WHEN octet_length(c.data) <= LEAST(rc.nbytes, {limit}) THEN {data} END FROM team_report_chunk rc"
     " JOIN team_chunk c ON c.digest = rc.digest AND c.codec = rc.codec AND c.crc32 = rc.crc32"
     " WHERE rc.report_id = {report_id} ORDER BY rc.chunk_id"
 )
+
+
+def _file_facts(found: Found, what: str) -> tuple[int, int]:
+    """The page size and user_version the report file had (from its row's ``info``), checked."""
+    page_size, user_version = found.info.get("page_size", 4096), found.info.get("user_version", 0)
+    if type(page_size) is not int or page_size & (page_size - 1) or not 512 <= page_size <= 65536:
+        raise CorruptionError(f"{what}: its stored page size {page_size!r} is not one SQLite has; push the report again")
+    if type(user_version) is not int or not -(2**31) <= user_version < 2**31:
+        raise CorruptionError(f"{what}: its stored user_version {user_version!r} is not a 32-bit number; push the report again")
+    return page_size, user_version
+
+
+def _table_defs(conn: "psycopg.Connection[Any]", found: Found, what: str) -> list[tables.TableDef]:
+    """The report's tables and indexes as stored, each field checked (kinds, sizes, column lists) before use; the
+    server sends no name or text above its bound (it sends its size instead, which is refused)."""
+    rows = conn.execute(
+        "SELECT ord, CASE WHEN octet_length(name) <= %(n)s THEN name END, octet_length(name), kind,"
+        " CASE WHEN octet_length(ddl) <= %(d)s THEN ddl END, octet_length(ddl),"
+        " CASE WHEN octet_length(columns::text) <= %(d)s THEN columns END, octet_length(columns::text), has_rowid"
+        " FROM team_table WHERE report_id = %(id)s ORDER BY ord LIMIT %(limit)s",
+        {"n": MAX_NAME_BYTES, "d": MAX_DDL_BYTES, "id": found.id, "limit": MAX_TABLES + 1},
+    ).fetchall()
+    if len(rows) > MAX_TABLES:
+        raise CorruptionError(f"{what}: the store lists more than {MAX_TABLES} tables for it; refused")
+    defs = []
+    for expected, (ord_, name, name_len, kind, ddl, ddl_len, columns, columns_len, has_rowid) in enumerate(rows):
+        label = f"{what}: stored table #{ord_}"
+        if ord_ != expected:
+            raise CorruptionError(f"{what}: its stored tables are not numbered 0, 1, 2...; push the report again")
+        if not isinstance(name, str) or not name:
+            raise CorruptionError(f"{label} has no usable name ({name_len} bytes, at most {MAX_NAME_BYTES}); refused")
+        if kind not in ("table", "index", "chunks"):
+            raise CorruptionError(f"{label} ({name!r}) is of unknown kind {kind!r}; refused")
+        if (ddl is None and ddl_len is not None) or (ddl is None and name != "sqlite_sequence") or \
+                (ddl is not None and not isinstance(ddl, str)):
+            raise CorruptionError(f"{label} ({name!r}) has no usable definition ({ddl_len} bytes, at most "
+                                  f"{MAX_DDL_BYTES}); refused")
+        if columns is None and kind != "index" or columns is not None and not (
+                isinstance(columns, list) and len(columns) <= MAX_COLUMNS
+                and all(isinstance(c, str) and 0 < len(c) <= MAX_NAME_BYTES for c in columns)):
+            raise CorruptionError(f"{label} ({name!r}) has no usable column list ({columns_len} bytes, at most "
+                                  f"{MAX_COLUMNS} names); refused")
+        if not isinstance(has_rowid, bool):
+            raise CorruptionError(f"{label} ({name!r}) has no usable rowid flag ({has_rowid!r}); refused")
+        defs.append(tables.TableDef(name, kind, ddl, tuple(columns or ()), has_rowid))
+    return defs
 
 
 def build(
@@ -75,41 +145,48 @@ def build(
     progress: Progress | None = None,
 ) -> tuple[int, int]:
     """Restore the report into the new file ``dest`` (chunk bytes only ``with_data``; else empty placeholders that
-    a remote report fills on demand); returns (chunks, bytes of chunk data). The caller removes ``dest`` on failure."""
+    a remote report fills on demand); returns (chunks, bytes of chunk data). The caller removes ``dest`` on failure.
+
+    Every size the server sends back is checked before anything is sized from it (``_table_defs``, the rows' parts
+    against ``tables.MAX_PART_BYTES``, each chunk against its row): a store is someone else's data too."""
     what = f"{store.display}: report {found.name!r}"
-    sq = tables.new_database(dest, int(found.info.get("page_size") or 4096), int(found.info.get("user_version") or 0))
+    page_size, user_version = _file_facts(found, what)
+    sq = tables.new_database(dest, page_size, user_version)
     n_chunks = n_bytes = 0
     try:
         with server.mapped(store, f"reading {found.name!r}"), conn.transaction():
-            defs = [
-                tables.TableDef(r[1], r[2], r[3], tuple(r[4] or ()), bool(r[5]))
-                for r in conn.execute(
-                    "SELECT ord, name, kind, ddl, columns, has_rowid FROM team_table WHERE report_id = %s ORDER BY ord",
-                    (found.id,),
-                )
-            ]
+            defs = _table_defs(conn, found, what)
             by_ord = dict(enumerate(defs))
             sq.execute("BEGIN")
             for t in defs:
                 if t.kind != "index":
                     tables.create_table(sq, t, what)
             with conn.cursor(name="team_rows") as rows:  # server side: parts stream, never all in memory
-                rows.itersize = 8
-                rows.execute("SELECT table_ord, data FROM team_rows WHERE report_id = %s ORDER BY table_ord, part", (found.id,))
-                for ord_, data in rows:
+                rows.itersize = 1  # a part may be up to MAX_PART_BYTES
+                rows.execute("SELECT table_ord, part, CASE WHEN octet_length(data) <= %s THEN data END, octet_length(data)"
+                             " FROM team_rows WHERE report_id = %s ORDER BY table_ord, part",
+                             (tables.MAX_PART_BYTES, found.id))
+                for ord_, part, data, size in rows:
                     into = by_ord.get(ord_)
                     if into is None or into.kind != "table":
                         raise CorruptionError(f"{what}: stored rows belong to no table (#{ord_}); push the report again")
+                    if data is None or len(data) != size:
+                        raise CorruptionError(
+                            f"{what}: part {part} of the stored rows of table {into.name!r} is {size} bytes, not a part "
+                            f"a push writes (at most {tables.MAX_PART_BYTES}, sent whole); refused")
                     tables.insert_rows(sq, into, tables.decode_rows(bytes(data), len(into.insert_columns), what), what)
             chunk_def = next((t for t in defs if t.kind == "chunks"), None)
             expected = conn.execute("SELECT COUNT(*), COALESCE(SUM(nbytes), 0) FROM team_report_chunk WHERE report_id = %s",
                                     (found.id,)).fetchone()
+            if expected is None or type(expected[0]) is not int or not 0 <= expected[0] <= MAX_CHUNKS:
+                raise CorruptionError(f"{what}: the store lists {expected and expected[0]!r} chunks for it, more than "
+                                      f"{MAX_CHUNKS}; refused")
             if chunk_def is not None:
-                n_chunks, n_bytes = _restore_chunks(conn, sq, found, chunk_def, with_data, what,
-                                                    int(expected[1]) if expected else 0, progress)
-            if expected is None or n_chunks != expected[0]:
-                raise CorruptionError(f"{what}: {int(expected[0]) - n_chunks if expected else '?'} of its chunks are "
-                                      "missing from the store; push the report again")
+                n_chunks, n_bytes = _restore_chunks(conn, sq, dest, chunk_def, found, with_data, what,
+                                                    int(expected[1]), expected[0], progress)
+            if n_chunks != expected[0]:
+                raise CorruptionError(f"{what}: {expected[0] - n_chunks} of its chunks are missing from the store; "
+                                      "push the report again")
         for t in defs:
             if t.kind == "index":
                 tables.create_table(sq, t, what)
@@ -120,47 +197,105 @@ def build(
     return n_chunks, n_bytes
 
 
+def view_loader() -> Any:
+    """A psycopg loader giving ``bytea`` values as memoryviews of the received message: a chunk's bytes go from
+    libpq's buffer into the file without a copy in between (and without a fresh 4 MiB allocation per chunk, whose
+    page faults cost more than the copy)."""
+    from psycopg.adapt import Loader
+    from psycopg.pq import Format
+
+    class ViewLoader(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> Any:
+            return data
+
+    return ViewLoader
+
+
+def _chunk_problem(row: Any, with_data: bool) -> str | None:
+    """What is wrong with a chunk row the server sent (``None``: nothing), checked before its size is used."""
+    chunk_id, digest, nbytes, crc32, codec, size, data = row
+    if type(chunk_id) is not int or type(nbytes) is not int or type(crc32) is not int or type(size) is not int:
+        return "a chunk row without its numbers"
+    if digest is None or len(digest) != 32 or not 0 <= crc32 < 2**32 or codec not in (None, "zstd"):
+        return f"chunk {chunk_id} has a malformed address"
+    if not 0 < nbytes <= blobs.MAX_CHUNK_SIZE:
+        return f"chunk {chunk_id} claims {nbytes} bytes (at most {blobs.MAX_CHUNK_SIZE})"
+    if codec is None and size != nbytes or codec is not None and not 0 < size <= nbytes:
+        return f"chunk {chunk_id} holds {size} bytes, not the {nbytes} its row gives"
+    if with_data and (data is None or len(data) != size):
+        return f"chunk {chunk_id} came with {'no' if data is None else len(data)} bytes, not {size}"
+    return None
+
+
 def _restore_chunks(
-    conn: "psycopg.Connection[Any]", sq: Any, found: Found, chunk_def: tables.TableDef, with_data: bool, what: str,
-    total: int, progress: Progress | None,
+    conn: "psycopg.Connection[Any]", sq: Any, dest: Path, chunk_def: tables.TableDef, found: Found, with_data: bool,
+    what: str, total: int, count: int, progress: Progress | None,
 ) -> tuple[int, int]:
     """The report's rdb_chunk rows, their bytes streamed out with a binary COPY (or empty placeholders).
 
-    A second thread writes them into SQLite (which releases the GIL while it writes) as this one receives the next
-    ones, so the server's sending and the file's writing overlap; at most QUEUED_CHUNKS wait between the two."""
+    Each row is checked (``_chunk_problem``) before anything is sized from it. A second thread writes them into
+    SQLite (which releases the GIL while it writes) as this one receives the next ones, so the server's sending and
+    the file's writing overlap; at most QUEUED_CHUNKS wait between the two. Where the sqlite3 module has
+    ``blobopen`` (3.11+), a chunk's row is inserted with a ``zeroblob`` of its size and its bytes written into it
+    straight from the received message; the writing thread also syncs the file every SYNC_BYTES."""
     columns = chunk_def.columns
-    order = {"id": 0, "digest": 1, "nbytes": 2, "crc32": 3, "codec": 4, "data": 5}
-    sql = (f"INSERT INTO rdb_chunk ({', '.join(tables.quoted(c) for c in columns)})"
-           f" VALUES ({', '.join('?' * len(columns))})")
+    order = {"id": 0, "digest": 1, "nbytes": 2, "crc32": 3, "codec": 4, "data": 6}
+    direct = with_data and hasattr(sq, "blobopen")
+    values = ", ".join("zeroblob(?)" if c == "data" and direct else "?" for c in columns)
+    sql = f"INSERT INTO rdb_chunk ({', '.join(tables.quoted(c) for c in columns)}) VALUES ({values})"
     n = nbytes = 0
     pending: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
     failed: list[BaseException] = []
 
     def write() -> None:
-        while (row := pending.get()) is not None:
-            if not failed:
+        unsynced = 0
+        with open(dest, "rb") as synced:  # its own descriptor of the file SQLite writes, to sync it as it grows
+            while (row := pending.get()) is not None:
+                if failed:
+                    continue
                 try:
-                    sq.execute(sql, row)
+                    data = row[6]
+                    params = [(len(data) if direct else data) if c == "data" else row[order[c]] for c in columns]
+                    sq.execute(sql, params)
+                    if direct:
+                        with sq.blobopen("rdb_chunk", "data", row[0]) as blob:
+                            blob.write(data)
+                    unsynced += len(data)
+                    if unsynced >= SYNC_BYTES:
+                        getattr(os, "fdatasync", os.fsync)(synced.fileno())  # no fdatasync on macOS
+                        unsynced = 0
                 except BaseException as exc:  # handed to the receiving thread, which raises it
                     failed.append(exc)
 
+    if with_data:  # a small page cache: chunk pages reach the file (and its periodic syncs) as they are written
+        sq.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
     writer = threading.Thread(target=write, name="reportdb-pull-writer", daemon=True)
     writer.start()
-    query = _CHUNKS_SQL.format(data="c.data" if with_data else "''::bytea", report_id=int(found.id))
+    query = _CHUNKS_SQL.format(data="c.data" if with_data else "''::bytea", report_id=int(found.id),
+                               limit=int(blobs.MAX_CHUNK_SIZE))
     try:
-        with conn.cursor().copy(f"COPY ({query}) TO STDOUT (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "bytea", "int8", "int8", "text", "bytea"])
+        cursor = conn.cursor()
+        cursor.adapters.register_loader("bytea", view_loader())
+        with cursor.copy(f"COPY ({query}) TO STDOUT (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "bytea", "int8", "int8", "text", "int8", "bytea"])
             for row in copy.rows():
                 if failed:
                     break
-                pending.put(tuple(row[order[c]] for c in columns))
+                problem = _chunk_problem(row, with_data) if n < count else f"more than the {count} chunks it lists"
+                if problem is not None:
+                    raise CorruptionError(f"{what}: the store sent {problem}; refused (push the report again)")
+                digest = bytes(row[1])
+                pending.put((row[0], digest, row[2], row[3], row[4], row[5], row[6] if with_data else b""))
                 n += 1
-                nbytes += int(row[2]) if with_data else 0
+                nbytes += row[2] if with_data else 0
                 if progress is not None and with_data and n % 16 == 0:
                     progress(nbytes, total)
     finally:
         pending.put(None)
         writer.join()
+    sq.execute(f"PRAGMA cache_size=-{tables.RESTORE_CACHE_KIB}")
     if failed:
         exc = failed[0]
         if isinstance(exc, sqlite3.Error):

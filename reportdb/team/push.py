@@ -11,8 +11,11 @@ The order of the work is what makes it safe:
    binary COPY straight into the shared table, in key order (concurrent pushers of overlapping reports insert in
    one order, so they never deadlock). Should another push store one of the batch's chunks first, the batch goes
    again through a temporary staging table and ``INSERT ... ON CONFLICT DO NOTHING``, which skips those. Each batch holds the garbage collector's advisory lock *shared*, and ``delete``
-   takes it exclusively, so "already stored, skip it" is never answered by a chunk being collected. A SIGKILL loses at
-   most the batch in flight; a rerun finds the staging row and uploads only what is still missing.
+   takes it exclusively, so "already stored, skip it" is never answered by a chunk being collected. A batch also holds the
+   staging row (``FOR KEY SHARE``), so a delete or the collector of stale rows (``gc.py``) waits for it, and the next
+   batch stops if the row is gone; after each batch the row is marked active. A SIGKILL loses at most the batch in
+   flight; a rerun finds the staging row and uploads only what is still missing, and if nobody reruns it, the next
+   push or delete collects it after a day.
    Each chunk's crc32 and sha256 address are checked before it is shared: a damaged or lying report cannot put wrong
    bytes under an address other reports use.
 4. One last transaction writes the tables, rows and history and flips the row to ``ready``: the report is visible
@@ -24,19 +27,20 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import struct
 import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..results import Result
 from ..errors import CorruptionError, InvalidArgumentError, ReportExistsError, TeamStoreError
 from ..store import blobs, codec as codec_mod, engine as engine_mod
-from . import server, tables
+from . import gc, server, tables
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
@@ -71,6 +75,7 @@ class PushResult(Result):
     stored_bytes: int = 0
     left_out: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    stale_collected: int = 0  # staging rows of killed pushes collected first (gc.py)
 
 
 @dataclass
@@ -258,6 +263,9 @@ def _claim(conn: "psycopg.Connection[Any]", name: str, snap: _Snapshot, tags: li
                 if created is None:
                     continue  # another push claimed the name between our look and our insert: look again
                 return int(created[0]), True
+        if bytes(row[1]) == snap.digest and row[2] == "staging":
+            with conn.transaction():  # resumed: its row is active again (gc.py collects rows untouched for long)
+                conn.execute("UPDATE team_report SET pushed_at = now() WHERE id = %s", (row[0],))
         if bytes(row[1]) != snap.digest:
             what = "a push of different content under this name is under way or was interrupted" if row[2] == "staging" \
                 else "a different report is stored under this name"
@@ -299,8 +307,8 @@ def _missing(conn: "psycopg.Connection[Any]", report_id: int) -> set[int]:
 class _Uploader:
     """One upload connection (and its own read-only connection to the report): step 3, one batch at a time."""
 
-    def __init__(self, store: server.StoreURL, path: Path) -> None:
-        self.store, self.path = store, path
+    def __init__(self, store: server.StoreURL, path: Path, report_id: int) -> None:
+        self.store, self.path, self.report_id = store, path, report_id
         self.pg = server.connect(store)
         self.sqlite = engine_mod.connect(path, readonly=True)
         with self.pg.transaction():
@@ -319,6 +327,10 @@ class _Uploader:
 
         with self.pg.transaction():
             self.pg.execute("SELECT pg_advisory_xact_lock_shared(%s)", (server.GC_LOCK,))
+            held = self.pg.execute("SELECT 1 FROM team_report WHERE id = %s AND state = 'staging' FOR KEY SHARE",
+                                   (self.report_id,)).fetchone()
+            if held is None:  # deleted (or collected as stale): uploading on would leave chunks nothing references
+                raise TeamStoreError(f"{self.store.display}: the report being pushed was deleted meanwhile; push it again")
             present = {(bytes(r[0]), r[1], r[2]) for r in self.pg.execute(
                 "SELECT digest, codec, crc32 FROM team_chunk WHERE digest = ANY(%s)", ([c.digest for c in batch],))}
             todo = [c for c in batch if (c.digest, c.codec, c.crc32) not in present]
@@ -336,26 +348,45 @@ class _Uploader:
         return len(todo), sent_bytes
 
     def _copy(self, todo: Sequence[ChunkRef], into: str) -> int:
-        """COPY the chunks (in key order: see the module's docstring), each checked first, into ``into``."""
+        """COPY the chunks (in key order: see the module's docstring), each checked first, into ``into``.
+
+        The binary COPY rows are framed here (``_row_head``) and each chunk's bytes handed on as they were read:
+        psycopg's row formatting would copy every chunk twice more, and the queued writer sends from its own thread
+        while this one reads and checks the next chunk."""
         from psycopg.copy import QueuedLibpqWriter
 
         sent = 0
         cursor = self.pg.cursor()
-        with cursor.copy(  # the queued writer sends from its own thread while this one reads and checks the next chunk
+        with cursor.copy(
             f"COPY {into} (digest, codec, crc32, nbytes, data) FROM STDIN (FORMAT BINARY)",
             writer=QueuedLibpqWriter(cursor),
         ) as copy:
-            copy.set_types(["bytea", "text", "int8", "int8", "bytea"])
+            copy.write(_COPY_SIGNATURE)
             for ref in todo:
                 data = blobs.chunk_bytes(self.sqlite, ref.chunk_id)
                 _check_chunk(ref, data, self.path)
-                copy.write_row((ref.digest, ref.codec, ref.crc32, ref.nbytes, data))
+                copy.write(_row_head(ref, len(data)))
+                copy.write(memoryview(data))
                 sent += len(data)
+            copy.write(_COPY_TRAILER)
         return sent
 
     def close(self) -> None:
         self.sqlite.close()
         self.pg.close()
+
+
+#: PostgreSQL's binary COPY framing: the signature, flags and header extension length; the end-of-data trailer.
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
+_COPY_TRAILER = struct.pack("!h", -1)
+
+
+def _row_head(ref: ChunkRef, size: int) -> bytes:
+    """The binary COPY row of a chunk up to its bytes: five fields (digest, codec, crc32, nbytes: bytea, text, int8,
+    int8), then the length of the data field, whose ``size`` bytes follow."""
+    codec = ref.codec.encode()
+    return (struct.pack("!hi", 5, len(ref.digest)) + ref.digest + struct.pack("!i", len(codec)) + codec
+            + struct.pack("!iqiqi", 8, ref.crc32, 8, ref.nbytes, size))
 
 
 def _batches(chunks: Sequence[ChunkRef]) -> list[list[ChunkRef]]:
@@ -371,8 +402,10 @@ def _batches(chunks: Sequence[ChunkRef]) -> list[list[ChunkRef]]:
     return out
 
 
-def _upload(store: server.StoreURL, path: Path, todo: list[ChunkRef], jobs: int, progress: Progress | None) -> tuple[int, int]:
-    """Step 3 over ``jobs`` connections; progress is reported from this thread, after each batch."""
+def _upload(store: server.StoreURL, path: Path, report_id: int, todo: list[ChunkRef], jobs: int,
+            progress: Progress | None, heartbeat: Callable[[], None]) -> tuple[int, int]:
+    """Step 3 over ``jobs`` connections; progress is reported, and the staging row marked active (``heartbeat``),
+    from this thread after each batch."""
     batches = _batches(todo)
     total = sum(c.stored for c in todo)
     done = sent = sent_bytes = 0
@@ -387,7 +420,7 @@ def _upload(store: server.StoreURL, path: Path, todo: list[ChunkRef], jobs: int,
     def work(batch: list[ChunkRef]) -> tuple[int, int]:
         uploader = getattr(local, "uploader", None)
         if uploader is None:
-            uploader = local.uploader = _Uploader(store, path)
+            uploader = local.uploader = _Uploader(store, path, report_id)
             with lock:
                 uploaders.append(uploader)
         return uploader.upload(batch)
@@ -399,6 +432,7 @@ def _upload(store: server.StoreURL, path: Path, todo: list[ChunkRef], jobs: int,
                 for future, size in futures:
                     n, nbytes = future.result()
                     sent, sent_bytes, done = sent + n, sent_bytes + nbytes, done + size
+                    heartbeat()
                     if progress is not None:
                         progress(done, total)
             except BaseException:
@@ -409,6 +443,12 @@ def _upload(store: server.StoreURL, path: Path, todo: list[ChunkRef], jobs: int,
         for uploader in uploaders:
             uploader.close()
     return sent, sent_bytes
+
+
+def _heartbeat(conn: "psycopg.Connection[Any]", report_id: int) -> None:
+    """Mark the staging row active (its own short transaction; compatible with the uploaders' ``FOR KEY SHARE``)."""
+    with conn.transaction():
+        conn.execute("UPDATE team_report SET pushed_at = now() WHERE id = %s AND state = 'staging'", (report_id,))
 
 
 def _publish(conn: "psycopg.Connection[Any]", report_id: int, snap: _Snapshot, display: str) -> bool:
@@ -456,10 +496,12 @@ def _publish(conn: "psycopg.Connection[Any]", report_id: int, snap: _Snapshot, d
 
 def push(
     report: str | os.PathLike[str], url: str, *, name: str | None = None, tags: Sequence[str] = (), jobs: int = 1,
-    progress: Progress | None = None,
+    progress: Progress | None = None, stale_after: timedelta | float | None = None,
 ) -> PushResult:
     """Push the report (a folder or its database) to the store at ``url`` under ``name`` (or the name the URL ends
-    with, or the report folder's name). ``progress(done_bytes, total_bytes)`` is called as chunks are uploaded."""
+    with, or the report folder's name). ``progress(done_bytes, total_bytes)`` is called as chunks are uploaded.
+    First, the staging rows of pushes killed more than ``stale_after`` ago (a day by default, see ``gc.py``) are
+    collected with the chunks only they referenced."""
     from ..report import resolve_path
 
     started = time.perf_counter()
@@ -469,6 +511,7 @@ def push(
     if not all(isinstance(t, str) and t for t in tag_list):
         raise InvalidArgumentError(f"tags must be non-empty strings, not {tag_list!r}")
     path = resolve_path(report)
+    age = gc.stale_after(stale_after)
     store = server.parse_url(url, name=name)
     chosen = store.name or default_name(path)
     server.check_name(chosen)
@@ -478,12 +521,14 @@ def push(
     conn = server.connect(store)
     try:
         server.ensure_schema(conn, store, create=True)
+        result.stale_collected = gc.collect_stale(conn, store, age)[0]
         with server.mapped(store, f"pushing {chosen!r}"):
             report_id, todo = _claim(conn, chosen, snap, tag_list, store.display)
             if todo:
                 _write_references(conn, report_id, snap.chunks)
                 missing = _missing(conn, report_id)
-                sent, sent_bytes = _upload(store, path, [c for c in snap.chunks if c.chunk_id in missing], jobs, progress)
+                sent, sent_bytes = _upload(store, path, report_id, [c for c in snap.chunks if c.chunk_id in missing],
+                                           jobs, progress, lambda: _heartbeat(conn, report_id))
                 result.chunks_uploaded, result.bytes_uploaded = sent, sent_bytes
                 result.created = _publish(conn, report_id, snap, store.display)
     finally:

@@ -2,8 +2,9 @@
 
 At open, the report's tables (everything but the chunk bytes, see ``pull.build``) are restored into a private
 SQLite file in a temporary folder, with every ``rdb_chunk`` row present and its bytes left empty. A read
-(``tensor``, ``shards``, ``verify_tensor``) first fetches the chunks it needs (for a window, only those the
-window spans) from the server by address, one query per call, into that file, then runs the very code a local report runs: the same row checks,
+(``tensor``, ``shards``, ``verify_tensor``) first fetches the chunks it needs (one shard's with ``device=``; for a
+window, only those it spans, in only the shards it overlaps) from the server by address, one query per call, each
+checked against its row before it is stored, into that file, then runs the very code a local report runs: the same row checks,
 crc32 on every read, window planning, ORM ``session()`` with the models of ``reportdb.models``, statistics. So a
 remote report answers as the pulled file would, report tables of every age included, and costs the server only what
 is read. The private file is deleted on ``close()``; chunks read stay cached in it until then.
@@ -12,6 +13,7 @@ is read. The private file is deleted on ``close()``; chunks read stay cached in 
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,10 +26,10 @@ from ..report import Report
 from ..results import ReportSummary
 from ..spec import Shards
 from ..dtypes import numpy_dtype
-from ..errors import ReportDBError
-from ..store import engine as engine_mod, windows
+from ..errors import CorruptionError, ReportDBError
+from ..store import blobs, engine as engine_mod, rows as rows_mod, windows
 from . import server
-from .pull import build, find
+from .pull import build, find, view_loader
 
 
 class RemoteReport(Report):
@@ -57,51 +59,85 @@ class RemoteReport(Report):
     def __repr__(self) -> str:
         return f"RemoteReport({self.url!r}, {self.name!r})"
 
-    def _fault_in(self, tensor_id: int, rank: int, window: Any = None) -> None:
-        """Fetch the bytes of the tensor's chunks that this copy does not hold yet; for a ``window`` of a tensor of
-        one shard, only the chunks the window spans (a window that cannot be planned fetches nothing: the read that
-        follows refuses it)."""
+    def _fault_in(self, tensor_id: int, rank: int, window: Any = None, device: Any = None) -> None:
+        """Fetch the bytes of the chunks a read needs that this copy does not hold yet: with ``device``, only that
+        shard's (or those of a ``window`` of it); for a ``window``, only the chunks it spans, in only the shards it
+        overlaps (as ``Report.tensor`` reads them). A read that cannot be planned fetches nothing: the local read
+        that follows refuses it with its own message."""
         with self._lock:
-            if window is not None:
+            try:
                 info, blob_ids = self._info(tensor_id, rank)
-                if len(info.shards) == 1:
-                    shard = info.shards[0]
-                    try:
-                        lo, hi = windows.plan_window(shard.shape, numpy_dtype(shard.dtype).itemsize, window).span
-                    except ReportDBError:
-                        return
-                    sql = ("SELECT bc.chunk_id FROM rdb_blob_chunk bc JOIN rdb_blob b ON b.id = bc.blob_id"
-                           " WHERE bc.blob_id = ? AND b.chunk_size > 0"
-                           " AND bc.idx BETWEEN ? / b.chunk_size AND (? - 1) / b.chunk_size")
-                    self._fetch(self._fill.execute(sql, (blob_ids[0], lo, max(hi, lo + 1))).fetchall(), tensor_id)
-                    return
-            self._fetch(self._fill.execute(
-                "SELECT DISTINCT bc.chunk_id FROM rdb_tensor t JOIN rdb_shard s ON s.tensor_pk = t.id"
-                " JOIN rdb_blob_chunk bc ON bc.blob_id = s.blob_id WHERE t.tensor_id = ? AND t.rank = ?",
-                (tensor_id, rank),
-            ).fetchall(), tensor_id)
+                wanted: list[tuple[int, Any]] = [(i, None) for i in range(len(info.shards))]
+                if device is not None:
+                    wanted = [(self._device_shard(info, device), window)]
+                elif window is not None and len(info.shards) == 1:
+                    wanted = [(0, window)]
+                elif window is not None and info.shape is not None and all(
+                        s.dtype == info.shards[0].dtype for s in info.shards):
+                    boxes = rows_mod.shard_boxes(info)
+                    if boxes is not None:
+                        wanted = [(index, part) for index, part, _ in windows.split_window(info.shape, window, boxes)[1]]
+                needed: set[int] = set()
+                for index, part in wanted:
+                    needed |= self._chunk_ids(blob_ids[index], info.shards[index], part)
+            except ReportDBError:
+                return
+            self._fetch(sorted(needed), tensor_id)
 
-    def _fetch(self, rows: list[Any], tensor_id: int) -> None:
-        """Copy the bytes of the chunks ``rows`` name (``(chunk_id,)`` rows) from the server, one query."""
-        needed = [r[0] for r in rows if type(r[0]) is int and r[0] not in self._filled]
-        if not needed:
+    def _chunk_ids(self, blob_id: int, shard: Any, window: Any) -> set[int]:
+        """The chunk ids of blob ``blob_id`` (the bytes of ``shard``) that hold ``window`` of it (all with None)."""
+        if window is None:
+            rows = self._fill.execute("SELECT chunk_id FROM rdb_blob_chunk WHERE blob_id = ?", (blob_id,)).fetchall()
+        else:
+            lo, hi = windows.plan_window(shard.shape, numpy_dtype(shard.dtype).itemsize, window).span
+            rows = self._fill.execute(
+                "SELECT bc.chunk_id FROM rdb_blob_chunk bc JOIN rdb_blob b ON b.id = bc.blob_id"
+                " WHERE bc.blob_id = ? AND b.chunk_size > 0 AND bc.idx BETWEEN ? / b.chunk_size AND (? - 1) / b.chunk_size",
+                (blob_id, lo, max(hi, lo + 1))).fetchall()
+        return {r[0] for r in rows if type(r[0]) is int}
+
+    def _fetch(self, chunk_ids: list[int], tensor_id: int) -> None:
+        """Copy the bytes of chunks ``chunk_ids`` from the server, one query. Each chunk the server sends is checked
+        against this copy's row before it is stored: one it was asked for, once, of the size the row gives (the
+        server does not even send bytes above that size); one missing is a CorruptionError."""
+        codec = "codec" if self._has_codec else "NULL"
+        expected = {
+            r[0]: (r[1], r[2]) for r in self._fill.execute(
+                f"SELECT id, nbytes, {codec} FROM rdb_chunk WHERE length(data) = 0 AND id IN (SELECT value FROM json_each(?))",
+                (json.dumps([c for c in chunk_ids if c not in self._filled]),))
+        }
+        if not expected:
             return
+        what = f"{self.url}: report {self.name!r}, tensor {tensor_id}"
         with server.mapped(self._store, f"reading tensor {tensor_id} of {self.name!r}"), self._pg.transaction():
-            with self._pg.cursor().copy(
-                "COPY (SELECT rc.chunk_id, c.data FROM team_report_chunk rc JOIN team_chunk c ON c.digest = rc.digest"
+            cursor = self._pg.cursor()
+            cursor.adapters.register_loader("bytea", view_loader())
+            with cursor.copy(
+                "COPY (SELECT rc.chunk_id, octet_length(c.data)::int8, CASE WHEN octet_length(c.data) <= LEAST(rc.nbytes,"
+                " %s) THEN c.data END FROM team_report_chunk rc JOIN team_chunk c ON c.digest = rc.digest"
                 " AND c.codec = rc.codec AND c.crc32 = rc.crc32 WHERE rc.report_id = %s AND rc.chunk_id = ANY(%s))"
-                " TO STDOUT (FORMAT BINARY)", (self._found.id, needed),
+                " TO STDOUT (FORMAT BINARY)", (blobs.MAX_CHUNK_SIZE, self._found.id, list(expected)),
             ) as copy:
-                copy.set_types(["int8", "bytea"])
+                copy.set_types(["int8", "int8", "bytea"])
                 self._fill.execute("BEGIN")
+                added: list[int] = []
                 try:
-                    for chunk_id, data in copy.rows():
+                    for chunk_id, size, data in copy.rows():
+                        nbytes, compressed = expected.pop(chunk_id, (None, None))
+                        if nbytes is None or data is None or len(data) != size or not (
+                                size == nbytes if compressed is None else 0 < size <= nbytes):
+                            raise CorruptionError(
+                                f"{what}: the store sent chunk {chunk_id} with {size} bytes, which its row "
+                                f"({'not asked for' if nbytes is None else f'{nbytes} bytes'}) does not allow; refused")
                         self._fill.execute("UPDATE rdb_chunk SET data = ? WHERE id = ?", (data, chunk_id))
-                        self._filled.add(chunk_id)
+                        added.append(chunk_id)
+                    if expected:
+                        raise CorruptionError(f"{what}: the store lacks {len(expected)} of its chunks; push the report again")
                     self._fill.execute("COMMIT")
                 except BaseException:
                     self._fill.execute("ROLLBACK")
                     raise
+                self._filled.update(added)
 
     # The reads below take the local report's arguments as they are (``**kwargs``), so they follow its API.
 
@@ -109,7 +145,7 @@ class RemoteReport(Report):
         window = kwargs.get("window")
         if window is None and kwargs.get("rows") is not None:
             window = (kwargs["rows"],)
-        self._fault_in(tensor_id, rank, None if kwargs.get("device") is not None else window)
+        self._fault_in(tensor_id, rank, window, kwargs.get("device"))
         return super().tensor(tensor_id, rank, **kwargs)
 
     def shards(self, tensor_id: int, rank: int = 0, **kwargs: Any) -> Shards:

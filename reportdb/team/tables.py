@@ -32,8 +32,13 @@ CHUNK_TABLE = "rdb_chunk"
 CHUNK_COLUMNS = ("id", "digest", "nbytes", "crc32", "data", "codec")
 PART_ROWS = 20_000
 PART_BYTES = 8 << 20
+#: The most a part of encoded rows may hold: a push cuts its parts below it (a single row above it is refused), and a
+#: pull refuses a stored part above it before fetching it, so a store cannot make reportdb decode an unbounded text.
+MAX_PART_BYTES = 256 << 20
 #: Time bound of one call into SQLite while restoring (a CREATE INDEX over millions of rows, say).
 RESTORE_TIMEOUT = 300.0
+#: SQLite's page cache (KiB) while a restore builds tables and indexes.
+RESTORE_CACHE_KIB = 65536
 
 _CREATE_TABLE = re.compile(r"\s*CREATE\s+TABLE\s", re.IGNORECASE)
 _CREATE_INDEX = re.compile(r"\s*CREATE\s+(UNIQUE\s+)?INDEX\s", re.IGNORECASE)
@@ -156,12 +161,29 @@ def iter_parts(conn: sqlite3.Connection, table: TableDef, path: Path) -> Iterato
                 while end < len(batch) and (size < PART_BYTES or end == start):
                     size += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in batch[end])
                     end += 1
-                yield encode_rows(batch[start:end]), end - start
+                yield from _bounded(batch[start:end], table, path)
                 start = end
     except sqlite3.OperationalError as exc:
         if "decode" in str(exc):
             raise FormatError(f"{path}: table {table.name} holds text that is not UTF-8 ({exc}); it cannot be sent") from None
         raise
+
+
+def _bounded(rows: Sequence[Sequence[Any]], table: TableDef, path: Path) -> Iterator[tuple[bytes, int]]:
+    """``rows`` encoded as one part, or cut in halves until each part is at most MAX_PART_BYTES (escapes and base64
+    can make the encoding several times the estimate); one row that alone encodes above it is a FormatError."""
+    data = encode_rows(rows)
+    if len(data) <= MAX_PART_BYTES:
+        yield data, len(rows)
+    elif len(rows) == 1:
+        raise FormatError(
+            f"{path}: a row of table {table.name} takes {len(data)} bytes encoded, more than the team store's "
+            f"{MAX_PART_BYTES} per part; it cannot be pushed"
+        )
+    else:
+        half = len(rows) // 2
+        yield from _bounded(rows[:half], table, path)
+        yield from _bounded(rows[half:], table, path)
 
 
 def layout_digest(layout: Layout) -> "hashlib._Hash":
