@@ -283,3 +283,17 @@ def test_constant_too_large_for_half_a_unit(value: float, size: int) -> None:
     edges = stats["hist_edges"]
     assert all(np.isfinite(edges)) and edges[32] <= stats["min"] <= edges[33]
     assert stats_mod.compute_stats_many([np.full(size, value, np.float32)])[0]["hist_counts"] == stats["hist_counts"]
+
+
+@pytest.mark.parametrize("offset", [0.0, 1000.0, -3.0e7])
+def test_finite_float32_blocks_keep_float64_arithmetic(small_blocks: int, offset: float) -> None:
+    """Streamed all-finite float32 blocks: sums, centring and binning are float64 whatever the storage dtype (a float32
+    sum or centring misses numpy's mean and std; values sit on and beside every edge)."""
+    rng = np.random.default_rng(5)
+    x = (offset + rng.standard_normal(20 * small_blocks) * (1 + abs(offset) * 1e-5)).astype(np.float32)
+    edges = np.linspace(float(x.min()), float(x.max()), 65)
+    x[:64] = edges[1:].astype(np.float32)  # on (or one float32 step beside) every edge
+    x[64:128] = np.nextafter(edges[1:].astype(np.float32), np.float32(np.inf))
+    assert_stats_match(compute_stats(x), x)
+    assert_stats_match(compute_stats(x.astype(np.float64)), x.astype(np.float64))
+    assert compute_stats(x[::2]) == compute_stats(np.ascontiguousarray(x[::2]))  # strided blocks: the same figures

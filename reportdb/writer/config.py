@@ -30,6 +30,13 @@ argument                 environment variable          meaning
                                                        process crash or SIGKILL, not against power
                                                        loss; 10-25% faster (no fsync at checkpoints)
 =======================  ============================  =============================================
+
+Backpressure: the queue is bounded in bytes. A tensor below ``sync_bytes`` is copied and queued; once the queue holds
+``2 * batch_bytes`` (or ``2 * batch_items`` items) the background thread is behind, and ``put_tensor`` commits the
+queue itself, waiting first for the batch that thread is writing. A model faster than the disk therefore waits in
+``put_tensor`` rather than growing memory: the copies held are at most the queue (``2 * batch_bytes`` plus one tensor
+per producing thread) and the batch being written (as much again), about 256 MiB with the defaults; a tensor of
+``sync_bytes`` or more is never copied (``tests/test_writer_backpressure.py``).
 """
 
 from __future__ import annotations
