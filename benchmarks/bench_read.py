@@ -7,9 +7,11 @@ reportdb is faster): a 4 KiB row slice of a large float32 tensor; a 64x64 window
 [1,1,8192,8192] tensor; one 4 KiB tensor; 10k 4 KiB tensors in a loop; a 64 MiB tensor whole; ``reportdb info``,
 ``ls`` and ``--help`` as commands; the size of a report of two small tensors. Peers: ``np.load`` (with
 ``mmap_mode="r"`` for windows, opened once like the report), safetensors' ``safe_open`` where installed, ``sqlite3``
-for the CLI. Windows read the middle of the tensor again and again; every read checks the 4 KiB blocks it touches
-against their crc32s (schema 0005's block crcs). A window of the same square tensor stored as 2x4 device shards reads
-one shard. Nothing here is a test.
+for the CLI. Windows read the middle of the tensor again and again, as a viewer does: the first read checks the 4 KiB
+blocks it touches against their crc32s (schema 0005's block crcs) and the Report remembers them, so repeats read only
+their bytes (``windows.VerifiedBlocks``); the "new ... each time" rows read blocks not read before, checking each, and
+"first read" forgets what was checked before each read. A window of the same square tensor stored as 2x4 device
+shards reads one shard. Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -103,6 +105,14 @@ def bench(root: Path, big_mib: int, small_count: int, repeat: int) -> None:
             cases["safetensors get_slice"] = lambda: big_st.get_slice("big")[middle : middle + 1]
         t = _interleaved(cases, repeat)
         _row(f"4 KiB row slice of a {big_mib} MiB tensor", t.pop("ours"), t)
+        rows_ahead = iter(range(middle + 1, big_mib << 8))
+
+        def new_row() -> np.ndarray:
+            row = next(rows_ahead)
+            return report.tensor(1, rows=slice(row, row + 1))
+
+        t = _interleaved({"ours": new_row, "np.load mmap": lambda: np.array(big_map[middle : middle + 1])}, repeat)
+        _row("  the same, a new row each time", t.pop("ours"), t)
 
         def window() -> np.ndarray:
             return report.tensor(2, window=(0, 0, slice(4000, 4064), slice(4000, 4064)))
@@ -112,6 +122,17 @@ def bench(root: Path, big_mib: int, small_count: int, repeat: int) -> None:
             "np.load mmap": lambda: np.array(square_map[0, 0, 4000:4064, 4000:4064]),
         }, repeat)
         _row("64x64 window of [1,1,8192,8192]", t.pop("ours"), t)
+        places = iter(range(64, 8192 - 64, 64))
+
+        def new_window() -> np.ndarray:
+            at = next(places)
+            return report.tensor(2, window=(0, 0, slice(at, at + 64), slice(4000, 4064)))
+
+        t = _interleaved({
+            "ours": new_window,
+            "np.load mmap": lambda: np.array(square_map[0, 0, 4000:4064, 4000:4064]),
+        }, repeat)
+        _row("  the same, a new place each time", t.pop("ours"), t)
 
         t = _interleaved({
             "ours": lambda: report.tensor(4, window=(slice(4000, 4064), slice(4000, 4064))),
@@ -137,6 +158,13 @@ def bench(root: Path, big_mib: int, small_count: int, repeat: int) -> None:
 
         t = _interleaved({"ours": lambda: report.tensor(3), "np.load": lambda: np.load(npy / "medium.npy")}, repeat)
         _row("64 MiB float32 whole", t.pop("ours"), t)
+
+        def first_read() -> np.ndarray:
+            report._verified.clear()  # a benchmark may look inside: forget what was checked, as a new Report would
+            return report.tensor(3)
+
+        t = _interleaved({"ours": first_read, "np.load": lambda: np.load(npy / "medium.npy")}, repeat)
+        _row("  the same, first read (every crc)", t.pop("ours"), t)
 
     tiny = root / "tiny"
     tiny.mkdir()

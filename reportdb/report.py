@@ -62,6 +62,49 @@ def open(  # noqa: A001 - the public name is fixed
     return Report(path, mode, chunk_size=chunk_size, compression=compression)
 
 
+class _Reading:
+    """``Report._reading``: a class rather than a generator, as every read enters one (a generator-based context
+    manager costs about 1 us more, a few percent of a small tensor's read)."""
+
+    __slots__ = ("report", "what")
+
+    def __init__(self, report: Report, what: str) -> None:
+        self.report, self.what = report, what
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.report._lock.acquire()
+        return self.report._conn
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        self.report._lock.release()
+        what = self.what
+        if isinstance(exc, sqlite3.Error):
+            mapped = engine_mod.translate(exc, self.report.path, what=what)
+            assert mapped is not None
+            raise mapped from exc
+        if isinstance(exc, (CorruptionError, QueryTimeoutError)) and what not in str(exc):
+            raise type(exc)(f"{what}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction around the statements of a read, unless one is open already (``batch()``): SQLite then
+    takes and checks its shared lock once instead of once per statement (~5 us each on a 2-core VM, most of a window's
+    SQL time), and every row read comes from one state of the file."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    if conn.in_transaction:
+        conn.execute("COMMIT")
+
+
 def upgrade(path: str | os.PathLike[str]) -> str:
     """Bring an existing report database to the current schema in place; return the schema revision."""
     db = resolve_path(path)
@@ -122,7 +165,8 @@ class Report:
             r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
         )  # False for an older schema read as it is
         self._has_block_crc = "rdb_chunk_crc" in self._tables  # schema 0005 on: windows check only the blocks they read
-        self._verified = windows.VerifiedChunks()  # chunks this connection has checked, for cheap windows into them
+        self._verified = windows.VerifiedBlocks()  # blocks this Report has checked: read again without a crc
+        self._memo = rows_mod.ReadMemo(self._verified)  # rows read and checked, while the file is unchanged
         self._parsed = rows_mod.ParsedCache()  # specs and shapes decoded, by their stored text: each parsed once
         if opened.upgraded_older:
             self.fill_missing_stats()  # tensors stored before the statistics table existed
@@ -213,21 +257,10 @@ class Report:
                         self._conn.execute("ROLLBACK")
                     raise
 
-    @contextlib.contextmanager
-    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
+    def _reading(self, what: str) -> _Reading:
         """The connection, held for the block, with every SQLite error in it raised as the ReportDBError it stands
         for (damage, a timeout, a schema not laid out as expected), naming ``what`` (a table or a tensor)."""
-        with self._lock:
-            try:
-                yield self._conn
-            except sqlite3.Error as exc:
-                mapped = engine_mod.translate(exc, self.path, what=what)
-                assert mapped is not None
-                raise mapped from exc
-            except (CorruptionError, QueryTimeoutError) as exc:
-                if what in str(exc):
-                    raise
-                raise type(exc)(f"{what}: {exc}") from exc
+        return _Reading(self, what)
 
     def _check_writable(self) -> None:
         if self.mode != "a":
@@ -388,6 +421,12 @@ class Report:
         a window of a multi-device tensor reads only the shards it overlaps. ``rows=s`` is ``window=(s,)``. A whole
         tensor of one shard in one chunk (most small tensors) is read with one query. An unknown ``device`` is a
         TensorNotFoundError naming the coordinates the tensor has.
+
+        Other reads run in one read transaction. This Report remembers, while no connection changes the file, the
+        rows it has read and checked and the blocks whose crcs matched (``rows.ReadMemo``, ``windows.VerifiedBlocks``):
+        a repeated read runs no statement for its metadata and computes no crc for bytes already checked. A byte
+        flipped on disk behind SQLite's back after this Report checked it is found by a new Report (its reads, or
+        ``verify_tensor``), not by a repeated read.
         """
         if rows is not None:
             if window is not None:
@@ -399,32 +438,53 @@ class Report:
             with self._reading(what) as conn:
                 small = rows_mod.read_small(conn, self.path, tensor_id, rank, self._parsed, has_codec=self._has_codec)
             if small is not None:
-                return assemble([(small[0].shards[0].mesh_coordinate, small[1])], small[0].spec.distribution)
+                distribution = small[0].spec.distribution
+                if distribution is None:  # the shard is the tensor (what assemble returns, without its calls)
+                    return small[1]
+                return assemble([(small[0].shards[0].mesh_coordinate, small[1])], distribution)
         self._require_store()
         with self._reading(what) as conn:
-            info, blob_ids, blob_rows = rows_mod.read_info_blobs(conn, self.path, tensor_id, rank, self._parsed)
+            # Inside a write transaction (batch()) rows read may yet be rolled back: none is remembered.
+            memo: rows_mod.ReadMemo | None = None if conn.in_transaction else self._memo
+            with _snapshot(conn):
+                array, whole = self._read_tensor(conn, what, tensor_id, rank, window, device, memo)
+        return np.ascontiguousarray(array[window]) if whole and window is not None else array
 
-            def read(index: int, part: windows.Window | None) -> np.ndarray:
-                return rows_mod.read_shard(conn, blob_ids[index], info.shards[index], what, window=part,
-                                           verified=self._verified, has_codec=self._has_codec,
-                                           has_block_crc=self._has_block_crc, blob_row=blob_rows[index])
+    def _read_tensor(
+        self, conn: sqlite3.Connection, what: str, tensor_id: int, rank: int, window: windows.Window | None,
+        device: Sequence[int] | None, memo: rows_mod.ReadMemo | None,
+    ) -> tuple[np.ndarray, bool]:
+        """``tensor()`` past the one-query path, in its read transaction: ``(the window, False)`` where it could be read
+        alone, else ``(the assembled tensor, True)``, which the caller cuts the window from."""
+        self._memo.sync(conn)
+        key = ("info", tensor_id, rank)
+        found = None if memo is None else memo.get(key)
+        if found is None:
+            found = rows_mod.read_info_blobs(conn, self.path, tensor_id, rank, self._parsed)
+            if memo is not None:
+                memo.put(key, found)
+        info, blob_ids, blob_rows = found
 
-            if device is not None:
-                return read(self._device_shard(info, device), window)
-            if window is not None and len(info.shards) == 1:
-                return read(0, window)
-            if window is not None and info.shape is not None and all(s.dtype == info.shards[0].dtype for s in info.shards):
-                boxes = rows_mod.shard_boxes(info)  # where each shard lies: read only those the window overlaps
-                if boxes is not None:
-                    out_shape, pieces = windows.split_window(info.shape, window, boxes)
-                    out = np.empty(out_shape, dtype=numpy_dtype(info.shards[0].dtype))
-                    for index, part, target in pieces if out.size else ():
-                        out[target] = read(index, part)
-                    return out
+        def read(index: int, part: windows.Window | None) -> np.ndarray:
+            return rows_mod.read_shard(conn, blob_ids[index], info.shards[index], what, window=part,
+                                       verified=self._verified, has_codec=self._has_codec,
+                                       has_block_crc=self._has_block_crc, blob_row=blob_rows[index], memo=memo)
+
+        if device is not None:
+            return read(self._device_shard(info, device), window), False
+        if len(info.shards) == 1 and (window is not None or info.spec.distribution is None):
+            return read(0, window), False
+        if window is not None and info.shape is not None and all(s.dtype == info.shards[0].dtype for s in info.shards):
+            boxes = rows_mod.shard_boxes(info)  # where each shard lies: read only those the window overlaps
+            if boxes is not None:
+                out_shape, pieces = windows.split_window(info.shape, window, boxes)
+                out = np.empty(out_shape, dtype=numpy_dtype(info.shards[0].dtype))
+                for index, part, target in pieces if out.size else ():
+                    out[target] = read(index, part)
+                return out, False
         if window is not None and info.shape is not None:  # a bad window is refused before any shard is read
             windows.plan_window(info.shape, numpy_dtype(info.dtype).itemsize, window)
-        array = assemble(self._shards(info, blob_ids), info.spec.distribution)
-        return array if window is None else np.ascontiguousarray(array[window])
+        return assemble(self._shards(info, blob_ids), info.spec.distribution), True
 
     def _device_shard(self, info: TensorInfo, device: Sequence[int]) -> int:
         """The index of the shard of ``info`` at mesh coordinate ``device``; TensorNotFoundError naming the ones there
@@ -444,8 +504,9 @@ class Report:
 
     def _read(self, blob_id: int, shard: ShardInfo, what: str) -> np.ndarray:
         """A shard's values, checked before allocation."""
-        with self._reading(what) as conn:
-            return rows_mod.read_shard(conn, blob_id, shard, what, has_codec=self._has_codec)
+        with self._reading(what) as conn, _snapshot(conn):
+            self._memo.sync(conn)
+            return rows_mod.read_shard(conn, blob_id, shard, what, has_codec=self._has_codec, verified=self._verified)
 
     def tensor_stats(self, tensor_id: int, rank: int = 0) -> TensorStats:
         """Statistics stored when the tensor was written, one set per shard beside its mesh coordinate (a tensor of

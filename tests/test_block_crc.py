@@ -2,7 +2,9 @@
 the chunk's own crc32 is derived from them and equals zlib's, a window reads and checks only the blocks it touches (a
 flipped byte inside it is caught, one elsewhere in the chunk does not stop it, and ``verify_tensor`` still finds it),
 files without block crcs fall back to whole-chunk checks, hostile crc rows are CorruptionErrors, and reads by device
-and windows of multi-device tensors read only the shards they need."""
+and windows of multi-device tensors read only the shards they need. What a Report remembers between reads (checked
+blocks, checked rows) saves crcs and statements on repeats, is forgotten whenever the file changes through SQLite or a
+write transaction may roll back, stays bounded, and leaves no transaction open."""
 
 from __future__ import annotations
 
@@ -34,11 +36,10 @@ def flip(path: Path, chunk_id: int, offset: int) -> None:
     """Change one stored byte of a chunk behind reportdb's back (no crc updated), through a separate connection."""
     conn = sqlite3.connect(path)
     try:
-        with conn.blobopen("rdb_chunk", "data", chunk_id) as blob:
-            blob.seek(offset)
-            byte = blob.read(1)
-            blob.seek(offset)
-            blob.write(bytes([byte[0] ^ 0x10]))
+        (data,) = conn.execute("SELECT data FROM rdb_chunk WHERE id=?", (chunk_id,)).fetchone()
+        changed = bytearray(data)
+        changed[offset] ^= 0x10
+        conn.execute("UPDATE rdb_chunk SET data=? WHERE id=?", (bytes(changed), chunk_id))  # same length, no blobopen on 3.10
         conn.commit()
     finally:
         conn.close()
@@ -145,7 +146,7 @@ def test_window_reader_without_blobopen_reads_through_substr(tmp_path: Path) -> 
     with reportdb.open(path) as report, report.connection() as conn:
         layout = blobs.blob_layout(conn, chunk_id_blob(conn), arr.nbytes, block_crcs=True)
         chunk = layout.chunk(0)
-        for streamed in (True, False):
+        for streamed in (True, False) if hasattr(conn, "blobopen") else (False,):
             reader = windows.BlockReader(conn, chunk, 0, "tensor 1", streamed)
             try:
                 assert reader.read(5000, 300) == flat[5000:5300].tobytes()
@@ -222,7 +223,7 @@ def test_a_file_without_block_crcs_reads_and_upgrades(tmp_path: Path) -> None:
     conn.close()
     with reportdb.open(path) as report:
         assert report.schema_revision == "0004"
-        for _ in range(2):  # the second time through VerifiedChunks
+        for _ in range(2):  # the second time through VerifiedBlocks
             np.testing.assert_array_equal(report.tensor(1, window=np.s_[7, 9:99]), arr[7, 9:99])
         assert report.verify_tensor(1) == arr.nbytes
     with reportdb.open(path, "a") as report:
@@ -290,3 +291,193 @@ def test_shard_boxes_tile_the_assembled_tensor(tmp_path: Path) -> None:
     boxes = rows.shard_boxes(info)
     assert boxes is not None
     assert sorted((o, s) for _, o, s in boxes) == [((r * 32, c * 32), (32, 32)) for r in range(2) for c in range(3)]
+
+
+# --- what a Report remembers between reads (VerifiedBlocks, ReadMemo) ---------------------------------------------
+
+
+def test_verified_blocks_remember_blocks_and_chunks_and_stay_bounded() -> None:
+    """Blocks by slice or index array, whole chunks, a chunk known by its content (another crc is another chunk), and
+    the bounds: past LIMIT chunks or FLAGS block flags everything is forgotten."""
+    chunk = blobs.ChunkRow(0, 7, 1 << 20, 123, None, b"d" * 32, 4096, b"\0" * 1024)
+    verified = windows.VerifiedBlocks()
+    assert not verified.checked(chunk, slice(3, 5)) and not verified.whole(chunk)
+    verified.add(chunk, slice(3, 5))
+    verified.add(chunk, np.array([10, 200]))
+    assert verified.checked(chunk, slice(3, 5)) and verified.checked(chunk, slice(4, 5))
+    assert not verified.checked(chunk, slice(2, 5)) and not verified.checked(chunk, slice(5, 6))
+    assert verified.checked(chunk, np.array([3, 10, 200])) and not verified.checked(chunk, np.array([3, 11]))
+    assert not verified.checked(chunk._replace(crc32=124), slice(3, 5))  # other content: not known
+    verified.add(chunk)
+    assert verified.whole(chunk) and verified.checked(chunk, np.arange(256))
+    small = windows.VerifiedBlocks()
+    small.LIMIT, small.FLAGS = 4, 300  # type: ignore[misc]
+    for i in range(4):
+        small.add(chunk._replace(id=i), slice(0, 1))
+    assert small._flags == 256 and len(small._chunks) == 1  # 256 flags a chunk: each new one cleared the one before
+    for i in range(6):
+        small.add(chunk._replace(id=100 + i))
+    assert len(small._chunks) <= 4 and small.whole(chunk._replace(id=105))
+
+
+def test_a_repeated_window_computes_no_crc_and_reads_only_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second read of a window whose blocks this Report checked computes no crc32 (counted by a spy on zlib's) and
+    equals the first; a window that adds one unchecked block computes crcs again."""
+    path = tmp_path / "r.sqlite"
+    arr = RNG.standard_normal((1, 1, 512, 2048)).astype(np.float32)  # 8 KiB rows: 2 blocks a row, 4 MiB
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, arr)
+    calls: list[int] = []
+    real = zlib.crc32
+
+    def spy(data: object, *rest: int) -> int:
+        calls.append(len(memoryview(data)))  # type: ignore[arg-type]
+        return real(data, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zlib, "crc32", spy)
+    with reportdb.open(path) as report:
+        window = np.s_[0, 0, 100:164, 1100:1164]  # bytes 4400..4656 of each row: its second block
+        np.testing.assert_array_equal(report.tensor(1, window=window), arr[window])
+        assert len(calls) == 64  # one 4 KiB block of each row
+        calls.clear()
+        for _ in range(2):
+            np.testing.assert_array_equal(report.tensor(1, window=window), arr[window])
+        assert calls == []
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[0, 0, 100:165, 1100:1164]), arr[0, 0, 100:165, 1100:1164])
+        assert calls  # row 164 is new
+        calls.clear()
+        np.testing.assert_array_equal(report.tensor(1, rows=slice(0, 1)), arr[0:1])  # the whole tensor: its crc32
+        assert sum(calls) == arr.nbytes
+        calls.clear()
+        np.testing.assert_array_equal(report.tensor(1), arr)  # checked whole before: no crc
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[0, 0, 400:401, 7:9]), arr[0, 0, 400:401, 7:9])
+        assert calls == []
+
+
+def test_a_byte_changed_through_sqlite_after_a_check_is_caught_by_the_next_read(tmp_path: Path) -> None:
+    """What this Report remembers is forgotten when another connection commits: a byte changed then is caught by a
+    repeated whole read and a repeated window on the same Report."""
+    path = tmp_path / "r.sqlite"
+    arr = RNG.standard_normal((1024, 1024)).astype(np.float32)  # one 4 MiB chunk
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, arr)
+        [chunk] = chunk_ids(report, 1)
+    with reportdb.open(path) as report:
+        for _ in range(2):
+            np.testing.assert_array_equal(report.tensor(1), arr)
+            np.testing.assert_array_equal(report.tensor(1, window=np.s_[500:520, 3]), arr[500:520, 3])
+        flip(path, chunk, 510 * 4096 + 12)
+        with pytest.raises(CorruptionError, match="chunk 0 failed its integrity check"):
+            report.tensor(1)
+        with pytest.raises(CorruptionError, match="block 510"):
+            report.tensor(1, window=np.s_[500:520, 3])
+
+
+def test_a_byte_flipped_on_disk_is_found_by_verify_and_a_new_report(tmp_path: Path) -> None:
+    """The trade-off of remembering: a byte flipped in the file behind SQLite's back, after this Report checked its
+    block, is found by a new Report: its windows, whole reads and ``verify_tensor``. (The Report that checked it may
+    not even see the flip: without a memory map SQLite serves the page from its own cache.)"""
+    path = tmp_path / "r.sqlite"
+    arr = np.arange(1 << 20, dtype=np.uint32).reshape(1024, 1024)  # distinctive bytes to find in the file
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, arr)
+    with reportdb.open(path) as report:
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[700, :16]), arr[700, :16])
+        raw = path.read_bytes()
+        at = raw.find(arr[700, :16].tobytes())
+        assert at > 0
+        with path.open("r+b") as f:  # element [700, 5], not through SQLite
+            f.seek(at + 5 * 4)
+            f.write(b"\xff")
+    with reportdb.open(path) as report:
+        with pytest.raises(CorruptionError, match="block 700"):
+            report.tensor(1, window=np.s_[700, :16])
+        with pytest.raises(CorruptionError, match="chunk 0 failed its integrity check"):
+            report.tensor(1)
+        with pytest.raises(CorruptionError, match="tensor 1"):
+            report.verify_tensor(1)
+
+
+def test_remembered_rows_follow_replacements_by_this_and_other_connections(tmp_path: Path) -> None:
+    """A tensor replaced by another connection, or by this Report itself, reads as its new values (and a window of
+    them), never from the rows remembered of the old one."""
+    path = tmp_path / "r.sqlite"
+    old, new, newer = (RNG.standard_normal((300, 1024)).astype(np.float32) for _ in range(3))
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, old)
+    with reportdb.open(path) as reader:
+        for _ in range(2):
+            np.testing.assert_array_equal(reader.tensor(1, window=np.s_[7:9, 5]), old[7:9, 5])
+            np.testing.assert_array_equal(reader.tensor(1), old)
+        with reportdb.open(path, "a") as writer:
+            writer.put_tensor(1, new, if_exists="replace")
+        np.testing.assert_array_equal(reader.tensor(1, window=np.s_[7:9, 5]), new[7:9, 5])
+        np.testing.assert_array_equal(reader.tensor(1), new)
+    with reportdb.open(path, "a") as report:
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[7:9, 5]), new[7:9, 5])
+        report.put_tensor(1, newer, if_exists="replace")
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[7:9, 5]), newer[7:9, 5])
+        np.testing.assert_array_equal(report.tensor(1), newer)
+        with report.batch():  # inside a write transaction: read through it, no transaction of its own
+            report.put_tensor(2, old)
+            np.testing.assert_array_equal(report.tensor(2, window=np.s_[3]), old[3])
+
+
+def test_reads_leave_no_transaction_open(tmp_path: Path) -> None:
+    """Each read runs in one read transaction that ends with it, also when it fails, so writers are never held."""
+    path = tmp_path / "r.sqlite"
+    arr = RNG.standard_normal((64, 1024)).astype(np.float32)
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, arr)
+        [chunk] = chunk_ids(report, 1)
+    flip(path, chunk, 40 * 4096)
+    with reportdb.open(path) as report:
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[3:5]), arr[3:5])
+        with pytest.raises(CorruptionError):
+            report.tensor(1, window=np.s_[40])
+        with pytest.raises(TensorNotFoundError):
+            report.tensor(9, window=np.s_[1])
+        with report.connection() as conn:
+            assert not conn.in_transaction
+        with reportdb.open(path, "a") as writer:  # a writer commits while the reader is open
+            writer.put_tensor(2, arr)
+        np.testing.assert_array_equal(report.tensor(2, window=np.s_[3:5]), arr[3:5])
+
+
+def test_rows_read_inside_a_rolled_back_batch_are_not_remembered(tmp_path: Path) -> None:
+    """Reads inside a write transaction see its rows, and nothing read there outlives a rollback: after it the
+    tensor reads as committed (whole and windowed)."""
+    path = tmp_path / "r.sqlite"
+    old, new = (RNG.standard_normal((300, 1024)).astype(np.float32) for _ in range(2))
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, old)
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[7:9, 5]), old[7:9, 5])
+        with pytest.raises(RuntimeError), report.batch():
+            report.put_tensor(1, new, if_exists="replace")
+            np.testing.assert_array_equal(report.tensor(1, window=np.s_[7:9, 5]), new[7:9, 5])
+            np.testing.assert_array_equal(report.tensor(1), new)
+            raise RuntimeError("undo")
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[7:9, 5]), old[7:9, 5])
+        np.testing.assert_array_equal(report.tensor(1), old)
+
+
+def test_the_read_memo_is_bounded_in_entries_and_bytes(tmp_path: Path) -> None:
+    """Layouts count their block crcs: past BYTES (or LIMIT entries) everything is forgotten, and a layout larger
+    than BYTES is not kept at all; reads stay right throughout."""
+    path = tmp_path / "r.sqlite"
+    arr = RNG.standard_normal((4096, 1024)).astype(np.float32)  # 16 MiB: four chunks with 4 KiB of crcs each
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, arr)
+    with reportdb.open(path) as report:
+        memo = report._memo
+        memo.BYTES = 3 * (4096 + memo.ENTRY)  # type: ignore[misc]  # three one-chunk layouts
+        for i in range(4):  # windows in chunk 0..3 in turn: the fourth layout clears the three before
+            np.testing.assert_array_equal(report.tensor(1, window=np.s_[i * 1024 + 5, :9]), arr[i * 1024 + 5, :9])
+            assert memo._bytes <= memo.BYTES
+        layouts = [k[-1] for k in memo._items if k[0] == "layout"]
+        assert layouts == [(2, 2), (3, 3)]  # the third one cleared the first two (and the metadata, read again)
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[:, 3]), arr[:, 3])  # four chunks: too large to keep
+        assert memo._bytes <= memo.BYTES and all(k[0] != "layout" or k[-1] != (0, 3) for k in memo._items)
+        memo.LIMIT = 1  # type: ignore[misc]
+        np.testing.assert_array_equal(report.tensor(1, window=np.s_[7, :9]), arr[7, :9])
+        assert len(memo._items) == 1

@@ -19,9 +19,12 @@ from reportdb.errors import CorruptionError, InvalidArgumentError
 from reportdb.store import rows, windows
 
 
-def read(report: reportdb.Report, tensor_id: int, window: Any, verified: windows.VerifiedChunks | None = None) -> np.ndarray:
-    """``window`` of a single-device tensor through ``rows.read_shard`` on the report's own connection."""
+def read(report: reportdb.Report, tensor_id: int, window: Any, verified: windows.VerifiedBlocks | None = None) -> np.ndarray:
+    """``window`` of a single-device tensor through ``rows.read_shard`` on the report's own connection (``verified``
+    synced first, as a Report does at the start of each read)."""
     with report.connection() as conn:
+        if verified is not None:
+            verified.sync(conn)
         info, blob_ids = rows.read_info(conn, report.path, tensor_id, 0)
         return rows.read_shard(conn, blob_ids[0], info.shards[0], f"tensor {tensor_id}", window=window, verified=verified)
 
@@ -73,7 +76,7 @@ def test_random_windows_equal_numpy(tmp_path: Path, chunk_size: int) -> None:
             arrays[tensor_id] = random_array(rng, shape, dtype)
             report.put_tensor(tensor_id, arrays[tensor_id])
     with reportdb.open(path) as report:
-        verified = windows.VerifiedChunks()
+        verified = windows.VerifiedBlocks()
         for tensor_id, array in arrays.items():
             for _ in range(25):
                 window = random_window(rng, array.shape)
@@ -99,7 +102,7 @@ def test_window_spanning_many_chunks_and_crossing_their_edges(tmp_path: Path) ->
         (),
     ]
     with reportdb.open(path) as report:
-        verified = windows.VerifiedChunks()
+        verified = windows.VerifiedBlocks()
         for window in windows_:
             for cache in (None, verified, verified):
                 np.testing.assert_array_equal(read(report, 1, window, cache), array[window])
@@ -161,7 +164,7 @@ def test_a_checked_chunk_changed_by_another_connection_is_checked_again(tmp_path
         report.put_tensor(1, array)
     ids = chunk_ids(path)
     with reportdb.open(path) as report:
-        verified = windows.VerifiedChunks()
+        verified = windows.VerifiedBlocks()
         np.testing.assert_array_equal(read(report, 1, (2, slice(10, 20)), verified), array[2, 10:20])  # checks chunk 2
         np.testing.assert_array_equal(read(report, 1, (2, slice(10, 20)), verified), array[2, 10:20])
         flip_byte(path, ids[2], 4 * 12)  # element 12 of row 2, inside the window
@@ -196,7 +199,7 @@ def test_compressed_chunks(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM rdb_chunk WHERE codec = 'zstd'").fetchone()[0] > 1
     with reportdb.open(path) as report:
-        verified = windows.VerifiedChunks()
+        verified = windows.VerifiedBlocks()
         for _ in range(40):
             window = random_window(rng, array.shape)
             for cache in (None, verified):
@@ -242,7 +245,7 @@ def test_windows_with_wide_gaps_read_in_pieces(tmp_path: Path) -> None:
     with reportdb.open(tmp_path / "w.rdb", "a") as report:
         report.put_tensor(1, wide)
         report.put_tensor(2, deep)
-        verified = windows.VerifiedChunks()
+        verified = windows.VerifiedBlocks()
         for tensor_id, array, window in [
             (1, wide, (0, 0, slice(0, 64), slice(100, 164))),
             (1, wide, (..., slice(7, 500, 9), slice(4000, None))),

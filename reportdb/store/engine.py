@@ -74,6 +74,19 @@ class Connection(sqlite3.Connection):
     def executemany(self, sql: str, parameters: Iterable[Any], /) -> Any:
         return self.cursor().executemany(sql, parameters)
 
+    def fetch(self, sql: str, parameters: Any = (), /) -> list[Any]:
+        """Every row of one statement: ``execute(...).fetchall()`` on sqlite3's own cursor, under one bound of
+        ``timeout`` for both and with the same error mapping (about 1 us less than through :class:`Cursor`, for the
+        statement of a small tensor's read)."""
+        self._arm()
+        try:
+            return sqlite3.Connection.execute(self, sql, parameters).fetchall()
+        except sqlite3.Error as exc:
+            mapped = translate(exc, self.path, stopped=self._stopped, timeout=self.timeout, only_own=True)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
 
 class Cursor(sqlite3.Cursor):
     """A cursor of :class:`Connection`: each call restarts the connection's clock and maps its errors."""

@@ -22,7 +22,7 @@ from ..dtypes import numpy_dtype
 from ..errors import CorruptionError, ReportDBError, TensorNotFoundError
 from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, _assemble, assembled_shape, shape_from_json
 from ..numeric.stats import histogram_edges
-from . import blobs, windows
+from . import blobs, engine, windows
 
 #: The longest JSON text a metadata column may hold (a memory config is a few KiB).
 MAX_JSON = 16 << 20
@@ -320,9 +320,11 @@ def read_small(
     blob and chunk rows joined, and the chunk's bytes with them when they are at most :data:`SMALL_CHUNK`. Every value
     is checked as :func:`read_info` and :func:`read_shard` check it (the same functions do), the crc32 included.
 
-    Returns None, having allocated nothing, for any other tensor: several shards or chunks, a missing tensor or any
-    row that does not join as it should; the caller then takes the general path, which reads and reports it."""
-    rows = conn.execute(_SMALL_SQL[has_codec], (SMALL_CHUNK, tensor_id, rank)).fetchall()
+    Returns None, having allocated nothing, for any other tensor: several shards or chunks, one chunk over
+    :data:`SMALL_CHUNK`, a missing tensor or any row that does not join as it should; the caller then takes the general
+    path, which reads and reports it."""
+    sql, args = _SMALL_SQL[has_codec], (SMALL_CHUNK, tensor_id, rank)
+    rows = conn.fetch(sql, args) if isinstance(conn, engine.Connection) else conn.execute(sql, args).fetchall()
     if len(rows) != 1:
         return None
     row = rows[0]
@@ -331,36 +333,110 @@ def read_small(
         (n_chunks == 1 and idx == 0) or (n_chunks == 0 and idx is None)
     ) or type(n_chunks) is not int:
         return None
+    if row[32] is None and row[31] == "blob" and type(row[30]) is int and row[30] > SMALL_CHUNK:
+        return None  # the general path reads a large chunk, skipping the crcs the Report has checked already
     what = f"tensor {tensor_id} (rank {rank})"
     info, blob_ids = _decode_info(Stored(path, what, cache), tensor_id, rank, row[:14], [row[14:20]])
     shard = info.shards[0]
     blob = row[20:24]
     blobs.check_blob_row(blob_ids[0], shard.nbytes, blob, what)
     layout = blobs.checked_layout(blob_ids[0], shard.nbytes, blob, [row[24:32]] if n_chunks else [], what)
-    out = np.empty(shard.shape, dtype=numpy_dtype(shard.dtype))
+    dtype = numpy_dtype(shard.dtype)
+    if layout.chunks and layout.chunks[0].codec is None and row[32] is not None:
+        return info, blobs.raw_array(layout.chunks[0], row[32], dtype, shard.shape, what)
+    out = np.empty(shard.shape, dtype=dtype)
     blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), what=what, first_data=row[32])
     return info, out
 
 
 def read_shard(
     conn: sqlite3.Connection, blob_id: int, shard: ShardInfo, what: str, *,
-    window: windows.Window | None = None, verified: windows.VerifiedChunks | None = None, has_codec: bool = True,
-    has_block_crc: bool = True, blob_row: tuple[Any, ...] | None = None,
+    window: windows.Window | None = None, verified: windows.VerifiedBlocks | None = None, has_codec: bool = True,
+    has_block_crc: bool = True, blob_row: tuple[Any, ...] | None = None, memo: ReadMemo | None = None,
 ) -> np.ndarray:
     """A shard's values, or only ``window`` of them (numpy basic indexing, see ``windows.plan_window``), reading only
     the chunks that hold them. The blob's rows are checked to describe the shard's shape and dtype, complete (for a
-    window: the chunks it spans), before anything is allocated. ``verified``, one per connection, lets windows into
-    chunks already checked read only their bytes."""
+    window: the chunks it spans), before anything is allocated. ``verified``, one per Report and synced in this read
+    transaction, lets reads of bytes already checked skip their crcs (see ``windows.VerifiedBlocks``); ``memo`` keeps
+    the checked chunk rows for the next read (see :class:`ReadMemo`)."""
     dtype = numpy_dtype(shard.dtype)
     if window is None:
-        layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec, found=blob_row)
+        layout = _layout(conn, blob_id, shard.nbytes, what, has_codec, None, False, blob_row, memo)
         out = np.empty(shard.shape, dtype=dtype)
-        blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), what=what)
+        blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), what=what, verified=verified)
         return out
     plan = windows.plan_window(shard.shape, dtype.itemsize, window)
-    layout = blobs.blob_layout(conn, blob_id, shard.nbytes, what=what, has_codec=has_codec,
-                               span=plan.span if plan.nbytes else None, block_crcs=has_block_crc, found=blob_row)
+    layout = _layout(conn, blob_id, shard.nbytes, what, has_codec, plan.span if plan.nbytes else None, has_block_crc,
+                     blob_row, memo)
     return windows.read_window(conn, layout, plan, dtype, what=what, verified=verified)
+
+
+def _layout(
+    conn: sqlite3.Connection, blob_id: int, nbytes: int, what: str, has_codec: bool, span: tuple[int, int] | None,
+    block_crcs: bool, blob_row: tuple[Any, ...] | None, memo: ReadMemo | None,
+) -> blobs.BlobLayout:
+    """``blobs.blob_layout`` of the chunks that hold ``span`` (None: all of them), from ``memo`` when it holds them."""
+    chunk_size = blob_row[1] if blob_row is not None else None
+    if memo is None or type(chunk_size) is not int or chunk_size <= 0:
+        return blobs.blob_layout(conn, blob_id, nbytes, what=what, has_codec=has_codec, span=span,
+                                 block_crcs=block_crcs, found=blob_row)
+    key = ("layout", blob_id, nbytes, has_codec, block_crcs,
+           None if span is None else (span[0] // chunk_size, (span[1] - 1) // chunk_size))
+    layout = memo.get(key)
+    if layout is None:
+        layout = blobs.blob_layout(conn, blob_id, nbytes, what=what, has_codec=has_codec, span=span,
+                                   block_crcs=block_crcs, found=blob_row)
+        memo.put(key, layout)
+    assert isinstance(layout, blobs.BlobLayout)
+    return layout
+
+
+class ReadMemo:
+    """Rows one Report has read and checked (a tensor's decoded metadata, a blob's chunk rows and block crcs), kept
+    only while the file is as it was when they were read: the caller calls :meth:`sync` at the start of each read
+    transaction, which forgets everything once another connection has committed to the file or this one has changed
+    rows (``PRAGMA data_version`` and ``total_changes``, through ``verified``, whose checked blocks go with them). A
+    repeated read of a tensor then runs no statement for its metadata or its chunk list; the bytes it reads are still
+    checked against the block crcs stored with their chunk (or known checked, see ``windows.VerifiedBlocks``). Only
+    what passed every check is kept, and nothing read inside a write transaction (it may be rolled back). Bounded: at
+    most :data:`LIMIT` entries and about :data:`BYTES` bytes of them (a layout costs its block crcs, 4 KiB per 4 MiB
+    chunk); past either everything is forgotten."""
+
+    LIMIT = 4096
+    BYTES = 32 << 20
+    #: What an entry is counted as beside its block crcs: a tensor's metadata, or each chunk row of a layout.
+    ENTRY = 1 << 10
+
+    def __init__(self, verified: windows.VerifiedBlocks) -> None:
+        self.verified = verified
+        self._items: dict[Hashable, Any] = {}
+        self._bytes = 0
+
+    def sync(self, conn: sqlite3.Connection) -> None:
+        """Forget everything, checked blocks included, if the file may have changed since the last call."""
+        if self.verified.sync(conn):
+            self.clear()
+
+    def clear(self) -> None:
+        """Forget every entry (checked blocks are ``verified``'s)."""
+        self._items.clear()
+        self._bytes = 0
+
+    def get(self, key: Hashable) -> Any:
+        """The value kept under ``key``, or None."""
+        return self._items.get(key)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        """Keep ``value`` (a ``blobs.BlobLayout`` or a tensor's metadata) under ``key``."""
+        cost = self.ENTRY
+        if isinstance(value, blobs.BlobLayout):
+            cost = self.ENTRY * len(value.chunks) + sum(len(c.crcs) for c in value.chunks if c.crcs is not None)
+        if cost > self.BYTES:
+            return
+        if len(self._items) >= self.LIMIT or self._bytes + cost > self.BYTES:
+            self.clear()
+        self._items[key] = value
+        self._bytes += cost
 
 
 def read_stats(conn: sqlite3.Connection, stored: Stored, blob_id: int, dtype: str) -> dict[str, Any] | None:

@@ -7,15 +7,15 @@ in the C-ordered result, so the bytes one chunk holds fill one contiguous range 
 boxes per level (:meth:`WindowPlan.blocks`), each copied by one strided numpy copy: no per-element index arrays.
 
 Integrity. A raw chunk with block crcs (``rdb_chunk_crc``, schema 0005 on; see ``blobs.py``) is read only in the
-4 KiB blocks the window touches, each checked against its crc32 at every read: a 4 KiB row costs one block, a 64x64
-window of an 8192-wide float32 matrix 64 blocks (256 KiB), never a whole 4 MiB chunk. Reads go through ``blobopen``
-slices, or on Python 3.10 through ``substr()`` of the needed byte range (which saves the transfer and the crc of the
+4 KiB blocks the window touches, each checked against its crc32: a 4 KiB row costs one block, a 64x64 window of an
+8192-wide float32 matrix 64 blocks (256 KiB), never a whole 4 MiB chunk. Reads go through one ``blobopen`` handle per
+chunk, or on Python 3.10 through ``substr()`` of the needed byte range (which saves the transfer and the crc of the
 rest, though SQLite still walks the chunk's pages to the range). Chunks without block crcs (a file written before
-0005, compressed chunks, chunks of one block) are checked whole against their crc32: the first time a window
-touches such a raw chunk it is read whole, and the caller's :class:`VerifiedChunks` (one per connection) remembers
-it, so later windows into it read only their bytes (forgotten whenever another connection commits, ``PRAGMA
-data_version``; a byte changed on disk behind SQLite's back after that check is not seen). Compressed chunks are
-always read, checked and decompressed whole.
+0005, compressed chunks, chunks of one block) are checked whole against their crc32, read whole for that; compressed
+chunks are always read, checked and decompressed whole. A Report remembers what it has checked
+(:class:`VerifiedBlocks`), so a repeated window reads only its own bytes, with no crc: the 64x64 window again is 64
+reads of 256 bytes. That memory is forgotten whenever the file changes through SQLite; see the class for the
+trade-off.
 """
 
 from __future__ import annotations
@@ -218,46 +218,110 @@ def split_window(
     return out_shape, pieces
 
 
-class VerifiedChunks:
-    """The raw chunks whose crc32 one connection has checked since another connection last committed to the file, so
-    that later windows into them may read only the bytes they need (see the module's docstring). Keep one per
-    connection; a chunk is known by its row id, crc32 and sha256, so a row that now holds other bytes is not."""
+class VerifiedBlocks:
+    """What one Report has checked of raw chunks against their stored crcs since it opened: a chunk whole (its crc32),
+    or some of its blocks (their ``rdb_chunk_crc`` crc32s). A later read of checked bytes reads only the bytes it needs
+    and computes no crc again: a repeated 64x64 window of a wide matrix costs 64 small reads instead of 256 KiB of
+    crc32, a repeated whole read one copy per chunk.
 
-    #: Forget everything past this many chunks (64 Ki entries: a few MiB), a bound on memory whatever is read.
+    Chunks are immutable and content-addressed: one is known here by its row id, crc32, sha256 and block size, so a
+    row that now describes other content is checked afresh. Everything is forgotten when another connection has
+    committed to the file or this one has changed rows (``PRAGMA data_version`` and ``total_changes``): the caller
+    calls :meth:`sync` once per read transaction, before it asks anything, so changes made through SQLite are always
+    checked. The trade-off: a byte flipped on disk behind SQLite's back after this Report checked its block is not seen
+    by a repeated read through this Report; a new Report finds it (any read of the block, or ``verify_tensor``, which
+    re-reads and hashes every chunk; the Report that checked it may be served the page from SQLite's own cache anyway).
+
+    Bounded whatever is read: at most :data:`LIMIT` chunks and :data:`FLAGS` block flags in all (one byte per block:
+    1 KiB per 4 MiB chunk); past either everything is forgotten. Used under the Report's lock, from one thread.
+    """
+
+    #: The most chunks remembered.
     LIMIT = 1 << 16
+    #: The most block flags remembered, all chunks together (one byte each: 16 MiB, block flags of 64 GiB of chunks).
+    FLAGS = 16 << 20
 
     def __init__(self) -> None:
-        self._chunks: set[tuple[int, int, bytes]] = set()
+        # Per chunk: True once it was checked whole, else its block size and a flag byte per block (1: checked).
+        self._chunks: dict[tuple[int, int, bytes], tuple[int, bytearray] | bool] = {}
+        self._flags = 0
         self._version: object = None
 
-    def sync(self, conn: sqlite3.Connection) -> None:
-        """Forget every chunk if another connection has committed to the file since the last call."""
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._version:
-            self._chunks.clear()
-            self._version = version
+    def sync(self, conn: sqlite3.Connection) -> bool:
+        """Forget every chunk if another connection has committed to the file, or this one has changed rows, since
+        the last call; return whether it did (rows read before may have changed too)."""
+        version = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        if version == self._version:
+            return False
+        self.clear()
+        self._version = version
+        return True
 
-    def __contains__(self, chunk: blobs.ChunkRow) -> bool:
-        return (chunk.id, chunk.crc32, chunk.digest) in self._chunks
+    def clear(self) -> None:
+        """Forget every chunk."""
+        self._chunks.clear()
+        self._flags = 0
 
-    def add(self, chunk: blobs.ChunkRow) -> None:
-        """Remember that ``chunk``'s stored bytes matched its crc32."""
+    @staticmethod
+    def _key(chunk: blobs.ChunkRow) -> tuple[int, int, bytes]:
+        return (chunk.id, chunk.crc32, chunk.digest)
+
+    def whole(self, chunk: blobs.ChunkRow) -> bool:
+        """Whether ``chunk`` was checked whole (or every block of it)."""
+        return self._chunks.get(self._key(chunk)) is True
+
+    def checked(self, chunk: blobs.ChunkRow, blocks: slice | np.ndarray) -> bool:
+        """Whether every block ``blocks`` (a slice of block numbers, step 1, or an index array of them) of ``chunk``,
+        in blocks of ``chunk.block_size``, was checked."""
+        found = self._chunks.get(self._key(chunk))
+        if found is None or found is True or found is False:
+            return bool(found)
+        size, flags = found
+        if size != chunk.block_size:
+            return False
+        if isinstance(blocks, slice):
+            return flags.find(0, blocks.start, blocks.stop) < 0
+        return bool(np.frombuffer(flags, dtype=np.uint8)[blocks].all())
+
+    def add(self, chunk: blobs.ChunkRow, blocks: slice | np.ndarray | None = None) -> None:
+        """Remember that ``blocks`` of ``chunk`` (None: all of it) matched their crcs."""
+        key = self._key(chunk)
+        found = self._chunks.get(key)
+        if found is True:
+            return
         if len(self._chunks) >= self.LIMIT:
-            self._chunks.clear()
-        self._chunks.add((chunk.id, chunk.crc32, chunk.digest))
+            self.clear()
+            found = None
+        if isinstance(found, tuple) and (blocks is None or found[0] != chunk.block_size):
+            self._flags -= len(found[1])
+            found = None
+        if blocks is None or chunk.block_size <= 0:
+            self._chunks[key] = True
+            return
+        if found is None or found is False:
+            n = -(-chunk.nbytes // chunk.block_size)
+            if self._flags + n > self.FLAGS:
+                self.clear()
+            found = self._chunks[key] = (chunk.block_size, bytearray(n))
+            self._flags += n
+        flags = found[1]
+        np.frombuffer(flags, dtype=np.uint8)[blocks] = 1
+        if flags.find(0) < 0:  # every block checked: the chunk is, whole
+            self._flags -= len(flags)
+            self._chunks[key] = True
 
 
 def read_window(
     conn: sqlite3.Connection, layout: blobs.BlobLayout, plan: WindowPlan, dtype: np.dtype, *, what: str = "blob",
-    verified: VerifiedChunks | None = None,
+    verified: VerifiedBlocks | None = None,
 ) -> np.ndarray:
     """The window ``plan`` of a blob whose ``layout`` was checked (holding at least the chunks of ``plan.span``), as a
     new C-contiguous array of ``dtype``, reading only the chunks that hold its bytes.
 
     Every byte read is checked (a mismatch raises CorruptionError naming ``what``): in the blocks it touches where the
-    chunk has block crcs, else against the chunk's crc32, reading it whole for that; with ``verified``, a raw chunk
-    without block crcs that it already holds is read only where the window needs it (see the module's docstring), and
-    such chunks checked here are added to it.
+    chunk has block crcs, else against the chunk's crc32, reading it whole for that. With ``verified`` (one per
+    Report, see :class:`VerifiedBlocks`; the caller has synced it in this read transaction), bytes it holds as checked
+    are read alone and not checked again, and what is checked here is added to it once every check has passed.
     """
     out = np.empty(plan.shape, dtype=dtype)
     if out.nbytes != plan.nbytes:
@@ -270,9 +334,7 @@ def read_window(
         raise InvalidArgumentError(f"{what}: the window's bytes {lo}..{hi} are outside the {layout.nbytes}-byte blob")
     flat = out.reshape(-1).view(np.uint8)
     streamed = hasattr(conn, "blobopen")
-    if not streamed:  # Python 3.10: no partial reads of a whole-checked chunk, so nothing to remember
-        verified = None
-    synced = False
+    checked: list[blobs.ChunkRow] = []  # chunks checked whole here, remembered once all checks have passed
     chunk_size = layout.chunk_size
     with blobs.ChecksBehind(pools.pool("check", 2)) as checks:
         for idx in range(lo // chunk_size, (hi - 1) // chunk_size + 1):
@@ -282,15 +344,11 @@ def read_window(
                 continue
             chunk = layout.chunk(idx)
             if chunk.crcs is not None and chunk.codec is None:
-                _read_blocks(conn, plan, flat, chunk, start, found, what, streamed)
+                _read_blocks(conn, plan, flat, chunk, start, found, what, streamed, verified)
                 continue
-            if verified is not None and chunk.codec is None:
-                if not synced:
-                    verified.sync(conn)
-                    synced = True
-                if chunk in verified:
-                    _read_parts(conn, plan, flat, chunk, start, found, what)
-                    continue
+            if verified is not None and streamed and chunk.codec is None and verified.whole(chunk):
+                _read_parts(conn, plan, flat, chunk, start, found, what)
+                continue
             data = blobs.chunk_bytes(conn, chunk.id)
             inline = chunk.nbytes < blobs.THREADED_CRC_MIN
             if chunk.codec is not None:
@@ -298,18 +356,15 @@ def read_window(
                 continue
             if len(data) != chunk.nbytes:
                 raise blobs.corrupt(what, f"chunk {idx} holds {len(data)} bytes, not {chunk.nbytes}")
-            checks.run(_check, chunk, data, what, verified, inline=inline)
+            checks.run(blobs.check_crc, chunk.idx, chunk.crc32, data, what, inline=inline)
+            checked.append(chunk)
             buffer = np.frombuffer(data, dtype=np.uint8)
             for block in found:
                 plan.copy(flat, block, buffer, start)
-    return out
-
-
-def _check(chunk: blobs.ChunkRow, data: bytes, what: str, verified: VerifiedChunks | None) -> None:
-    """Check a raw chunk's crc32 and remember it in ``verified``."""
-    blobs.check_crc(chunk.idx, chunk.crc32, data, what)
     if verified is not None:
-        verified.add(chunk)
+        for chunk in checked:
+            verified.add(chunk)
+    return out
 
 
 def _decode_copy(
@@ -336,7 +391,7 @@ def _read_parts(
 
 
 class _PartsReader:
-    """Byte ranges of a chunk already checked whole (see :class:`VerifiedChunks`), by blob offset."""
+    """Byte ranges of a chunk already checked whole (see :class:`VerifiedBlocks`), by blob offset."""
 
     gap = _GAP  # a box whose gaps are at most this is read in one piece (see :func:`_fetch`)
 
@@ -355,11 +410,15 @@ class _PartsReader:
 class BlockReader:
     """Byte ranges of one raw chunk with block crcs stored from blob byte ``start``, each read in whole blocks and
     every block checked against its crc32. ``streamed``: through ``blobopen`` slices, else (Python 3.10) through
-    ``substr()`` in a SELECT."""
+    ``substr()`` in a SELECT. With ``verified`` (see :class:`VerifiedBlocks`), a range whose blocks it holds as
+    checked is read alone, without its blocks' other bytes or a crc, and blocks checked here are added to it."""
 
-    def __init__(self, conn: sqlite3.Connection, chunk: blobs.ChunkRow, start: int, what: str, streamed: bool) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, chunk: blobs.ChunkRow, start: int, what: str, streamed: bool,
+        verified: VerifiedBlocks | None = None,
+    ) -> None:
         assert chunk.crcs is not None
-        self.conn, self.chunk, self.start, self.what = conn, chunk, start, what
+        self.conn, self.chunk, self.start, self.what, self.verified = conn, chunk, start, what, verified
         # A box is read in one piece when its gaps are shorter than a block: then every block of it holds some of the
         # window and is read and checked anyway; wider gaps are skipped, block by block (:meth:`gather`).
         self.gap = chunk.block_size - 1
@@ -396,11 +455,15 @@ class BlockReader:
                 f"{block * size}..{min((block + 1) * size, self.chunk.nbytes)} of the chunk; stored bytes were changed "
                 "or lost); the database file is damaged"
             )
+        if self.verified is not None:
+            self.verified.add(self.chunk, blocks)
 
     def read(self, src: int, nbytes: int) -> bytes:
         """Blob bytes ``src .. src + nbytes`` (within this chunk), checked."""
         lo, size = src - self.start, self.chunk.block_size
         first, last = lo // size, (lo + nbytes - 1) // size
+        if self.verified is not None and self.verified.checked(self.chunk, slice(first, last + 1)):
+            return self._bytes(lo, lo + nbytes)
         start, stop = first * size, min((last + 1) * size, self.chunk.nbytes)
         data = self._bytes(start, stop)
         view = memoryview(data)
@@ -409,12 +472,21 @@ class BlockReader:
 
     def gather(self, src: int, step: int, count: int, size: int) -> bytes:
         """``count`` ranges of ``size`` bytes ``step`` apart from ``src``, joined: each block that holds them read and
-        checked once (a column of a wide matrix: one block per row, in one vectorized comparison)."""
+        checked once (a column of a wide matrix: one block per row, in one vectorized comparison), or, when every
+        one of those blocks is known checked, the ranges alone."""
         bsize, nbytes = self.chunk.block_size, self.chunk.nbytes
         starts = np.arange(count, dtype=np.int64) * step + (src - self.start)
         firsts = starts // bsize
         if size > bsize or np.any((starts + size - 1) // bsize != firsts):  # some range crosses a block edge
             return b"".join([self.read(int(s) + self.start, size) for s in starts])
+        if self.verified is not None and self.verified.checked(self.chunk, firsts):
+            if self.blob is None:
+                return b"".join([self._bytes(s, s + size) for s in starts.tolist()])
+            blob = self.blob
+            joined = b"".join([blob[s : s + size] for s in starts.tolist()])  # type: ignore[misc]  # Blob slices are bytes
+            if len(joined) != count * size:
+                raise blobs.corrupt(self.what, f"chunk {self.chunk.idx} holds fewer bytes than its {nbytes}")
+            return joined
         if step >= bsize:  # one block per range, in order
             blocks, where = firsts, range(count)
         else:
@@ -435,11 +507,11 @@ class BlockReader:
 
 def _read_blocks(
     conn: sqlite3.Connection, plan: WindowPlan, flat: np.ndarray, chunk: blobs.ChunkRow, start: int,
-    found: list[tuple[int, int, int, int]], what: str, streamed: bool,
+    found: list[tuple[int, int, int, int]], what: str, streamed: bool, verified: VerifiedBlocks | None = None,
 ) -> None:
     """Copy the boxes ``found`` of a raw chunk with block crcs stored from blob byte ``start``, reading and checking
-    only the blocks that hold them."""
-    reader = BlockReader(conn, chunk, start, what, streamed)
+    only the blocks that hold them (or, those ``verified`` holds as checked, only their bytes)."""
+    reader = BlockReader(conn, chunk, start, what, streamed, verified)
     try:
         for block in found:
             _fetch(plan, flat, block, reader)
