@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import numbers
 import os
 import shlex
 import sys
@@ -394,10 +395,11 @@ def _require_tensor(report: reportdb.Report, path: Path, tensor_id: int, rank: i
 
 
 def _num(value: object) -> str:
+    """A figure for a table: None as "-", any real non-integer (numpy's float32 too) to 6 significant digits."""
     if value is None:
         return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        return f"{float(value):.6g}"
     return str(value)
 
 

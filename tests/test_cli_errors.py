@@ -122,6 +122,9 @@ def test_compare_golden_on_the_migrated_report_reads_only_and_fails_like_a_test_
     text = run("compare", str(migrated), "--golden")
     assert text.returncode == 1, text.stderr  # the 0.62.2 run has records below their desired PCC
     assert "pcc below threshold" in text.stdout and "failed" in text.stdout.splitlines()[-1]
+    figures = [t.split("e")[0] for t in text.stdout.split() if "." in t and t.replace(".", "", 1).replace("e-", "", 1).isdigit()]
+    digits = [len(f.replace(".", "").lstrip("0")) for f in figures]
+    assert digits and max(digits) <= 6  # figures to 6 significant digits, float32 ones too (not 0.03890492012659208)
     as_json = run("compare", str(migrated), "--golden", "--json")
     assert as_json.returncode == 1, as_json.stderr
     results = strict_json(as_json.stdout)  # printed in full despite the failing exit status
@@ -350,3 +353,11 @@ def test_json_output_is_strict_even_with_nonfinite_values(tmp_path: Path) -> Non
     metrics = result["metrics"]
     assert (metrics["pcc"], metrics["max_abs_error"], metrics["ulp_mean"], metrics["passed"]) == (None, None, 2.5, True)
     assert metrics["shape_a"] == [2] and metrics["notes"] == []
+
+
+def test_table_figures_have_six_significant_digits_whatever_their_float_type() -> None:
+    """numpy's float32 figures (a bfloat16 pair's errors) print like Python floats, not as their full repr."""
+    from reportdb.cli import _num
+
+    assert [_num(v) for v in (np.float32(0.03890492), 0.1234567891, np.float64(2.5e-7), 3, np.int64(5), None)] == [
+        "0.0389049", "0.123457", "2.5e-07", "3", "5", "-"]
