@@ -229,14 +229,14 @@ def assemble(shards: Sequence[tuple[MeshCoordinate, np.ndarray]], distribution: 
     One shard is the tensor itself. Otherwise every mesh dimension with a ``shard`` placement
     concatenates along its tensor dim, and a ``replicate`` dimension keeps index 0 of that mesh axis.
     """
-    return _assemble(shards, distribution, _concat_arrays)
+    return assemble_with(shards, distribution, _concat_arrays)
 
 
 def assembled_shape(
     shapes: Sequence[tuple[MeshCoordinate, tuple[int, ...]]], distribution: Distribution | None
 ) -> tuple[int, ...]:
     """The shape ``assemble`` would give for shards of these shapes, without touching any data."""
-    return _assemble(shapes, distribution, _concat_shapes)
+    return assemble_with(shapes, distribution, _concat_shapes)
 
 
 def _concat_arrays(parts: list[np.ndarray], dim: int) -> np.ndarray:
@@ -256,7 +256,9 @@ def _concat_shapes(parts: list[tuple[int, ...]], dim: int) -> tuple[int, ...]:
     return first[:dim] + (sum(p[dim] for p in parts),) + first[dim + 1 :]
 
 
-def _assemble(items: Sequence[tuple[MeshCoordinate, Any]], distribution: Distribution | None, concat: Any) -> Any:
+def assemble_with(items: Sequence[tuple[MeshCoordinate, Any]], distribution: Distribution | None, concat: Any) -> Any:
+    """Put per-device ``items`` together as ``distribution`` says, joining along an axis with ``concat`` (arrays for
+    ``assemble``, shapes for ``assembled_shape``, shard boxes for the store's window planning)."""
     if len(items) == 1 and (
         distribution is None or _mesh_volume(distribution.mesh_shape) <= 1 or _all_replicate(distribution)
     ):
@@ -274,7 +276,7 @@ def _assemble(items: Sequence[tuple[MeshCoordinate, Any]], distribution: Distrib
         raise AssemblyError(f"distribution has {len(placements)} placements for a mesh of rank {len(mesh)}")
     by_coord: dict[MeshCoordinate, Any] = {}
     for position, (coord, value) in enumerate(items):
-        by_coord[_distribution_coordinate(tuple(coord), position, distribution)] = value
+        by_coord[distribution_coordinate(tuple(coord), position, distribution)] = value
 
     def build(prefix: tuple[int, ...]) -> Any:
         axis = len(prefix)
@@ -290,7 +292,7 @@ def _assemble(items: Sequence[tuple[MeshCoordinate, Any]], distribution: Distrib
     return build(())
 
 
-def _distribution_coordinate(coord: MeshCoordinate, position: int, distribution: Distribution) -> MeshCoordinate:
+def distribution_coordinate(coord: MeshCoordinate, position: int, distribution: Distribution) -> MeshCoordinate:
     """Where a device shard sits in the distribution shape."""
     mesh = distribution.mesh_shape
     if distribution.device_coords is not None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..dtypes import numpy_dtype
 from ..errors import CorruptionError, ReportDBError, TensorNotFoundError
-from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, _assemble, assembled_shape, shape_from_json
+from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, assemble_with, assembled_shape, shape_from_json
 from ..numeric.stats import histogram_edges
 from . import blobs, engine, windows
 
@@ -282,7 +282,7 @@ def shard_boxes(info: TensorInfo) -> list[Box] | None:
                 offset += extent
             return placed
 
-        boxes: list[Box] = _assemble(
+        boxes: list[Box] = assemble_with(
             [(s.mesh_coordinate, [(i, (0,) * len(s.shape), s.shape)]) for i, s in enumerate(info.shards)],
             info.spec.distribution, concat,
         )

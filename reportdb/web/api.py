@@ -32,7 +32,7 @@ from ..errors import (
 )
 from ..dtypes import numpy_dtype
 from ..results import jsonable
-from ..spec import _distribution_coordinate as distribution_coordinate
+from ..spec import distribution_coordinate
 from ..store.rows import TensorInfo, shard_boxes
 from ..store.windows import plan_window
 from ..analysis.runs import compare_runs
