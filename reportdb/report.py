@@ -105,6 +105,16 @@ def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("COMMIT")
 
 
+def copy_tensor(
+    source: "Report", dest: "Report", tensor_id: int, rank: int = 0, *, to_rank: int | None = None
+) -> TensorInfo:
+    """Store a tensor of ``source`` into ``dest`` (under ``to_rank``, by default its own rank) with its values, spec
+    and source, through ``put_tensor`` (chunks ``dest`` holds already are not stored again); return its info."""
+    info = source.tensor_info(tensor_id, rank)
+    dest.put_tensor(tensor_id, rank=rank if to_rank is None else to_rank, shards=source.shards(tensor_id, rank),
+                    source=info.source, **info.spec.to_json())
+    return info
+
 def upgrade(path: str | os.PathLike[str]) -> str:
     """Bring an existing report database to the current schema in place; return the schema revision."""
     db = resolve_path(path)

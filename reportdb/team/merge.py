@@ -64,7 +64,7 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
 def merge(reports: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
           ranks: Sequence[int] | None = None) -> MergeResult:
     """Merge the report databases (or folders) ``reports``, one per rank, into the new report folder ``out``."""
-    from ..report import Report, resolve_path
+    from ..report import Report, copy_tensor, resolve_path
 
     paths = [resolve_path(r) for r in reports]
     if len(paths) < 2:
@@ -96,11 +96,7 @@ def merge(reports: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]
                 _merge_tables(dst, inputs, chosen, result)
             for report, rank in zip(inputs, chosen):
                 for tensor_id, stored_rank in report.tensor_keys():
-                    info = report.tensor_info(tensor_id, stored_rank)
-                    metadata = info.spec.to_json()
-                    metadata.pop("logical_shape", None)
-                    merged.put_tensor(tensor_id, shards=report.shards(tensor_id, stored_rank), rank=rank,
-                                      source=info.source, **metadata)
+                    copy_tensor(report, merged, tensor_id, stored_rank, to_rank=rank)
                     result.tensors += 1
             summary = merged.summary()
             result.logical_bytes, result.stored_bytes = summary.logical_bytes, summary.stored_bytes

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import InvalidArgumentError, NotAReportFolderError, ReportLockedError, TensorExistsError
-from ..report import Report, open as open_report, resolve_path
+from ..report import Report, copy_tensor, open as open_report, resolve_path
 
 
 @dataclass(frozen=True)
@@ -53,31 +53,33 @@ def attach(values: str | os.PathLike[str], report: str | os.PathLike[str], *, un
     target = resolve_path(report)
     if Path(values).exists() and target.exists() and os.path.samefile(resolve_path(values), target):
         raise InvalidArgumentError(f"{target} is both the values and the report: give the file capture() wrote first")
-    with open_report(values) as source, open_report(target) as before:  # both checked as untrusted, read-only
-        known = _report_tensors(before)
+    with open_report(values) as source:  # checked as untrusted, read-only, like the report
+        with open_report(target) as before:
+            known = _report_tensors(before)
         keys = source.tensor_keys()
-    _check_quiet(target)
-    wanted = [k for k in keys if unmatched or k in known]
-    work = target.with_name(f".{target.name}.reportdb-attach")
-    _remove(work)  # what a killed attach left: a stale journal would otherwise be "recovered" into the fresh copy
-    shutil.copyfile(target, work)
-    try:
-        attached = already = nbytes = 0
-        with open_report(values) as source, open_report(work, "a") as dest:
-            for tensor_id, rank in wanted:
-                stored = _copy(source, dest, tensor_id, rank)
-                attached += stored
-                already += not stored
-                if stored:
-                    nbytes += source.tensor_info(tensor_id, rank).nbytes
-            for tensor_id, rank in wanted:
-                dest.verify_tensor(tensor_id, rank)
-        with open(work, "rb+") as f:
-            os.fsync(f.fileno())
-        shutil.copymode(target, work)
-        os.replace(work, target)
-    finally:
-        _remove(work)
+        _check_quiet(target)
+        wanted = [k for k in keys if unmatched or k in known]
+        work = target.with_name(f".{target.name}.reportdb-attach")
+        _remove(work)  # what a killed attach left: a stale journal would otherwise be "recovered" into the fresh copy
+        shutil.copyfile(target, work)
+        try:
+            attached = already = nbytes = 0
+            with open_report(work, "a") as dest:
+                for tensor_id, rank in wanted:
+                    if dest.has_tensor(tensor_id, rank):
+                        _check_same(source, dest, tensor_id, rank)
+                        already += 1
+                    else:
+                        nbytes += copy_tensor(source, dest, tensor_id, rank).nbytes
+                        attached += 1
+                for tensor_id, rank in wanted:
+                    dest.verify_tensor(tensor_id, rank)
+            with open(work, "rb+") as f:
+                os.fsync(f.fileno())
+            shutil.copymode(target, work)
+            os.replace(work, target)
+        finally:
+            _remove(work)
     return AttachResult(
         report=str(target), values=str(resolve_path(values)), attached=attached, already_attached=already,
         unmatched=tuple(k for k in keys if k not in known), bytes_attached=nbytes,
@@ -113,21 +115,15 @@ def _check_quiet(target: Path) -> None:
         )
 
 
-def _copy(source: Report, dest: Report, tensor_id: int, rank: int) -> bool:
-    """Store one tensor of ``source`` into ``dest`` with its spec and source; False when dest has it already, equal."""
-    shards = source.shards(tensor_id, rank)
-    if dest.has_tensor(tensor_id, rank):
-        theirs = dest.shards(tensor_id, rank)
-        if len(theirs) != len(shards) or any(
-            tuple(a) != tuple(b) or x.dtype != y.dtype or x.shape != y.shape
-            or not np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
-            for (a, x), (b, y) in zip(shards, theirs)
-        ):
-            raise TensorExistsError(
-                f"tensor {tensor_id} (rank {rank}) is already in {dest.path} with other values; "
-                "attach the values of the run that wrote this report"
-            )
-        return False
-    info = source.tensor_info(tensor_id, rank)
-    dest.put_tensor(tensor_id, rank=rank, shards=shards, source=info.source, **info.spec.to_json())
-    return True
+def _check_same(source: Report, dest: Report, tensor_id: int, rank: int) -> None:
+    """A tensor ``dest`` holds already must hold ``source``'s values (attach run again); other values are refused."""
+    shards, theirs = source.shards(tensor_id, rank), dest.shards(tensor_id, rank)
+    if len(theirs) != len(shards) or any(
+        tuple(a) != tuple(b) or x.dtype != y.dtype or x.shape != y.shape
+        or not np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
+        for (a, x), (b, y) in zip(shards, theirs)
+    ):
+        raise TensorExistsError(
+            f"tensor {tensor_id} (rank {rank}) is already in {dest.path} with other values; "
+            "attach the values of the run that wrote this report"
+        )
