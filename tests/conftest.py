@@ -9,6 +9,7 @@ extra corpus (``EXTRA_FIXTURES``, else None) that tests may add; nothing require
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,17 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.fail(f"the project's fixtures are missing at {FIXTURES}: restore tests/data from git")
     return FIXTURES
+
+
+def flip_stored_byte(path: Path, chunk_id: int, offset: int) -> None:
+    """Change one stored byte of a chunk behind reportdb's back (its crcs stay), through a separate connection and
+    without ``blobopen`` (Python 3.10 has none)."""
+    conn = sqlite3.connect(path)
+    try:
+        (data,) = conn.execute("SELECT data FROM rdb_chunk WHERE id=?", (chunk_id,)).fetchone()
+        changed = bytearray(data)
+        changed[offset] ^= 0xFF
+        conn.execute("UPDATE rdb_chunk SET data=? WHERE id=?", (bytes(changed), chunk_id))
+        conn.commit()
+    finally:
+        conn.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import flip_stored_byte
 import reportdb
 from reportdb.errors import CorruptionError, TensorNotFoundError
 from reportdb.spec import Distribution, Placement
@@ -28,19 +29,6 @@ def crc_rows(path: Path) -> dict[int, tuple[int, bytes]]:
     conn = sqlite3.connect(path)
     try:
         return {r[0]: (r[1], r[2]) for r in conn.execute("SELECT chunk_id, block_size, crcs FROM rdb_chunk_crc")}
-    finally:
-        conn.close()
-
-
-def flip(path: Path, chunk_id: int, offset: int) -> None:
-    """Change one stored byte of a chunk behind reportdb's back (no crc updated), through a separate connection."""
-    conn = sqlite3.connect(path)
-    try:
-        (data,) = conn.execute("SELECT data FROM rdb_chunk WHERE id=?", (chunk_id,)).fetchone()
-        changed = bytearray(data)
-        changed[offset] ^= 0x10
-        conn.execute("UPDATE rdb_chunk SET data=? WHERE id=?", (bytes(changed), chunk_id))  # same length, no blobopen on 3.10
-        conn.commit()
     finally:
         conn.close()
 
@@ -120,8 +108,8 @@ def test_a_window_checks_the_blocks_it_reads(tmp_path: Path) -> None:
         [chunk] = chunk_ids(report, 1)
     with reportdb.open(path) as report:
         np.testing.assert_array_equal(report.tensor(1, window=np.s_[10, 5:9]), arr[10, 5:9])
-        flip(path, chunk, 10 * 4096 + 2000)  # row 10, outside columns 5:9 but in their block
-        flip(path, chunk, 200 * 4096 + 7)  # row 200
+        flip_stored_byte(path, chunk, 10 * 4096 + 2000)  # row 10, outside columns 5:9 but in their block
+        flip_stored_byte(path, chunk, 200 * 4096 + 7)  # row 200
         with pytest.raises(CorruptionError, match=r"tensor 1 \(rank 0\).*chunk 0 failed its integrity check in block 10"):
             report.tensor(1, window=np.s_[10, 5:9])
     with reportdb.open(path) as report:
@@ -153,7 +141,7 @@ def test_window_reader_without_blobopen_reads_through_substr(tmp_path: Path) -> 
                 assert reader.gather(100, 4000, 60, 16) == b"".join(flat[s : s + 16].tobytes() for s in range(100, 240100, 4000))
             finally:
                 reader.close()
-    flip(path, chunk_id, 9000)
+    flip_stored_byte(path, chunk_id, 9000)
     with reportdb.open(path) as report, report.connection() as conn:
         layout = blobs.blob_layout(conn, chunk_id_blob(conn), arr.nbytes, block_crcs=True)
         reader = windows.BlockReader(conn, layout.chunk(0), 0, "tensor 1", False)
@@ -233,7 +221,7 @@ def test_a_file_without_block_crcs_reads_and_upgrades(tmp_path: Path) -> None:
         [new_chunk] = chunk_ids(report, 2)
     assert set(crc_rows(path)) == {new_chunk}
     [old_chunk] = chunk_ids(reportdb.open(path), 1)
-    flip(path, old_chunk, 3 * 4096 + 5)
+    flip_stored_byte(path, old_chunk, 3 * 4096 + 5)
     with reportdb.open(path) as report:
         with pytest.raises(CorruptionError, match="tensor 1 .*chunk 0 failed its integrity check"):
             report.tensor(1, window=np.s_[60, :4])  # no block crcs: the whole chunk is checked
@@ -276,7 +264,7 @@ def test_windows_of_a_multi_device_tensor_read_only_the_shards_they_overlap(tmp_
             np.testing.assert_array_equal(report.tensor(1, window=window), full[window])
         np.testing.assert_array_equal(report.tensor(2, window=np.s_[2:5, 7]), replicated[2:5, 7])
     # the shard at (1, 2) (rows 32.., columns 64..) damaged: windows that miss it still read
-    flip(path, ids[5], 100)
+    flip_stored_byte(path, ids[5], 100)
     with reportdb.open(path) as report:
         np.testing.assert_array_equal(report.tensor(1, window=np.s_[:40, :64]), full[:40, :64])
         np.testing.assert_array_equal(report.tensor(1, window=np.s_[:32]), full[:32])
@@ -366,7 +354,7 @@ def test_a_byte_changed_through_sqlite_after_a_check_is_caught_by_the_next_read(
         for _ in range(2):
             np.testing.assert_array_equal(report.tensor(1), arr)
             np.testing.assert_array_equal(report.tensor(1, window=np.s_[500:520, 3]), arr[500:520, 3])
-        flip(path, chunk, 510 * 4096 + 12)
+        flip_stored_byte(path, chunk, 510 * 4096 + 12)
         with pytest.raises(CorruptionError, match="chunk 0 failed its integrity check"):
             report.tensor(1)
         with pytest.raises(CorruptionError, match="block 510"):
@@ -430,7 +418,7 @@ def test_reads_leave_no_transaction_open(tmp_path: Path) -> None:
     with reportdb.open(path, "a") as report:
         report.put_tensor(1, arr)
         [chunk] = chunk_ids(report, 1)
-    flip(path, chunk, 40 * 4096)
+    flip_stored_byte(path, chunk, 40 * 4096)
     with reportdb.open(path) as report:
         np.testing.assert_array_equal(report.tensor(1, window=np.s_[3:5]), arr[3:5])
         with pytest.raises(CorruptionError):

@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from conftest import flip_stored_byte
 import reportdb
 from reportdb.errors import CorruptionError, InvalidArgumentError
 from reportdb.store import rows, windows
@@ -124,18 +125,6 @@ def chunk_ids(path: Path) -> list[int]:
         return [r[0] for r in conn.execute("SELECT chunk_id FROM rdb_blob_chunk ORDER BY idx")]
 
 
-def flip_byte(path: Path, chunk_id: int, offset: int) -> None:
-    """Change one stored byte of a chunk through another connection (its crc32 stays)."""
-    conn = sqlite3.connect(path)
-    try:
-        data = bytearray(conn.execute("SELECT data FROM rdb_chunk WHERE id=?", (chunk_id,)).fetchone()[0])
-        data[offset] ^= 0xFF
-        conn.execute("UPDATE rdb_chunk SET data=? WHERE id=?", (bytes(data), chunk_id))
-        conn.commit()
-    finally:
-        conn.close()
-
-
 def test_a_window_reads_only_the_chunks_that_hold_it(tmp_path: Path) -> None:
     array = np.arange(64 * 256, dtype=np.float32).reshape(1, 64, 256)  # a row is 1 KiB; 4 rows a chunk
     path = tmp_path / "w.rdb"
@@ -143,7 +132,7 @@ def test_a_window_reads_only_the_chunks_that_hold_it(tmp_path: Path) -> None:
         report.put_tensor(1, array)
     ids = chunk_ids(path)
     assert len(ids) == 16
-    flip_byte(path, ids[5], 100)  # rows 20..23
+    flip_stored_byte(path, ids[5], 100)  # rows 20..23
     with sqlite3.connect(path) as conn:  # and chunk 9's row is gone from the chunk list
         conn.execute("DELETE FROM rdb_blob_chunk WHERE idx = 9")
     with reportdb.open(path) as report:
@@ -167,7 +156,7 @@ def test_a_checked_chunk_changed_by_another_connection_is_checked_again(tmp_path
         verified = windows.VerifiedBlocks()
         np.testing.assert_array_equal(read(report, 1, (2, slice(10, 20)), verified), array[2, 10:20])  # checks chunk 2
         np.testing.assert_array_equal(read(report, 1, (2, slice(10, 20)), verified), array[2, 10:20])
-        flip_byte(path, ids[2], 4 * 12)  # element 12 of row 2, inside the window
+        flip_stored_byte(path, ids[2], 4 * 12)  # element 12 of row 2, inside the window
         with pytest.raises(CorruptionError, match="chunk 2 failed its integrity check"):
             read(report, 1, (2, slice(10, 20)), verified)
 
