@@ -20,6 +20,8 @@ import numpy as np
 from flask import Blueprint, Response, current_app, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
+from ..analysis.runs import compare_runs
+from ..dtypes import numpy_dtype
 from ..errors import (
     AssemblyError,
     InvalidArgumentError,
@@ -30,13 +32,11 @@ from ..errors import (
     TensorNotFoundError,
     UnsafeReportError,
 )
-from ..dtypes import numpy_dtype
+from ..numeric.streamed import compare_streamed, flat_windows
 from ..results import jsonable
 from ..spec import distribution_coordinate
 from ..store.rows import TensorInfo, shard_boxes
 from ..store.windows import plan_window
-from ..analysis.runs import compare_runs
-from ..numeric.streamed import compare_streamed, flat_windows
 from . import params, views
 from .params import ApiError
 from .reports import RECORD_TABLES, Operation, Record, Served, ServedReports
@@ -321,10 +321,12 @@ def _pair(served: Served, kind: str, tensor_id: int, rank: int, device: tuple[in
     return record, actual, Source(served, record.golden_tensor_id, rank, None, golden_part(actual.info, device))
 
 
-def _same_shape(actual: Source, golden: Source) -> None:
+def _same_shape(actual: Source, golden: Source) -> tuple[Source, Source]:
+    """The pair, when element-wise errors are defined for it (the same shape); else a 422."""
     if actual.shape != golden.shape:
         raise ApiError(422, f"tensor {actual.tensor_id} {list(actual.shape)} and its golden tensor {golden.tensor_id} "
                             f"{list(golden.shape)} differ in shape", "the comparison's metrics report the mismatch")
+    return actual, golden
 
 
 # --- the blueprint ------------------------------------------------------------------------------------------------
@@ -515,6 +517,10 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
         record, actual, golden = _pair(one, kind, _tensor_id(tensor_id), params.integer(args, "rank", 0), params.device(args))
         return one, record, actual, golden
 
+    def same_shape_pair(kind: str, tensor_id: str) -> tuple[Source, Source]:
+        """The actual and golden sides of a record, for the element-wise endpoints (heatmap, point, histogram)."""
+        return _same_shape(*pair_from(kind, tensor_id)[2:])
+
     def tolerances() -> tuple[float, float]:
         args = request.args
         rtol = params.number(args, "rtol", DEFAULT_RTOL, low=0.0, high=1e300)
@@ -535,8 +541,8 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
         key = ("compare", one.name, kind, actual.tensor_id, actual.rank, actual.device, rtol, atol, threshold)
         metrics = served.cached(key)
         if metrics is None:
-            metrics = compare_streamed(actual.read, golden.read, actual.shape, golden.shape, actual.dtype,
-                                               golden.dtype, rtol=rtol, atol=atol, pcc=threshold).to_dict()
+            metrics = compare_streamed(actual.read, golden.read, actual.shape, golden.shape, actual.dtype, golden.dtype,
+                                       rtol=rtol, atol=atol, pcc=threshold).to_dict()
             served.keep(key, metrics)
         if actual.device is None and (rtol, atol, pcc) == (DEFAULT_RTOL, DEFAULT_ATOL, None):
             served.keep(_verdict_key(one, kind, actual.tensor_id, actual.rank), (metrics.get("pcc"), metrics.get("passed")))
@@ -553,8 +559,7 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
     @bp.get("/api/compare-tensor/<kind>/<tensor_id>/heatmap")
     def compare_heatmap(kind: str, tensor_id: str) -> Response:
         args = request.args
-        _, _, actual, golden = pair_from(kind, tensor_id)
-        _same_shape(actual, golden)
+        actual, golden = same_shape_pair(kind, tensor_id)
         error = params.choice(args, "error", views.ERROR_KINDS)
         fmt = params.choice(args, "format", ("png", "json"))
         rtol, atol = tolerances()
@@ -569,8 +574,7 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
 
     @bp.get("/api/compare-tensor/<kind>/<tensor_id>/point")
     def compare_point(kind: str, tensor_id: str) -> Response:
-        _, _, actual, golden = pair_from(kind, tensor_id)
-        _same_shape(actual, golden)
+        actual, golden = same_shape_pair(kind, tensor_id)
         at = params.index(request.args, "at")
         if at is None or len(at) != len(actual.shape):
             raise ApiError(400, f"at must give one index per axis of the shape {list(actual.shape)}",
@@ -590,8 +594,7 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
     @bp.get("/api/compare-tensor/<kind>/<tensor_id>/histogram")
     def compare_histogram(kind: str, tensor_id: str) -> Response:
         args = request.args
-        _, _, actual, golden = pair_from(kind, tensor_id)
-        _same_shape(actual, golden)
+        actual, golden = same_shape_pair(kind, tensor_id)
         error = params.choice(args, "error", ("abs", "rel", "ulp"))
         bins = params.integer(args, "bins", 64, low=1, high=MAX_BINS)
         if actual.size > MAX_POOL_ELEMENTS:
@@ -624,8 +627,7 @@ def routes(bp: Blueprint, served: ServedReports) -> None:
         key = ("runs", names["a"].name, names["b"].name, rank, rtol, atol, pcc)
         result = served.cached(key)
         if result is None:
-            result = compare_runs(names["a"].report, names["b"].report, rank=rank, rtol=rtol, atol=atol,
-                                                   pcc=pcc).to_dict()
+            result = compare_runs(names["a"].report, names["b"].report, rank=rank, rtol=rtol, atol=atol, pcc=pcc).to_dict()
             served.keep(key, result)
         return answer({"a": names["a"].name, "b": names["b"].name, "matched_by": result.get("matched_by"),
                        "first_divergence": result.get("first_divergence"), "items": result.get("rows", []),
