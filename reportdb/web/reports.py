@@ -114,28 +114,31 @@ class Served:
             row = conn.execute("SELECT value FROM report_metadata WHERE key=?", (key,)).fetchone()
         return None if row is None or row[0] is None else str(row[0])
 
-    def records(self, kind: str, rank: int = 0) -> dict[int, Record]:
-        """The golden comparison records of ``kind`` (``local`` or ``global``) for ``rank``, by tensor id."""
+    def records(self, kind: str, rank: int = 0, tensor_id: int | None = None) -> dict[int, Record]:
+        """The golden comparison records of ``kind`` (``local`` or ``global``) for ``rank``, by tensor id (the last
+        one of a tensor recorded twice); only ``tensor_id``'s when given."""
         table = RECORD_TABLES[kind]
         if not self.readable(table, "tensor_id"):
             return {}
         cols = self.columns[table]
         picked = ", ".join(c if c in cols else "NULL" for c in ("golden_tensor_id", "matches", "desired_pcc", "actual_pcc"))
         where, args = self._rank_filter(table, rank)
+        if tensor_id is not None:
+            where, args = f"{where or ' WHERE 1'} AND tensor_id=?", (*args, tensor_id)
         with self.sql(f"table {table}") as conn:
             rows = conn.execute(f"SELECT tensor_id, {picked} FROM {table}{where} ORDER BY rowid", args).fetchall()
         found: dict[int, Record] = {}
-        for tensor_id, golden, matches, desired, recorded in rows:
-            if isinstance(tensor_id, int):
-                found[tensor_id] = Record(
-                    kind, tensor_id, rank, golden if isinstance(golden, int) else None, _real(desired), _real(recorded),
+        for tid, golden, matches, desired, recorded in rows:
+            if isinstance(tid, int):
+                found[tid] = Record(
+                    kind, tid, rank, golden if isinstance(golden, int) else None, _real(desired), _real(recorded),
                     None if matches is None else bool(matches),
                 )  # fmt: skip
         return found
 
     def record(self, kind: str, tensor_id: int, rank: int) -> Record:
-        """The record of one tensor, or a 404 saying which records exist."""
-        found = self.records(kind, rank).get(tensor_id)
+        """The record of one tensor (read alone: every hover of the page asks), or a 404 saying where records are."""
+        found = self.records(kind, rank, tensor_id).get(tensor_id)
         if found is None:
             raise ApiError(404, f"report {self.name}: tensor {tensor_id} (rank {rank}) has no {kind} comparison record",
                            f"GET api/reports/{self.name}/operations lists the tensors with records")
