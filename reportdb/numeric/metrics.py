@@ -243,7 +243,7 @@ class _UlpCounter:
         self.total += other.total
 
 
-def _check_params(rtol: float, atol: float, pcc: float, fit_tol: float) -> None:
+def check_params(rtol: float, atol: float, pcc: float, fit_tol: float) -> None:
     """Reject tolerances and thresholds that would make every comparison meaningless."""
     for name, value in (("rtol", rtol), ("atol", atol), ("fit_tol", fit_tol)):
         if not (isinstance(value, (int, float, np.number)) and math.isfinite(value) and value >= 0):
@@ -316,7 +316,7 @@ def compare(
 ) -> Comparison:
     """Compare the actual tensor ``a`` with the expected (golden) tensor ``b``; see the module docstring for
     every field's definition. ``to_dict()`` of the result is JSON-serializable (no NaN: undefined metrics are None)."""
-    _check_params(rtol, atol, pcc, fit_tol)
+    check_params(rtol, atol, pcc, fit_tol)
     arr_a = np.asarray(a)
     arr_b = np.asarray(b)
     inputs: dict[str, Any] = dict(
@@ -331,7 +331,7 @@ def compare(
     return Comparison(**inputs, **metrics)
 
 
-class _PairAccumulator:
+class PairAccumulator:
     """Every running sum, maximum and count of one comparison over a run of blocks; two accumulators over
     disjoint runs merge into one, so halves of a large pair can be streamed on separate cores."""
 
@@ -417,7 +417,7 @@ class _PairAccumulator:
         tt.equal &= bool(np.array_equal(golden, calc))
         self.tt_moments.merge(_PairMoments.of_block(calc, golden, float(calc.sum()), float(golden.sum()), work))
 
-    def merge(self, other: _PairAccumulator) -> None:
+    def merge(self, other: PairAccumulator) -> None:
         """Fold in an accumulator of the positions that follow this one's."""
         self.joint.merge(other.joint)
         self.tt_moments.merge(other.tt_moments)
@@ -432,6 +432,15 @@ class _PairAccumulator:
         self.nan_mismatches += other.nan_mismatches
         self.inf_mismatches += other.inf_mismatches
 
+    def summary(self, size: int, pcc_threshold: float, fit_tol: float) -> dict[str, Any]:
+        """The metric dict (``Comparison``'s fields but the inputs) of the ``size`` positions folded in."""
+        return _summarize(
+            size, self.joint, self.tt.result(size, self.tt_moments), self.ulps, self.ulp_dtype,
+            (self.max_abs, self.sum_abs, self.max_rel, self.sum_rel),
+            (self.mismatches, self.nan_mismatches, self.inf_mismatches),
+            self.rtol, self.atol, pcc_threshold, fit_tol, not self.same_dtype,
+        )  # fmt: skip
+
 
 def _compare_same_shape(
     a: np.ndarray, b: np.ndarray, rtol: float, atol: float, pcc_threshold: float, fit_tol: float
@@ -440,24 +449,18 @@ def _compare_same_shape(
     size = a.size
     block = max(1, min(size, BLOCK_ELEMENTS))
 
-    def run(span: tuple[int, int]) -> _PairAccumulator:
-        acc = _PairAccumulator(a.dtype, b.dtype, rtol, atol, block)
+    def run(span: tuple[int, int]) -> PairAccumulator:
+        acc = PairAccumulator(a.dtype, b.dtype, rtol, atol, block)
         start, stop = span
         with np.errstate(over="ignore", invalid="ignore"):  # per thread: overflows surface as None later
             for blk_a, blk_b in zip(flat_blocks(a, block, start, stop), flat_blocks(b, block, start, stop)):
                 acc.add(blk_a, blk_b)
         return acc
 
-    accumulators = parallel_map(run, split_range(size, block))
-    total = accumulators[0]
-    for acc in accumulators[1:]:
+    total, *rest = parallel_map(run, split_range(size, block))
+    for acc in rest:
         total.merge(acc)
-    return _summarize(
-        size, total.joint, total.tt.result(size, total.tt_moments), total.ulps, total.ulp_dtype,
-        (total.max_abs, total.sum_abs, total.max_rel, total.sum_rel),
-        (total.mismatches, total.nan_mismatches, total.inf_mismatches),
-        rtol, atol, pcc_threshold, fit_tol, a.dtype != b.dtype,
-    )  # fmt: skip
+    return total.summary(size, pcc_threshold, fit_tol)
 
 
 def _clip_unit(value: float) -> float:

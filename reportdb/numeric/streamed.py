@@ -1,9 +1,9 @@
 """The comparison metric vector of :func:`reportdb.compare` streamed through windows of two tensors, so comparing
 large tensors (a run against a run, the web API) holds a few windows at a time instead of both whole arrays.
 
-``compare`` takes two whole arrays; here the accumulator it streams its blocks through is fed the blocks of windows
-read one after the other (two halves of the tensor in two threads, merged in order as ``compare`` merges its spans)
-and summarised by the same code, so the metrics have the same definitions.
+``compare`` takes two whole arrays; here the accumulator it streams its blocks through (``metrics.PairAccumulator``) is
+fed the blocks of windows read one after the other (two halves of the tensor in two threads, merged in order as
+``compare`` merges its spans) and summarised by the same code, so the metrics have the same definitions.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from ..dtypes import dtype_name, numpy_dtype
 from ..errors import AssemblyError
 from .blocks import BLOCK_ELEMENTS, flat_blocks, parallel_map
-from .metrics import Comparison, _check_params, _PairAccumulator, _summarize, compare
+from .metrics import Comparison, PairAccumulator, check_params, compare
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -53,13 +53,13 @@ def compare_streamed(
     if shape_a != shape_b:  # compare() reads nothing then: zero-strided stand-ins of the right shapes and dtypes
         return compare(np.broadcast_to(np.zeros((), dtype_a), shape_a), np.broadcast_to(np.zeros((), dtype_b), shape_b),
                        rtol=rtol, atol=atol, pcc=pcc, fit_tol=fit_tol)
-    _check_params(rtol, atol, pcc, fit_tol)
+    check_params(rtol, atol, pcc, fit_tol)
     size = math.prod(shape_a)
     block = max(1, min(size, BLOCK_ELEMENTS))
     windows = flat_windows(shape_a, WINDOW_ELEMENTS)
 
-    def run(part: list[Window]) -> _PairAccumulator:
-        acc = _PairAccumulator(dtype_a, dtype_b, rtol, atol, block)
+    def run(part: list[Window]) -> PairAccumulator:
+        acc = PairAccumulator(dtype_a, dtype_b, rtol, atol, block)
         with np.errstate(over="ignore", invalid="ignore"):  # per thread: overflows surface as None in the summary
             for window in part:
                 a, b = read_a(window).reshape(-1), read_b(window).reshape(-1)
@@ -72,12 +72,7 @@ def compare_streamed(
     for acc in rest:
         total.merge(acc)
     with np.errstate(over="ignore", invalid="ignore"):
-        metrics = _summarize(
-            size, total.joint, total.tt.result(size, total.tt_moments), total.ulps, total.ulp_dtype,
-            (total.max_abs, total.sum_abs, total.max_rel, total.sum_rel),
-            (total.mismatches, total.nan_mismatches, total.inf_mismatches),
-            rtol, atol, pcc, fit_tol, dtype_a != dtype_b,
-        )  # fmt: skip
+        metrics = total.summary(size, pcc, fit_tol)
     return Comparison(
         shape_a=shape_a, shape_b=shape_b, dtype_a=dtype_name(dtype_a), dtype_b=dtype_name(dtype_b), rtol=float(rtol),
         atol=float(atol), pcc_threshold=float(pcc), fit_tol=float(fit_tol), **metrics,
