@@ -171,9 +171,9 @@ def _float_rank(dtype: np.dtype) -> tuple[int, int] | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _ulp_dtype(da: np.dtype, db: np.dtype) -> np.dtype | None:
-    """The coarser float dtype of the two (fewer mantissa bits, then fewer exponent bits), None if neither
-    is a float."""
+def ulp_dtype(da: np.dtype, db: np.dtype) -> np.dtype | None:
+    """The coarser float dtype of the two (fewer mantissa bits, then fewer exponent bits), in which ULPs are
+    counted; None if neither is a float (a ULP is then 1)."""
     ranked = [(rank, DTYPES[dtype_name(d)]) for d in (da, db) if (rank := _float_rank(d)) is not None]
     return min(ranked, key=lambda item: item[0])[1] if ranked else None
 
@@ -341,7 +341,7 @@ class PairAccumulator:
         self.atol = atol
         self.same_dtype = a_dtype == b_dtype
         self.golden_float = b_dtype.kind not in "biu"
-        self.ulp_dtype = _ulp_dtype(a_dtype, b_dtype)
+        self.ulp_dtype = ulp_dtype(a_dtype, b_dtype)
         self.ulps = _UlpCounter(self.ulp_dtype, block) if self.ulp_dtype is not None else None
         self.joint = _PairMoments()
         self.tt_moments = _PairMoments()

@@ -16,11 +16,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-import ml_dtypes
 import numpy as np
 
-from ..dtypes import DTYPES, dtype_name
-from ..numeric.metrics import REL_EPS
+from ..numeric.metrics import REL_EPS, ulp_dtype
 from ..numeric.stats import histogram_edges
 from ..store import pools
 
@@ -184,21 +182,6 @@ def pool_region(
 
 
 # --- errors of actual against golden ---------------------------------------------------------------------------------
-
-
-def _float_rank(dtype: np.dtype) -> tuple[int, int] | None:
-    """(mantissa bits, exponent bits) of a float dtype, None for integers and bools."""
-    if dtype.kind in "biu":
-        return None
-    info = ml_dtypes.finfo(dtype)
-    return int(info.nmant), int(info.nexp)
-
-
-def ulp_dtype(a: np.dtype, b: np.dtype) -> np.dtype | None:
-    """The coarser float dtype of the two, in which ULPs are counted (as ``reportdb.compare``'s ``ulp_dtype``); None
-    when neither is a float (a ULP is then 1)."""
-    ranked = [(rank, DTYPES[dtype_name(d)]) for d in (a, b) if (rank := _float_rank(d)) is not None]
-    return min(ranked, key=lambda item: item[0])[1] if ranked else None
 
 
 def _ordered(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
