@@ -1,15 +1,22 @@
 """The team store on a local PostgreSQL server (started here in a temporary folder, as the tests start it).
 
-Usage: python benchmarks/bench_team.py [--big-mib 512] [--nightly 20] [--listing 1000] [--fsync] [--jobs 2]
+Usage: python benchmarks/bench_team.py [--big-mib 512] [--repeat 3] [--jobs 2] [--mode both] [--no-fsync]
+                                       [--nightly 20] [--listing 1000]
 
 Cases:
 - push and pull of a report of large float32 tensors (random: incompressible), in MB/s, against copying the report
-  file (the limit on this disk) and against a naive ``INSERT`` per chunk through psycopg (what a hand-written
-  uploader does);
+  file (the limit on this disk), against the server's own limits (one binary COPY of the chunks already in memory
+  in, and out), and against a naive ``INSERT`` per chunk through psycopg (what a hand-written uploader does). Two
+  ways, each contender alternating with the others on a fresh database:
+  ``fresh``: every timed case starts after a ``CHECKPOINT`` (a push arriving at a server with no writes pending:
+  the usual case of a team server, whose checkpoints come every few minutes), and
+  ``sustained``: the cases back to back, each paying at random for the checkpoints the WAL of the earlier ones
+  forces (``max_wal_size`` 1 GB; a server ingesting without pause);
 - stored bytes of ``--nightly`` runs of one model whose tensors are 90% identical from run to run, pushed to one
   store, against the same runs as separate SQLite files;
 - ``reports`` and ``history`` latency with ``--listing`` metadata-sized reports pushed.
-The server runs with ``fsync=off`` unless ``--fsync`` (a real server syncs its WAL at commit). Nothing here is a test.
+The server keeps a normal install's durability (``fsync=on``) unless ``--no-fsync``. Nothing here is a test: on a
+shared machine, compare the ratios of one run (each block prints the load it ran under).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -62,9 +70,9 @@ def _naive_push(db: Path, url: str) -> float:
     return time.perf_counter() - t0
 
 
-def _raw_copy(db: Path, url: str) -> tuple[float, float]:
+def _raw_copy(db: Path, url: str, settle: Callable[[], None]) -> tuple[float, float]:
     """The server's own limits on these bytes: one binary COPY of every chunk (already in memory) into a bytea table
-    like the store's, and one COPY of them back out, received and dropped: seconds of each."""
+    like the store's, and one COPY of them back out (after ``settle``), received and dropped: seconds of each."""
     import sqlite3
 
     import psycopg
@@ -83,6 +91,7 @@ def _raw_copy(db: Path, url: str) -> tuple[float, float]:
                 copy.write_row((i, data))
         conn.commit()
         copy_in = time.perf_counter() - t0
+        settle()
         t0 = time.perf_counter()
         with conn.cursor().copy("COPY (SELECT k, data FROM raw ORDER BY k) TO STDOUT (FORMAT BINARY)") as copy:
             for _ in copy:
@@ -91,7 +100,27 @@ def _raw_copy(db: Path, url: str) -> tuple[float, float]:
     return copy_in, time.perf_counter() - t0
 
 
-def big(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int = 3) -> None:
+def _drop(server: PgServer, urls: list[str]) -> None:
+    """Drop benchmark databases (PostgreSQL 15's DROP DATABASE forces a checkpoint: in ``sustained`` mode only once
+    its cases are done)."""
+    import psycopg
+
+    with psycopg.connect(server.url(), autocommit=True) as conn:
+        for url in urls:
+            conn.execute(f'DROP DATABASE "{url.split("?")[0].rsplit("/", 1)[1]}"')
+    urls.clear()
+
+
+def _settle(server: PgServer, fresh: bool) -> None:
+    """Before a timed case in ``fresh`` mode: a CHECKPOINT, so that no case pays for the earlier cases' writes."""
+    if fresh:
+        import psycopg
+
+        with psycopg.connect(server.url(), autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+
+
+def big(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int, modes: list[str]) -> None:
     rng = np.random.default_rng(0)
     folder = tmp / "big"
     folder.mkdir()
@@ -100,45 +129,68 @@ def big(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int = 3) -> No
         for i in range(max(1, (mib << 20) // per)):
             report.put_tensor(i, rng.standard_normal(per // 4).astype(np.float32), stats=False)
     db = folder / "db.sqlite"
-    nbytes = db.stat().st_size
-    mb = nbytes / 1e6
-    t0 = time.perf_counter()
-    shutil.copyfile(db, tmp / "copy.sqlite")
-    with open(tmp / "copy.sqlite", "rb+") as f:  # a pull syncs its file too
-        os.fsync(f.fileno())
-    copy_s = time.perf_counter() - t0
-    push_t, push1_t, naive_t, pull_t, in_t, out_t = [], [], [], [], [], []  # type: ignore[var-annotated]
-    for attempt in range(repeat):  # alternating, each on a fresh database: drift and neighbours hit all alike
-        copy_in, copy_out = _raw_copy(db, server.create_database())
-        in_t.append(copy_in)
-        out_t.append(copy_out)
+    mb = db.stat().st_size / 1e6
+    for mode in modes:
+        fresh = mode == "fresh"
+        made: list[str] = []
+
+        def database() -> str:
+            """A new database; in ``fresh`` mode the earlier ones are dropped first (a checkpoint)."""
+            if fresh:
+                _drop(server, made)
+            made.append(server.create_database())
+            return made[-1]
+
+        times: dict[str, list[float]] = {k: [] for k in ("copy", "in", "out", "push1", "push", "naive", "pull")}
+        for attempt in range(repeat):  # alternating, each on a fresh database: drift and neighbours hit all alike
+            _settle(server, fresh)
+            t0 = time.perf_counter()
+            shutil.copyfile(db, tmp / "copy.sqlite")
+            with open(tmp / "copy.sqlite", "rb+") as f:  # a pull syncs its file too
+                os.fsync(f.fileno())
+            times["copy"].append(time.perf_counter() - t0)
+            (tmp / "copy.sqlite").unlink()
+            url = database()
+            _settle(server, fresh)
+            copy_in, copy_out = _raw_copy(db, url, lambda: _settle(server, fresh))
+            times["in"].append(copy_in)
+            times["out"].append(copy_out)
+            url = database()
+            _settle(server, fresh)
+            t0 = time.perf_counter()
+            team.push(folder, url, name="big", jobs=1)
+            times["push1"].append(time.perf_counter() - t0)
+            url = database()
+            _settle(server, fresh)
+            naive_s = _naive_push(db, url)
+            times["naive"].append(naive_s)
+            url = database()
+            _settle(server, fresh)
+            t0 = time.perf_counter()
+            pushed = team.push(folder, url, name="big", jobs=jobs)
+            times["push"].append(time.perf_counter() - t0)
+            _settle(server, fresh)
+            t0 = time.perf_counter()
+            team.pull(url, "big", tmp / "pulled")
+            times["pull"].append(time.perf_counter() - t0)
+            shutil.rmtree(tmp / "pulled")
         t0 = time.perf_counter()
-        team.push(folder, server.create_database(), name="big", jobs=1)
-        push1_t.append(time.perf_counter() - t0)
-        url = server.create_database()
-        t0 = time.perf_counter()
-        pushed = team.push(folder, url, name="big", jobs=jobs)
-        push_t.append(time.perf_counter() - t0)
-        naive_t.append(_naive_push(db, server.create_database()))
-        t0 = time.perf_counter()
-        team.pull(url, "big", tmp / f"pulled{attempt}")
-        pull_t.append(time.perf_counter() - t0)
-        shutil.rmtree(tmp / f"pulled{attempt}")
-    t0 = time.perf_counter()
-    again = team.push(folder, url, name="big")
-    again_s = time.perf_counter() - t0
-    push_s, push1_s, naive_s, pull_s, in_s, out_s = (statistics.median(t) for t in (push_t, push1_t, naive_t, pull_t,
-                                                                                   in_t, out_t))
-    print(f"report of {mb:.0f} MB, {pushed.chunks} chunks (medians of {repeat} runs; load {os.getloadavg()[0]:.1f})")
-    print(f"  file copy + fsync   {mb / copy_s:8.0f} MB/s")
-    print(f"  raw COPY in         {mb / in_s:8.0f} MB/s   (the server's ingest limit: bytes in memory, no checks)")
-    print(f"  raw COPY out        {mb / out_s:8.0f} MB/s   (the server's send limit: received, not written)")
-    print(f"  push (jobs=1)       {mb / push1_s:8.0f} MB/s   ({push1_s:.2f} s; raw COPY in/push time ratio {in_s / push1_s:.2f})")
-    print(f"  push (jobs={jobs})       {mb / push_s:8.0f} MB/s   ({push_s:.2f} s; copy/push time ratio {copy_s / push_s:.2f})")
-    print(f"  naive INSERT/chunk  {mb / naive_s:8.0f} MB/s   (push is {naive_s / push_s:.2f}x faster)")
-    print(f"  push again          {again_s * 1e3:8.0f} ms     (idempotent: {again.chunks_uploaded} chunks sent)")
-    print(f"  pull                {mb / pull_s:8.0f} MB/s   ({pull_s:.2f} s; copy/pull time ratio {copy_s / pull_s:.2f};"
-          f" raw COPY out/pull {out_s / pull_s:.2f})")
+        again = team.push(folder, url, name="big")
+        again_s = time.perf_counter() - t0
+        _drop(server, made)
+        copy_s, in_s, out_s, push1_s, push_s, naive_s, pull_s = (statistics.median(times[k]) for k in times)
+        print(f"{mode}: report of {mb:.0f} MB, {pushed.chunks} chunks (medians of {repeat} runs; load "
+              f"{os.getloadavg()[0]:.1f}; fsync {'on' if server.fsync else 'off'})")
+        print(f"  file copy + fsync   {mb / copy_s:8.0f} MB/s")
+        print(f"  raw COPY in         {mb / in_s:8.0f} MB/s   (one binary COPY of the bytes in memory, no checks)")
+        print(f"  raw COPY out        {mb / out_s:8.0f} MB/s   (the server's send limit: received, not written)")
+        print(f"  push (jobs=1)       {mb / push1_s:8.0f} MB/s   ({push1_s:.2f} s; push/raw COPY in {in_s / push1_s:.2f})")
+        print(f"  push (jobs={jobs})       {mb / push_s:8.0f} MB/s   ({push_s:.2f} s; push/raw COPY in {in_s / push_s:.2f},"
+              f" push/file copy {copy_s / push_s:.2f})")
+        print(f"  naive INSERT/chunk  {mb / naive_s:8.0f} MB/s   (push/naive {naive_s / push_s:.2f})")
+        print(f"  push again          {again_s * 1e3:8.0f} ms     (idempotent: {again.chunks_uploaded} chunks sent)")
+        print(f"  pull                {mb / pull_s:8.0f} MB/s   ({pull_s:.2f} s; pull/file copy {copy_s / pull_s:.2f};"
+              f" pull/raw COPY out {out_s / pull_s:.2f})")
 
 
 def nightly(server: PgServer, tmp: Path, runs: int) -> None:
@@ -204,8 +256,11 @@ def main() -> None:
     parser.add_argument("--big-mib", type=int, default=512)
     parser.add_argument("--nightly", type=int, default=20)
     parser.add_argument("--listing", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--fsync", action="store_true")
+    parser.add_argument("--mode", choices=("fresh", "sustained", "both"), default="both")
+    parser.add_argument("--fsync", action=argparse.BooleanOptionalAction, default=True,
+                        help="the server's fsync (on, as a normal install; --no-fsync measures without durability)")
     args = parser.parse_args()
     bin_dir = pg_bin()
     if bin_dir is None:
@@ -215,7 +270,8 @@ def main() -> None:
         server.start(fsync=args.fsync)
         with tempfile.TemporaryDirectory() as tmp:
             if args.big_mib:
-                big(server, Path(tmp), args.big_mib, args.jobs)
+                modes = ["fresh", "sustained"] if args.mode == "both" else [args.mode]
+                big(server, Path(tmp), args.big_mib, args.jobs, args.repeat, modes)
             if args.nightly:
                 nightly(server, Path(tmp), args.nightly)
             if args.listing:

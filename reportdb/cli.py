@@ -622,7 +622,7 @@ def _when(value: Any) -> str:
 @click.argument("url")
 @click.option("--name", help="The report's name in the store (default: the URL's last part, else REPORT's folder name).")
 @click.option("--tag", "tags", multiple=True, help="A tag to find the report by (repeat for more).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=2, show_default=True,
               help="Upload connections (more help when the server has cores of its own).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @_friendly

@@ -63,6 +63,7 @@ class PgServer:
         self.data = self.root / "data"
         self._run("initdb", "-D", str(self.data), "--auth=trust", "-U", SUPERUSER, "-E", "UTF8", "--no-sync")
         self.running = False
+        self.fsync = False  # as the server was last started
 
     def _run(self, tool: str, *args: str) -> None:
         result = subprocess.run([*self.prefix, str(self.bin / tool), *args], capture_output=True, text=True, timeout=120)
@@ -72,7 +73,7 @@ class PgServer:
     def start(self, *, fsync: bool = False) -> None:
         options = f"-k {self.root} -c listen_addresses='' -c fsync={'on' if fsync else 'off'} -c max_connections=60"
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "-t", "60", "start")
-        self.running = True
+        self.running, self.fsync = True, fsync
 
     def stop(self, mode: str = "fast") -> None:
         if self.running:

@@ -128,3 +128,50 @@ def test_a_reader_during_pushes(team_url: str, tmp_path: Path) -> None:
     reader.join(timeout=60)
     assert not errors, errors
     assert len(team.list_reports(team_url)) == 4
+
+
+@pytest.mark.parametrize("other_commits", [True, False], ids=["other-commits", "other-rolls-back"])
+def test_a_chunk_being_stored_by_another_push_is_waited_for_then_skipped_or_stored(
+    team_url: str, tmp_path: Path, other_commits: bool
+) -> None:
+    """Another push holds one of our chunks inserted but not committed (invisible to our look-up of what is stored):
+    our insert of it waits, then skips it once the other commits, or stores it once the other rolls back. Either way
+    the store holds it once, nothing deadlocks, and the report comes back exact."""
+    import sqlite3
+
+    import psycopg
+
+    team.push(make_report(tmp_path / "first", seed=7, own=1), team_url)  # creates the store's tables
+    report = make_report(tmp_path / "r", seed=8, own=2)
+    db = report / "db.sqlite"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as src:
+        has_codec = any(r[1] == "codec" for r in src.execute("PRAGMA table_info(rdb_chunk)"))
+        chunks = src.execute(f"SELECT digest, {'codec' if has_codec else 'NULL'}, crc32, nbytes, data FROM rdb_chunk"
+                             ).fetchall()
+    digest, codec, crc32, nbytes, data = chunks[len(chunks) // 2]
+    before = store_count(team_url, "SELECT COUNT(*) FROM team_chunk")
+    with psycopg.connect(team_url) as other:
+        other.execute("INSERT INTO team_chunk (digest, codec, crc32, nbytes, data) VALUES (%s, %s, %s, %s, %s)",
+                      (digest, codec or "", crc32, nbytes, data))  # its transaction stays open
+        results: list[object] = []
+        pushing = threading.Thread(target=lambda: results.append(team.push(report, team_url, name="r")))
+        pushing.start()
+        waited = False
+        for _ in range(400):  # until the push's insert waits for the other's transaction (at most ~20 s)
+            waited = bool(store_count(team_url, "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                                " AND datname = current_database()"))
+            if waited or not pushing.is_alive():
+                break
+            pushing.join(timeout=0.05)
+        assert waited, results
+        if other_commits:
+            other.commit()
+        else:
+            other.rollback()
+        pushing.join(timeout=60)
+    assert not pushing.is_alive() and len(results) == 1
+    pushed = results[0]
+    assert isinstance(pushed, team.PushResult) and pushed.created
+    assert pushed.chunks_uploaded == len(chunks) - (1 if other_commits else 0)
+    assert store_count(team_url, "SELECT COUNT(*) FROM team_chunk") == before + len(chunk_keys(db))
+    assert dump(Path(team.pull(team_url, "r", tmp_path / "back").path)) == dump(db)
