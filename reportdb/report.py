@@ -12,10 +12,12 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
+import weakref
 from concurrent.futures import Executor
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -62,9 +64,72 @@ def open(  # noqa: A001 - the public name is fixed
     return Report(path, mode, chunk_size=chunk_size, compression=compression)
 
 
+#: Seconds a read-only Report keeps one read transaction open across its reads (``Report._renew``). Each read
+#: transaction costs SQLite ~7 system calls of file locking and a ``PRAGMA data_version``, a third of a small tensor's
+#: read; held for a few milliseconds, that is paid once per a hundred reads (10k small reads in a loop took the same
+#: time with 1, 2 and 5 ms here). Short, because in a rollback-journal file a reader's shared lock holds back every
+#: commit: the reaper thread (:class:`_Reaper`) ends a snapshot this old even when its Report reads no more, so a
+#: writer waits at most this long plus a read in progress (SQLite's busy handler then retries within ~1-3 ms), well
+#: inside any busy timeout (reportdb's is 60 s, Python sqlite3's default 5 s).
+SNAPSHOT_SECONDS = 0.002
+
+
+class _Reaper:
+    """One daemon thread for the whole process that ends every Report's held read transaction once it is
+    :data:`SNAPSHOT_SECONDS` old, so a Report left idle (a viewer between clicks, a notebook) never holds a lock on its
+    file for longer than that. Started at the first snapshot; it sleeps while no Report holds one. Reports are kept by
+    weak reference: one dropped without ``close()`` is collected as before (its connection's locks go with it)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the thread and every Report (a forked child has neither)."""
+        self._cond = threading.Condition(threading.Lock())
+        self._due: dict[int, tuple[float, weakref.ref[Report]]] = {}
+        self._started = False
+        self._wake = float("inf")  # when the thread looks next (monotonic time)
+
+    def schedule(self, report: Report, at: float) -> None:
+        """End ``report``'s snapshot at monotonic time ``at`` (or soon after, when a read is holding the Report then)."""
+        with self._cond:
+            if not self._started:
+                threading.Thread(target=self._run, name="reportdb-snapshots", daemon=True).start()
+                self._started = True
+            if at < self._wake:  # sooner than the thread would look: wake it
+                self._cond.notify()
+            self._due[id(report)] = (at, weakref.ref(report))
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due:
+                    self._wake = float("inf")
+                    self._cond.wait()
+                now = time.monotonic()
+                self._wake = min(at for at, _ in self._due.values())
+                if self._wake > now:
+                    self._cond.wait(self._wake - now)
+                    continue
+                due = [(key, ref) for key, (at, ref) in self._due.items() if at <= now]
+                for key, _ in due:
+                    del self._due[key]
+            for key, ref in due:
+                report = ref()
+                if report is not None and not report._expire():
+                    with self._cond:  # a read holds the Report: look again a snapshot's time later
+                        self._due.setdefault(key, (time.monotonic() + SNAPSHOT_SECONDS, ref))
+
+
+_REAPER = _Reaper()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_REAPER.reset)
+
+
 class _Reading:
     """``Report._reading``: a class rather than a generator, as every read enters one (a generator-based context
-    manager costs about 1 us more, a few percent of a small tensor's read)."""
+    manager costs about 1 us more, a few percent of a small tensor's read). Entering renews the Report's snapshot
+    where it keeps one (``Report._renew``)."""
 
     __slots__ = ("report", "what")
 
@@ -72,8 +137,15 @@ class _Reading:
         self.report, self.what = report, what
 
     def __enter__(self) -> sqlite3.Connection:
-        self.report._lock.acquire()
-        return self.report._conn
+        report = self.report
+        report._lock.acquire()
+        if report._hold and report._held_until <= time.monotonic() and not report._raw:
+            try:
+                report._renew()
+            except BaseException as exc:
+                self.__exit__(type(exc), exc, None)  # releases the lock; raises a SQLite error as what it stands for
+                raise
+        return report._conn
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self.report._lock.release()
@@ -88,7 +160,8 @@ class _Reading:
 
 @contextlib.contextmanager
 def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    """One read transaction around the statements of a read, unless one is open already (``batch()``): SQLite then
+    """One read transaction around the statements of a read, unless one is open already (the Report's own snapshot,
+    ``Report._renew``, or ``batch()``): SQLite then
     takes and checks its shared lock once instead of once per statement (~5 us each on a 2-core VM, most of a window's
     SQL time), and every row read comes from one state of the file."""
     if conn.in_transaction:
@@ -136,7 +209,19 @@ class Report:
 
     ``compression="zstd"`` stores a tensor's chunks zstd-compressed where a sample of its bytes shrinks by at
     least 10% (``reportdb.store.codec``); reading needs zstd only for chunks stored that way.
+
+    A Report opened read-only keeps one read transaction (a snapshot of the file) open across its reads for at most
+    :data:`SNAPSHOT_SECONDS`, see :meth:`_renew`.
     """
+
+    #: Whether a read-only Report of this class keeps snapshots (:meth:`_renew`). A subclass keeps them only if it says
+    #: so itself (:meth:`__init_subclass__`): one that writes its file through another connection while it holds
+    #: ``_lock`` (``team.RemoteReport`` fills chunks in) would wait on its own snapshot's lock.
+    keeps_snapshots: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.keeps_snapshots = bool(cls.__dict__.get("keeps_snapshots", False))
 
     def __init__(
         self,
@@ -157,6 +242,10 @@ class Report:
         self.compression = compression
         self._lock = threading.RLock()
         self._depth = 0
+        self._hold = False  # whether reads keep a snapshot (set once the file is open: mode "r", not WAL)
+        self._held = False  # this Report's own snapshot is open now (:meth:`_renew`)
+        self._held_until = 0.0  # monotonic time it ends (0: none held)
+        self._raw = 0  # depth of connection() blocks: reads inside one begin no snapshot (the caller's SQL runs as is)
         existed = self.path.exists()
         if not existed and (mode == "r" or not self.path.parent.is_dir()):
             raise ReportNotFoundError(
@@ -178,6 +267,7 @@ class Report:
         self._verified = windows.VerifiedBlocks()  # blocks this Report has checked: read again without a crc
         self._memo = rows_mod.ReadMemo(self._verified)  # rows read and checked, while the file is unchanged
         self._parsed = rows_mod.ParsedCache()  # specs and shapes decoded, by their stored text: each parsed once
+        self._hold = mode == "r" and self.keeps_snapshots
         if opened.upgraded_older:
             self.fill_missing_stats()  # tensors stored before the statistics table existed
 
@@ -198,7 +288,9 @@ class Report:
         mode first, so a finished report is one self-contained file (copyable alone, readable from read-only media);
         while other connections are open (writer processes) this is left, silently, to the last of them."""
         with self._lock:
+            self._hold = False
             try:
+                self._end_snapshot()
                 if self.mode == "a" and not self._conn.in_transaction:
                     engine_mod.finish_writing(self._conn)
             except sqlite3.Error as exc:
@@ -225,8 +317,8 @@ class Report:
             if self._sessions is None:
                 from sqlalchemy.orm import sessionmaker
 
-                self._engine = engine_mod.engine_for(
-                    self._conn, readonly=self.mode == "r", before_write=self._start_writing if self.mode == "a" else None
+                self._engine = engine_mod.engine_for(  # read only: the session's transaction is its own, not a snapshot
+                    self._conn, readonly=self.mode == "r", before_write=self._start_writing if self.mode == "a" else self._release
                 )
                 self._sessions = sessionmaker(bind=self._engine)
             return self._sessions()
@@ -235,9 +327,15 @@ class Report:
     def connection(self) -> Iterator[sqlite3.Connection]:
         """The report's raw ``sqlite3`` connection (autocommit mode), held exclusively for the block, for SQL the
         API does not cover: bulk rows into report tables, PRAGMAs, ad-hoc queries. Inside ``batch()`` the
-        statements join its transaction; outside, each commits on its own. Tensor tables are the API's to write."""
+        statements join its transaction; outside, each commits on its own (a snapshot this Report keeps is ended first).
+        Tensor tables are the API's to write."""
         with self._lock:
-            yield self._conn
+            self._release()
+            self._raw += 1
+            try:
+                yield self._conn
+            finally:
+                self._raw -= 1
 
     # --- transactions -------------------------------------------------------------------------
 
@@ -271,6 +369,71 @@ class Report:
         """The connection, held for the block, with every SQLite error in it raised as the ReportDBError it stands
         for (damage, a timeout, a schema not laid out as expected), naming ``what`` (a table or a tensor)."""
         return _Reading(self, what)
+
+    def _renew(self) -> None:
+        """Begin this Report's snapshot, ending an expired one first (under ``_lock``, from ``_reading``).
+
+        The snapshot is a read transaction kept open across reads for :data:`SNAPSHOT_SECONDS`: SQLite then takes its
+        file locks once for many reads instead of at every statement, and the rows and blocks this Report remembers
+        (``rows.ReadMemo``) are checked against ``PRAGMA data_version`` once per snapshot instead of once per read. It
+        can never serve stale data: while it holds its shared lock on a rollback-journal file, no other connection can
+        commit (a writer waits for it to end; SQLite's pending lock then keeps new snapshots back, so a writer is not
+        starved). In WAL mode a snapshot would go on seeing the file as it was while a writer commits, so a WAL file
+        read by this Report keeps none: each read is its own transaction, as in mode "a" (whose writes a snapshot
+        would collide with). Within a transaction of the caller's (``session()``, a ``BEGIN`` in ``connection()``)
+        reads join it and none is begun."""
+        conn = self._conn
+        self._end_snapshot()
+        if conn.in_transaction:
+            return
+        conn.execute("BEGIN")
+        try:
+            self._memo.sync(conn)  # its first read takes the shared lock: the file as of now, for the whole snapshot
+            wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        if wal:
+            self._hold = False
+            conn.execute("ROLLBACK")
+            return
+        self._held = True
+        self._held_until = time.monotonic() + SNAPSHOT_SECONDS
+        _REAPER.schedule(self, self._held_until)
+
+    def _end_snapshot(self) -> None:
+        """End this Report's snapshot if one is open (under ``_lock``): a read transaction, so a rollback, which cannot
+        fail for want of a lock, releases it."""
+        if self._held:
+            self._held, self._held_until = False, 0.0
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+
+    def _release(self) -> None:
+        """End this Report's snapshot, taking ``_lock`` (before the caller's own SQL: ``connection()``, a session)."""
+        with self._lock:
+            self._end_snapshot()
+
+    def _expire(self) -> bool:
+        """The reaper's call: end the snapshot if its time is up. False when a read holds the Report right now (the
+        reaper looks again later; never waits here, so one busy Report does not hold back the others')."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._held and self._held_until <= time.monotonic():
+                self._end_snapshot()
+        except sqlite3.Error:  # a read transaction's rollback fails only on a closed connection, which holds no lock
+            self._held, self._held_until = False, 0.0  # (and the reaper thread, every Report's, must live on)
+        finally:
+            self._lock.release()
+        return True
+
+    def _sync(self, conn: sqlite3.Connection) -> None:
+        """Make the rows and blocks this Report remembers current for the read about to run: once per snapshot where
+        one is held (done by :meth:`_renew`), else in each read transaction."""
+        if not self._held:
+            self._memo.sync(conn)
 
     def _check_writable(self) -> None:
         if self.mode != "a":
@@ -432,7 +595,8 @@ class Report:
         tensor of one shard in one chunk (most small tensors) is read with one query. An unknown ``device`` is a
         TensorNotFoundError naming the coordinates the tensor has.
 
-        Other reads run in one read transaction. This Report remembers, while no connection changes the file, the
+        Other reads run in one read transaction (a read-only Report keeps one open across reads for a few ms, see
+        :meth:`_renew`). This Report remembers, while no connection changes the file, the
         rows it has read and checked and the blocks whose crcs matched (``rows.ReadMemo``, ``windows.VerifiedBlocks``):
         a repeated read runs no statement for its metadata and computes no crc for bytes already checked. A byte
         flipped on disk behind SQLite's back after this Report checked it is found by a new Report (its reads, or
@@ -445,8 +609,9 @@ class Report:
         what = f"tensor {tensor_id} (rank {rank})"
         if window is None and device is None:
             self._require_store()
-            with self._reading(what) as conn:
-                small = rows_mod.read_small(conn, self.path, tensor_id, rank, self._parsed, has_codec=self._has_codec)
+            with self._reading(what) as conn:  # the memo only in a snapshot, which has synced it already
+                small = rows_mod.read_small(conn, self.path, tensor_id, rank, self._parsed, has_codec=self._has_codec,
+                                            memo=self._memo if self._held else None)
             if small is not None:
                 distribution = small[0].spec.distribution
                 if distribution is None:  # the shard is the tensor (what assemble returns, without its calls)
@@ -454,8 +619,8 @@ class Report:
                 return assemble([(small[0].shards[0].mesh_coordinate, small[1])], distribution)
         self._require_store()
         with self._reading(what) as conn:
-            # Inside a write transaction (batch()) rows read may yet be rolled back: none is remembered.
-            memo: rows_mod.ReadMemo | None = None if conn.in_transaction else self._memo
+            # Inside a transaction of the caller's (batch(): rows read may yet be rolled back) none is remembered.
+            memo: rows_mod.ReadMemo | None = self._memo if self._held or not conn.in_transaction else None
             with _snapshot(conn):
                 array, whole = self._read_tensor(conn, what, tensor_id, rank, window, device, memo)
         return np.ascontiguousarray(array[window]) if whole and window is not None else array
@@ -466,7 +631,7 @@ class Report:
     ) -> tuple[np.ndarray, bool]:
         """``tensor()`` past the one-query path, in its read transaction: ``(the window, False)`` where it could be read
         alone, else ``(the assembled tensor, True)``, which the caller cuts the window from."""
-        self._memo.sync(conn)
+        self._sync(conn)
         key = ("info", tensor_id, rank)
         found = None if memo is None else memo.get(key)
         if found is None:
@@ -515,7 +680,7 @@ class Report:
     def _read(self, blob_id: int, shard: ShardInfo, what: str) -> np.ndarray:
         """A shard's values, checked before allocation."""
         with self._reading(what) as conn, _snapshot(conn):
-            self._memo.sync(conn)
+            self._sync(conn)
             return rows_mod.read_shard(conn, blob_id, shard, what, has_codec=self._has_codec, verified=self._verified)
 
     def tensor_stats(self, tensor_id: int, rank: int = 0) -> TensorStats:

@@ -1,6 +1,7 @@
 """A small tensor (one shard in at most one chunk) is read with one query and its spec parsed once per report
 (issue 16): the one-query path gives what the general one gives, checks every value it reads as strictly, and its
-cache of decoded specs never serves a spec its row no longer holds.
+cache of decoded specs never serves a spec its row no longer holds. Also the store check of ``rows.store_problems`` for
+a copy of the rows whose chunk bytes are kept elsewhere (``chunk_sizes=False``, a team store's report).
 
 Each test builds its report, and any damage to it, in tmp_path with reportdb and plain sqlite3.
 """
@@ -204,6 +205,33 @@ def test_the_spec_cache_follows_the_row_written_by_another_connection(tmp_path: 
             reader.tensor_info(1)
 
 
+def test_a_repeated_small_read_still_reads_and_checks_its_bytes(tmp_path: Path) -> None:
+    """Read again within one snapshot, a small tensor's rows come from what the Report remembers (one lookup of its
+    chunk instead of the join), but its bytes are read and checked each time: a byte changed in the file behind
+    SQLite's back is caught, never returned. (Where SQLite reads through its own page cache rather than a memory map,
+    Python 3.10, it may still hold the bytes it read before: those, checked, are what it returns.)"""
+    path = _one(tmp_path / "db.sqlite")
+    head = ARRAY.tobytes()[:64]
+    data = path.read_bytes()
+    at = data.index(head)
+    assert data.count(head) == 1
+    with reportdb.open(path) as report:
+        for _ in range(3):
+            np.testing.assert_array_equal(report.tensor(1), ARRAY)
+        assert report._memo.get_small(1, 0) is not None  # the rows are remembered: the next read takes that path
+        with path.open("r+b") as f:
+            f.seek(at + 33)
+            f.write(bytes([data[at + 33] ^ 0x40]))
+        if hasattr(sqlite3.Connection, "blobopen"):  # Python 3.11+: SQLite reads the file through a memory map
+            with pytest.raises(CorruptionError, match="tensor 1 \\(rank 0\\).*chunk 0 failed its integrity check"):
+                report.tensor(1)
+        else:
+            try:
+                np.testing.assert_array_equal(report.tensor(1), ARRAY)
+            except CorruptionError:
+                pass
+
+
 def test_tensors_with_the_same_spec_text_share_one_parse(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     with reportdb.open(path, "a") as report, report.batch():
@@ -214,7 +242,8 @@ def test_tensors_with_the_same_spec_text_share_one_parse(tmp_path: Path) -> None
         specs = [report.tensor_info(i).spec for i in range(21)]
         assert all(s is specs[0] for s in specs[:20]) and specs[20] is not specs[0]
         assert specs[20].memory_config == MEMORY_CONFIGS[1]
-        assert 1 <= len(report._parsed) <= 4  # two specs and a shape or two, not one entry per tensor
+        assert 1 <= len(report._parsed) <= 5  # two specs, a shape or two and a shard, not one entry per tensor
+        assert all(report.tensor_info(i).shards[0] is report.tensor_info(0).shards[0] for i in range(21))
 
 
 def test_the_parsed_cache_is_bounded_and_keeps_the_recent() -> None:
@@ -224,3 +253,24 @@ def test_the_parsed_cache_is_bounded_and_keeps_the_recent() -> None:
     assert cache.get("a") == "A"  # used: now the most recent
     cache.put("d", "D")
     assert len(cache) == 3 and cache.get("b") is rows.MISSING and cache.get("a") == "A" and cache.get("d") == "D"
+
+
+def test_the_store_check_without_chunk_sizes_still_checks_every_row(tmp_path: Path) -> None:
+    """Chunk bytes held elsewhere (empty here, as in a team store's copy) are no problem with ``chunk_sizes=False``;
+    impossible chunk sizes and broken references still are, and with the default the empty bytes are one."""
+    path = _one(tmp_path / "db.sqlite")
+    _sql(path, "UPDATE rdb_chunk SET data = x''")
+
+    def problems(**options: Any) -> list[str]:
+        with reportdb.open(path) as report, report.connection() as conn:
+            return rows.store_problems(conn, report.path, report._tables, has_codec=True, **options)
+
+    assert problems(chunk_sizes=False) == []
+    found = problems()
+    assert len(found) == 1 and "rdb_chunk rows whose stored bytes do not fit their size" in found[0]
+    _sql(path, "UPDATE rdb_chunk SET nbytes = -5 WHERE id = 2")
+    _sql(path, "DELETE FROM rdb_blob_chunk WHERE blob_id = 1")
+    found = problems(chunk_sizes=False)
+    assert len(found) == 2, found
+    assert "rdb_blob rows whose chunk list (rdb_blob_chunk) is incomplete" in found[0]
+    assert "rdb_chunk rows with impossible sizes: 2, -5, 0" in found[1]

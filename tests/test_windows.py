@@ -17,7 +17,7 @@ import pytest
 from conftest import flip_stored_byte
 import reportdb
 from reportdb.errors import CorruptionError, InvalidArgumentError
-from reportdb.store import rows, windows
+from reportdb.store import blobs, rows, windows
 
 
 def read(report: reportdb.Report, tensor_id: int, window: Any, verified: windows.VerifiedBlocks | None = None) -> np.ndarray:
@@ -271,3 +271,39 @@ def test_report_tensor_window_is_the_public_path(tmp_path: Path) -> None:
                 report.tensor(1, window=bad)
             with pytest.raises(InvalidArgumentError):
                 report.tensor(2, window=bad)
+
+
+@pytest.mark.parametrize("cols, rows_step", [(slice(1000, 1064), 1), (slice(1020, 1030), 3), (slice(4090, 4096), 2),
+                                              (slice(3000, 3064), 1)])
+def test_rows_of_a_window_in_one_block_or_across_a_block_edge(tmp_path: Path, cols: slice, rows_step: int) -> None:
+    """Row ranges of a window in 16 KiB rows (four 4 KiB blocks each): in one block (the rows read as a slice of
+    blocks), or across a block edge (two blocks a row); equal to numpy read first and again (then from what was
+    checked), and a byte changed in any block a row needs is caught, one in a block it does not need is not read."""
+    array = np.random.default_rng(16).standard_normal((32, 4096)).astype(np.float32)
+    path = tmp_path / "w.rdb"
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, array)
+    window = (slice(2, 30, rows_step), cols)
+    with reportdb.open(path) as report:
+        for _ in range(2):
+            np.testing.assert_array_equal(report.tensor(1, window=window), array[window])
+    row, first, last = 2 + rows_step, cols.start * 4 // 4096, (cols.stop * 4 - 1) // 4096
+    (chunk,) = chunk_ids(path)
+    flip_stored_byte(path, chunk, row * 16384 + (first + 3) % 4 * 4096 + 7)  # a block of that row the window skips
+    with reportdb.open(path) as report:
+        np.testing.assert_array_equal(report.tensor(1, window=window), array[window])
+    flip_stored_byte(path, chunk, row * 16384 + last * 4096 + 1)  # the last block the row's range needs
+    with reportdb.open(path) as report, pytest.raises(CorruptionError, match=f"in block {row * 4 + last} "):
+        report.tensor(1, window=window)
+
+
+def test_checked_blocks_by_a_slice_with_a_step() -> None:
+    """Rows of a matrix are every k-th block of a chunk: ``VerifiedBlocks`` takes them as a slice with a step."""
+    verified = windows.VerifiedBlocks()
+    chunk = blobs.ChunkRow(0, 1, 64 << 10, 5, None, b"d" * 32, 4096, bytes(64))
+    verified.add(chunk, slice(1, 14, 4))  # blocks 1, 5, 9, 13
+    assert verified.checked(chunk, slice(1, 14, 4)) and verified.checked(chunk, slice(5, 10, 4))
+    assert verified.checked(chunk, [1, 13]) and not verified.checked(chunk, slice(1, 14, 2))
+    assert not verified.checked(chunk, slice(1, 3)) and not verified.whole(chunk)
+    verified.add(chunk, slice(0, 16))
+    assert verified.whole(chunk)

@@ -240,19 +240,30 @@ def _decode_info(
     for index, coord, dtype, shape_text, blob_id, found in shard_rows:
         if found is None:
             raise stored.damaged("rdb_shard", f"shard {index} points at blob {blob_id!r}, which is missing from rdb_blob")
-        shape = stored.shape("rdb_shard", "shape", shape_text)
-        assert shape is not None
-        try:
-            itemsize = numpy_dtype(dtype).itemsize
-        except ReportDBError as exc:
-            raise stored.damaged("rdb_shard", f"shard {index}: {exc}") from None
-        shards.append(ShardInfo(stored.shape("rdb_shard", "mesh_coordinate", coord) or (), dtype, shape,
-                                math.prod(shape) * itemsize))
+        # A ShardInfo is immutable and a function of these three columns: the tensors of a report share a handful.
+        key = ("shard", coord, dtype, shape_text)
+        shard = MISSING if stored.cache is None else stored.cache.get(key)
+        if shard is MISSING:
+            shard = _decode_shard(stored, index, coord, dtype, shape_text)
+            if stored.cache is not None:
+                stored.cache.put(key, shard)
+        shards.append(shard)
     shape = stored.shape("rdb_tensor", "shape", row[2], optional=True)
     info = TensorInfo(
         tensor_id, rank, row[1], shape, row[3], spec, stored.json("rdb_tensor", "source", row[12]), tuple(shards)
     )
     return info, [r[4] for r in shard_rows]
+
+
+def _decode_shard(stored: Stored, index: int, coord: Any, dtype: Any, shape_text: Any) -> ShardInfo:
+    """The ShardInfo of shard ``index`` from its ``rdb_shard`` columns, each checked."""
+    shape = stored.shape("rdb_shard", "shape", shape_text)
+    assert shape is not None
+    try:
+        itemsize = numpy_dtype(dtype).itemsize
+    except ReportDBError as exc:
+        raise stored.damaged("rdb_shard", f"shard {index}: {exc}") from None
+    return ShardInfo(stored.shape("rdb_shard", "mesh_coordinate", coord) or (), dtype, shape, math.prod(shape) * itemsize)
 
 
 #: A box of an assembled tensor: ``(shard index, origin, shape)``.
@@ -310,11 +321,13 @@ def _small_sql(codec: str) -> str:
 
 
 _SMALL_SQL = {True: _small_sql("c.codec"), False: _small_sql("NULL")}
+#: A small tensor read again (:func:`read_small` with a memo): its one chunk's bytes, by row id.
+_CHUNK_DATA_SQL = "SELECT data FROM rdb_chunk WHERE id=?"
 
 
 def read_small(
     conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int, cache: ParsedCache | None = None, *,
-    has_codec: bool = True,
+    has_codec: bool = True, memo: ReadMemo | None = None,
 ) -> tuple[TensorInfo, np.ndarray] | None:
     """A tensor of one shard in at most one chunk (the common small tensor) read with one query: its tensor, shard,
     blob and chunk rows joined, and the chunk's bytes with them when they are at most :data:`SMALL_CHUNK`. Every value
@@ -322,7 +335,20 @@ def read_small(
 
     Returns None, having allocated nothing, for any other tensor: several shards or chunks, one chunk over
     :data:`SMALL_CHUNK`, a missing tensor or any row that does not join as it should; the caller then takes the general
-    path, which reads and reports it."""
+    path, which reads and reports it.
+
+    ``memo`` (a Report's, synced in this read transaction, see :class:`ReadMemo`) keeps the checked rows of a tensor of
+    one raw chunk read here, so that reading it again looks up only its chunk, by row id, instead of joining five
+    tables; the chunk's bytes are read and checked against its crc32 all the same."""
+    found = None if memo is None else memo.get_small(tensor_id, rank)
+    if found is not None:
+        info, chunk = found
+        again = (conn.fetch(_CHUNK_DATA_SQL, (chunk.id,)) if isinstance(conn, engine.Connection)
+                 else conn.execute(_CHUNK_DATA_SQL, (chunk.id,)).fetchall())
+        if again and isinstance(again[0][0], bytes):
+            shard = info.shards[0]
+            return info, blobs.raw_array(chunk, again[0][0], numpy_dtype(shard.dtype), shard.shape,
+                                         f"tensor {tensor_id} (rank {rank})")
     sql, args = _SMALL_SQL[has_codec], (SMALL_CHUNK, tensor_id, rank)
     rows = conn.fetch(sql, args) if isinstance(conn, engine.Connection) else conn.execute(sql, args).fetchall()
     if len(rows) != 1:
@@ -343,7 +369,10 @@ def read_small(
     layout = blobs.checked_layout(blob_ids[0], shard.nbytes, blob, [row[24:32]] if n_chunks else [], what)
     dtype = numpy_dtype(shard.dtype)
     if layout.chunks and layout.chunks[0].codec is None and row[32] is not None:
-        return info, blobs.raw_array(layout.chunks[0], row[32], dtype, shard.shape, what)
+        array = blobs.raw_array(layout.chunks[0], row[32], dtype, shard.shape, what)
+        if memo is not None:
+            memo.put_small(tensor_id, rank, info, layout.chunks[0])
+        return info, array
     out = np.empty(shard.shape, dtype=dtype)
     blobs.read_blob_into(conn, layout, out.reshape(-1).view(np.uint8), what=what, first_data=row[32])
     return info, out
@@ -392,7 +421,8 @@ def _layout(
 
 
 class ReadMemo:
-    """Rows one Report has read and checked (a tensor's decoded metadata, a blob's chunk rows and block crcs), kept
+    """Rows one Report has read and checked (a tensor's decoded metadata, a blob's chunk rows and block crcs, a small
+    tensor's rows, see :func:`read_small`), kept
     only while the file is as it was when they were read: the caller calls :meth:`sync` at the start of each read
     transaction, which forgets everything once another connection has committed to the file or this one has changed
     rows (``PRAGMA data_version`` and ``total_changes``, through ``verified``, whose checked blocks go with them). A
@@ -404,6 +434,10 @@ class ReadMemo:
 
     LIMIT = 4096
     BYTES = 32 << 20
+    #: Small tensors (:meth:`put_small`) kept at a time, apart from the rest: a few, so that a walk over thousands of
+    #: tensors, which reads none of them again before it would be forgotten, neither crowds out the rest nor keeps its
+    #: rows alive long enough to cost the garbage collector (kept among the rest, they made such a walk 25% slower).
+    SMALL = 64
     #: What an entry is counted as beside its block crcs: a tensor's metadata, or each chunk row of a layout.
     ENTRY = 1 << 10
 
@@ -411,6 +445,7 @@ class ReadMemo:
         self.verified = verified
         self._items: dict[Hashable, Any] = {}
         self._bytes = 0
+        self._small: dict[tuple[int, int], tuple[TensorInfo, blobs.ChunkRow]] = {}
 
     def sync(self, conn: sqlite3.Connection) -> None:
         """Forget everything, checked blocks included, if the file may have changed since the last call."""
@@ -420,7 +455,18 @@ class ReadMemo:
     def clear(self) -> None:
         """Forget every entry (checked blocks are ``verified``'s)."""
         self._items.clear()
+        self._small.clear()
         self._bytes = 0
+
+    def get_small(self, tensor_id: int, rank: int) -> tuple[TensorInfo, blobs.ChunkRow] | None:
+        """The checked rows of a small tensor (:func:`read_small`): its info and its one raw chunk's row, or None."""
+        return self._small.get((tensor_id, rank))
+
+    def put_small(self, tensor_id: int, rank: int, info: TensorInfo, chunk: blobs.ChunkRow) -> None:
+        """Keep a small tensor's checked rows; past :data:`SMALL` of them, the others are forgotten."""
+        if len(self._small) >= self.SMALL:
+            self._small.clear()
+        self._small[(tensor_id, rank)] = (info, chunk)
 
     def get(self, key: Hashable) -> Any:
         """The value kept under ``key``, or None."""
@@ -472,9 +518,15 @@ def shards_without_stats(conn: sqlite3.Connection, path: Path) -> list[tuple[int
     return found
 
 
-def store_problems(conn: sqlite3.Connection, path: Path, tables: set[str], *, has_codec: bool) -> list[str]:
+def store_problems(
+    conn: sqlite3.Connection, path: Path, tables: set[str], *, has_codec: bool, chunk_sizes: bool = True
+) -> list[str]:
     """Dangling references and sizes that do not add up across the tensor tables, found with a few aggregate
-    queries and without reading any tensor bytes; one sentence per problem (empty: none). See ``Report.check_store``."""
+    queries and without reading any tensor bytes; one sentence per problem (empty: none). See ``Report.check_store``.
+
+    ``chunk_sizes=False`` leaves out the one check of the chunks' stored bytes (their length against their row's size),
+    for a copy of the rows whose chunk bytes are kept elsewhere (a team store's report, ``team.remote``, holds them
+    empty until a read fetches them); every check of the rows themselves still runs."""
     if "rdb_tensor" not in tables:
         return []
     missing = [t for t in ("rdb_shard", "rdb_blob", "rdb_blob_chunk", "rdb_chunk") if t not in tables]
@@ -501,10 +553,11 @@ def store_problems(conn: sqlite3.Connection, path: Path, tables: set[str], *, ha
          " HAVING COUNT(bc.idx) != b.n_chunks OR COUNT(c.id) != COUNT(bc.idx) OR COALESCE(SUM(c.nbytes), 0) != b.nbytes"
          " OR COUNT(DISTINCT bc.idx) != COUNT(bc.idx) OR COALESCE(MIN(bc.idx), 0) != 0"
          " OR COALESCE(MAX(bc.idx), -1) != b.n_chunks - 1"),
-        ("rdb_chunk rows whose stored bytes do not fit their size",
-         "SELECT id, nbytes, length(data) FROM rdb_chunk WHERE typeof(data) != 'blob' OR typeof(nbytes) != 'integer'"
-         " OR nbytes <= 0 OR " + ("CASE WHEN codec IS NULL THEN length(data) != nbytes ELSE length(data) > nbytes END"
-                                  if has_codec else "length(data) != nbytes")),
+        ("rdb_chunk rows whose stored bytes do not fit their size" if chunk_sizes else "rdb_chunk rows with impossible sizes",
+         "SELECT id, nbytes, length(data) FROM rdb_chunk WHERE typeof(nbytes) != 'integer' OR nbytes <= 0" + (
+             " OR typeof(data) != 'blob' OR " + ("CASE WHEN codec IS NULL THEN length(data) != nbytes ELSE length(data) > "
+                                                 "nbytes END" if has_codec else "length(data) != nbytes")
+         if chunk_sizes else "")),
     )
     if "rdb_chunk_crc" in tables:
         checks += (

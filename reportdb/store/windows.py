@@ -25,7 +25,7 @@ import sqlite3
 import zlib
 from dataclasses import dataclass
 from types import EllipsisType
-from typing import Union
+from typing import Sequence, Union
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -133,7 +133,8 @@ def window_axes(shape: tuple[int, ...], window: Window) -> list[Axis]:
     items = items + (slice(None),) * (len(shape) - len(items))
     axes: list[Axis] = []
     for axis, (item, n) in enumerate(zip(items, shape)):
-        if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+        # ``type(...) is int`` first: the common case, several times cheaper than the isinstance checks (bool excluded)
+        if type(item) is int or isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
             i = int(item)
             if not -n <= i < n:
                 raise InvalidArgumentError(f"index {i} is out of range for axis {axis} of size {n} (shape {list(shape)})")
@@ -150,7 +151,9 @@ def plan_window(shape: tuple[int, ...], itemsize: int, window: Window) -> Window
     """Where ``window`` of a C-contiguous array of ``shape`` and ``itemsize`` lies in its bytes (see
     :func:`window_axes` for what a window may be)."""
     axes = window_axes(shape, window)
-    strides = [itemsize * math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    strides = [itemsize] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
     base, out_shape, levels = 0, [], []
     for item, stride in zip(axes, strides):
         if isinstance(item, int):
@@ -179,7 +182,9 @@ def plan_window(shape: tuple[int, ...], itemsize: int, window: Window) -> Window
 def _slice_indices(item: slice, n: int, axis: int) -> tuple[int, int, int]:
     """``slice.indices`` for a slice of ints (or None) with a positive step."""
     for value in (item.start, item.stop, item.step):
-        if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_))):
+        if value is not None and type(value) is not int and (
+            not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_))
+        ):
             raise InvalidArgumentError(f"slice {item} of axis {axis} must hold ints or None, not {type(value).__name__}")
     if item.step is not None and item.step <= 0:
         raise InvalidArgumentError(f"slice {item} of axis {axis}: a window's steps must be positive")
@@ -216,6 +221,10 @@ def split_window(
         else:
             pieces.append((index, tuple(local), tuple(target)))
     return out_shape, pieces
+
+
+#: Block numbers of a chunk: a slice (of a positive step), or a list or index array of them.
+Blocks = Union[slice, list[int], np.ndarray]
 
 
 class VerifiedBlocks:
@@ -270,9 +279,9 @@ class VerifiedBlocks:
         """Whether ``chunk`` was checked whole (or every block of it)."""
         return self._chunks.get(self._key(chunk)) is True
 
-    def checked(self, chunk: blobs.ChunkRow, blocks: slice | np.ndarray) -> bool:
-        """Whether every block ``blocks`` (a slice of block numbers, step 1, or an index array of them) of ``chunk``,
-        in blocks of ``chunk.block_size``, was checked."""
+    def checked(self, chunk: blobs.ChunkRow, blocks: Blocks) -> bool:
+        """Whether every block ``blocks`` (a slice of block numbers, or a list or index array of them) of ``chunk``, in
+        blocks of ``chunk.block_size``, was checked."""
         found = self._chunks.get(self._key(chunk))
         if found is None or found is True or found is False:
             return bool(found)
@@ -280,10 +289,10 @@ class VerifiedBlocks:
         if size != chunk.block_size:
             return False
         if isinstance(blocks, slice):
-            return flags.find(0, blocks.start, blocks.stop) < 0
+            return flags.find(0, blocks.start, blocks.stop) < 0 if blocks.step in (None, 1) else 0 not in flags[blocks]
         return bool(np.frombuffer(flags, dtype=np.uint8)[blocks].all())
 
-    def add(self, chunk: blobs.ChunkRow, blocks: slice | np.ndarray | None = None) -> None:
+    def add(self, chunk: blobs.ChunkRow, blocks: Blocks | None = None) -> None:
         """Remember that ``blocks`` of ``chunk`` (None: all of it) matched their crcs."""
         key = self._key(chunk)
         found = self._chunks.get(key)
@@ -305,7 +314,10 @@ class VerifiedBlocks:
             found = self._chunks[key] = (chunk.block_size, bytearray(n))
             self._flags += n
         flags = found[1]
-        np.frombuffer(flags, dtype=np.uint8)[blocks] = 1
+        if isinstance(blocks, slice):
+            flags[blocks] = b"\x01" * len(range(*blocks.indices(len(flags))))
+        else:
+            np.frombuffer(flags, dtype=np.uint8)[blocks] = 1
         if flags.find(0) < 0:  # every block checked: the chunk is, whole
             self._flags -= len(flags)
             self._chunks[key] = True
@@ -445,11 +457,11 @@ class BlockReader:
                                            f"of its {self.chunk.nbytes}")
         return data
 
-    def _check(self, blocks: np.ndarray, crcs: list[int]) -> None:
+    def _check(self, blocks: Blocks, crcs: list[int]) -> None:
         """Compare the crc32s computed of ``blocks`` with the stored ones; CorruptionError naming the first that differs."""
-        bad = np.flatnonzero(np.asarray(crcs, dtype=np.uint32) != self.expected[blocks])
+        bad = np.flatnonzero(np.array(crcs, dtype=np.uint32) != self.expected[blocks])
         if bad.size:
-            block, size = int(blocks[bad[0]]), self.chunk.block_size
+            block, size = int(np.arange(self.expected.size)[blocks][bad[0]]), self.chunk.block_size
             raise CorruptionError(
                 f"{self.what}: chunk {self.chunk.idx} failed its integrity check in block {block} (bytes "
                 f"{block * size}..{min((block + 1) * size, self.chunk.nbytes)} of the chunk; stored bytes were changed "
@@ -467,42 +479,78 @@ class BlockReader:
         start, stop = first * size, min((last + 1) * size, self.chunk.nbytes)
         data = self._bytes(start, stop)
         view = memoryview(data)
-        self._check(np.arange(first, last + 1), [zlib.crc32(view[i : i + size]) for i in range(0, stop - start, size)])
+        self._check(slice(first, last + 1), [zlib.crc32(view[i : i + size]) for i in range(0, stop - start, size)])
         return data if (lo, nbytes) == (start, stop - start) else data[lo - start : lo - start + nbytes]
 
     def gather(self, src: int, step: int, count: int, size: int) -> bytes:
-        """``count`` ranges of ``size`` bytes ``step`` apart from ``src``, joined: each block that holds them read and
-        checked once (a column of a wide matrix: one block per row, in one vectorized comparison), or, when every
-        one of those blocks is known checked, the ranges alone."""
-        bsize, nbytes = self.chunk.block_size, self.chunk.nbytes
-        starts = np.arange(count, dtype=np.int64) * step + (src - self.start)
-        firsts = starts // bsize
-        if size > bsize or np.any((starts + size - 1) // bsize != firsts):  # some range crosses a block edge
-            return b"".join([self.read(int(s) + self.start, size) for s in starts])
-        if self.verified is not None and self.verified.checked(self.chunk, firsts):
-            if self.blob is None:
-                return b"".join([self._bytes(s, s + size) for s in starts.tolist()])
-            blob = self.blob
-            joined = b"".join([blob[s : s + size] for s in starts.tolist()])  # type: ignore[misc]  # Blob slices are bytes
-            if len(joined) != count * size:
+        """``count`` ranges of ``size`` bytes ``step`` apart from ``src``, joined: the blocks that hold them read as
+        runs of consecutive blocks (a column of a wide matrix: one block per row, or two where a row's range crosses a
+        block edge; ranges that share blocks share their run), each block checked once, in one vectorized comparison;
+        or, when every one of those blocks is known checked, the ranges alone. Planned in plain Python: a window has a
+        few dozen rows, where numpy's cost per call (~1 us an operation) would be most of the work."""
+        lo, bsize = src - self.start, self.chunk.block_size
+        if step % bsize == 0 and lo % bsize + size <= bsize:
+            return self._gather_rows(lo, step, count, size)
+        nbytes, blob = self.chunk.nbytes, self.blob
+        starts = range(lo, lo + count * step, step)
+        firsts = [s // bsize for s in starts]
+        lasts = [(s + size - 1) // bsize for s in starts]
+        where: Sequence[int] = range(count)  # the run of each range
+        if all(f > last + 1 for f, last in zip(firsts[1:], lasts)):  # runs apart: one per range
+            runs = list(zip(firsts, lasts))
+        else:  # ranges in the same or adjacent blocks: their runs merged, in order
+            merged: list[list[int]] = []
+            place = []
+            for f, last in zip(firsts, lasts):
+                if merged and f <= merged[-1][1] + 1:
+                    merged[-1][1] = max(merged[-1][1], last)
+                else:
+                    merged.append([f, last])
+                place.append(len(merged) - 1)
+            runs, where = [(f, last) for f, last in merged], place
+        blocks = [b for f, last in runs for b in range(f, last + 1)]
+        if self.verified is not None and self.verified.checked(self.chunk, blocks):
+            return self._ranges(starts, size)
+        bounds = [(f * bsize, min(last * bsize + bsize, nbytes)) for f, last in runs]
+        if blob is not None:
+            datas: list[bytes] = [blob[a:b] for a, b in bounds]  # type: ignore[misc]  # Blob slices are bytes
+            if sum(map(len, datas)) != sum(b - a for a, b in bounds):
                 raise blobs.corrupt(self.what, f"chunk {self.chunk.idx} holds fewer bytes than its {nbytes}")
-            return joined
-        if step >= bsize:  # one block per range, in order
-            blocks, where = firsts, range(count)
         else:
-            blocks, inverse = np.unique(firsts, return_inverse=True)
-            where = inverse.tolist()
-        lows = (blocks * bsize).tolist()
-        if self.blob is not None:
-            blob = self.blob
-            datas: list[bytes] = [blob[lo : lo + bsize] for lo in lows]  # type: ignore[misc]  # Blob slices are bytes
+            datas = [self._bytes(a, b) for a, b in bounds]
+        self._check(blocks, [zlib.crc32(memoryview(data)[i : i + bsize]) for data in datas
+                             for i in range(0, len(data), bsize)])
+        return b"".join([datas[w][s - bounds[w][0] : s - bounds[w][0] + size] for w, s in zip(where, starts)])
+
+    def _gather_rows(self, lo: int, step: int, count: int, size: int) -> bytes:
+        """:meth:`gather` of ranges from chunk byte ``lo`` that each lie in one block, all at the same place in theirs,
+        one block every ``step // block_size``: the rows of a window of a matrix, the common case. Its blocks are a
+        slice, each read whole, checked, and cut at that place."""
+        bsize, nbytes, blob = self.chunk.block_size, self.chunk.nbytes, self.blob
+        at, first = lo % bsize, lo // bsize
+        blocks = slice(first, first + (count - 1) * (step // bsize) + 1, step // bsize)
+        if self.verified is not None and self.verified.checked(self.chunk, blocks):
+            return self._ranges(range(lo, lo + count * step, step), size)
+        lows = range(lo - at, lo - at + count * step, step)
+        if blob is not None:
+            datas: list[bytes] = [blob[x : x + bsize] for x in lows]  # type: ignore[misc]  # Blob slices are bytes
+            if sum(map(len, datas)) != count * bsize - max(0, lows[-1] + bsize - nbytes):
+                raise blobs.corrupt(self.what, f"chunk {self.chunk.idx} holds fewer bytes than its {nbytes}")
         else:
-            datas = [self._bytes(lo, min(lo + bsize, nbytes)) for lo in lows]
-        if sum(map(len, datas)) != min(lows[-1] + bsize, nbytes) - lows[-1] + bsize * (len(lows) - 1):
-            raise blobs.corrupt(self.what, f"chunk {self.chunk.idx} holds fewer bytes than its {nbytes}")
+            datas = [self._bytes(x, min(x + bsize, nbytes)) for x in lows]
         self._check(blocks, list(map(zlib.crc32, datas)))
-        offsets = (starts - firsts * bsize).tolist()
-        return b"".join([datas[w][o : o + size] for w, o in zip(where, offsets)])
+        return b"".join([data[at : at + size] for data in datas])
+
+    def _ranges(self, starts: range, size: int) -> bytes:
+        """The ranges of ``size`` bytes from chunk bytes ``starts`` whose blocks are known checked: their bytes alone,
+        joined."""
+        if self.blob is None:
+            return b"".join([self._bytes(s, s + size) for s in starts])
+        blob = self.blob
+        joined = b"".join([blob[s : s + size] for s in starts])  # type: ignore[misc]  # Blob slices are bytes
+        if len(joined) != len(starts) * size:
+            raise blobs.corrupt(self.what, f"chunk {self.chunk.idx} holds fewer bytes than its {self.chunk.nbytes}")
+        return joined
 
 
 def _read_blocks(
