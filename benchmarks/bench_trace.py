@@ -7,7 +7,8 @@ report is **on disk**: the Writer's ``close()`` and the baselines' last file, ea
 (the same for all, so a report that survives a crash is what is timed, not page-cache writes). Baselines: one
 ``.npy`` per tensor (``np.save``) and one ``.pt`` per tensor (``torch.save``, when torch is installed), with the
 operations in a SQLite table written in one transaction at the end (the cheapest way a legacy report could keep
-them). ``ttnn.dump_tensor`` is timed per tensor by ``bench_writer.py`` (it needs ttnn's own venv).
+them). ``ttnn.dump_tensor`` is timed per tensor by ``bench_writer.py`` (it needs ttnn's own venv). The Writer runs
+twice: by default (a rollback journal, as one process writes alone) and with ``wal=True`` (WAL from the start).
 
 Columns: wall seconds to a durable report; the model thread's own seconds inside store calls; process CPU seconds
 (all threads; bytes per CPU second is the issue's measure of cost on a machine whose disk is fast); ratios
@@ -101,10 +102,10 @@ def run_trace(ops: list[Op], producer: Producer, store: Callable[[Op, np.ndarray
     return {"wall": time.perf_counter() - wall0, "inside": inside, "cpu": time.process_time() - cpu0}
 
 
-def writer_contender(folder: Path, durable: bool, stats: bool) -> tuple[Callable[[Op, np.ndarray], None], Callable[[], None]]:
+def writer_contender(folder: Path, durable: bool, stats: bool, wal: bool = False) -> tuple[Callable[[Op, np.ndarray], None], Callable[[], None]]:
     import reportdb
 
-    w = reportdb.Writer(folder, durable=durable, stats=stats)
+    w = reportdb.Writer(folder, durable=durable, stats=stats, wal=wal)
 
     def store(op: Op, array: np.ndarray) -> None:
         w.put_tensor(op.op_id, array, role="output")
@@ -182,6 +183,7 @@ def main() -> None:
 
     contenders: dict[str, Callable[[Path], tuple[Callable[[Op, np.ndarray], None], Callable[[], None]]]] = {
         "reportdb Writer": lambda d: writer_contender(d, bool(args.durable), bool(args.stats)),
+        "reportdb Writer wal=True": lambda d: writer_contender(d, bool(args.durable), bool(args.stats), wal=True),
         "np.save per tensor": lambda d: files_contender(d, lambda a, p: np.save(p, a), "npy"),
     }
     try:
@@ -194,7 +196,7 @@ def main() -> None:
     try:
         for _ in range(max(1, args.repeat)):
             for name, make in contenders.items():
-                folder = base / name.split()[0]
+                folder = base / name.replace(" ", "-")
                 store, finish = make(folder)
                 result = run_trace(ops, producer, store, finish)
                 if name not in results or result["wall"] < results[name]["wall"]:
@@ -204,9 +206,9 @@ def main() -> None:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     ours = results["reportdb Writer"]
-    print(f"\n{'contender':24} {'wall s':>8} {'MB/s':>7} {'in store s':>10} {'CPU s':>7} {'MB/CPU s':>9} {'wall ratio':>10} {'model-thread ratio':>18}")
+    print(f"\n{'contender':25} {'wall s':>8} {'MB/s':>7} {'in store s':>10} {'CPU s':>7} {'MB/CPU s':>9} {'wall ratio':>10} {'model-thread ratio':>18}")
     for name, r in results.items():
-        print(f"{name:24} {r['wall']:8.2f} {total / r['wall'] / 1e6:7.0f} {r['inside']:10.2f} {r['cpu']:7.2f} "
+        print(f"{name:25} {r['wall']:8.2f} {total / r['wall'] / 1e6:7.0f} {r['inside']:10.2f} {r['cpu']:7.2f} "
               f"{total / r['cpu'] / 1e6:9.0f} {r['wall'] / ours['wall']:10.2f} {r['inside'] / ours['inside']:18.2f}")
     print(f"\nreportdb's durable report at {total / ours['wall'] / bandwidth:.2f}x of the disk's write + fsync bandwidth; "
           f"load at the end {os.getloadavg()[0]:.2f}")

@@ -73,15 +73,15 @@ def test_new_file_gets_current_schema_wal_while_open_and_64k_pages(tmp_path: Pat
         assert report.tensor_ids() == [1, 2] and report.verify_tensor(1) == 12000
 
 
-def test_a_small_report_with_rowid_rows_keeps_its_pages(tmp_path: Path) -> None:
+def test_a_small_report_with_rowid_rows_is_repaged_keeping_its_rowids(tmp_path: Path) -> None:
     """Rows of a table without a declared key (the legacy report tables) are known by their rowids, which a VACUUM
-    may renumber: such a file is never rewritten with smaller pages."""
+    may renumber: such a file is rewritten with small pages keeping its rowids."""
     path = tmp_path / "r.sqlite"
     with reportdb.open(path, "a") as report, report.connection() as conn:
         conn.execute("CREATE TABLE notes (v TEXT)")
         conn.executemany("INSERT INTO notes(rowid, v) VALUES (?, ?)", [(5, "a"), (9, "b")])
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA page_size").fetchone()[0] == 65536
+    assert con.execute("PRAGMA page_size").fetchone()[0] == 4096
     assert con.execute("SELECT rowid, v FROM notes").fetchall() == [(5, "a"), (9, "b")]
     con.close()
 

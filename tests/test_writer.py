@@ -486,7 +486,7 @@ def test_writer_appends_to_the_newest_and_the_oldest_report_schema(tmp_path: Pat
     expect_rank = (rank,) if ranked else ()
     cols = "tensor_id, shape, dtype" + (", storage_type, rank" if ranked else "")
     assert _rows(db, f"SELECT {cols} FROM tensors WHERE tensor_id >= ?", (t,)) == [
-        (t, "Shape([4])", "float32", *(("StorageType.HOST",) if ranked else ()), *expect_rank)
+        (t, "Shape([4])", "float32", *(("HOST",) if ranked else ()), *expect_rank)
     ]
     assert _rows(db, "SELECT * FROM operations WHERE operation_id=?", (t,)) == [(t, "ttnn.exp", 0.25, *expect_rank)]
     assert _rows(db, "SELECT * FROM operation_arguments WHERE operation_id=?", (t,)) == [(t, "x", "1", *expect_rank)]
@@ -615,8 +615,9 @@ def _journal_mode_byte(db: Path) -> tuple[int, int]:
 
 
 def test_a_closed_writer_leaves_one_self_contained_file(tmp_path: Path) -> None:
-    """The last writer to close returns the file to rollback-journal mode: ``db.sqlite`` copied alone holds every row
-    and tensor. A writer that closes while another is open leaves WAL mode to it, silently."""
+    """A closed writer leaves the file in rollback-journal mode: ``db.sqlite`` copied alone holds every row and
+    tensor. Two writers that never write at the same moment never needed WAL: the one still open goes on in the
+    rollback journal (WAL hand-over and its last-closer rule: tests/test_writer_journal.py)."""
     report = tmp_path / "report"
     rng = np.random.default_rng(1)
     arrays = {tid: rng.standard_normal(1000 * tid).astype(np.float32) for tid in range(1, 6)}
@@ -626,7 +627,7 @@ def test_a_closed_writer_leaves_one_self_contained_file(tmp_path: Path) -> None:
         first.add_operation(tid, "ttnn.op", outputs=[tid])
     first.close()
     db = report / "db.sqlite"
-    assert _journal_mode_byte(db) == (2, 2)  # the other writer is still open: WAL stays
+    assert _journal_mode_byte(db) == (1, 1)  # no WAL was needed: the other writer never wrote at the same time
     second.put_tensor(9, arrays[1])
     second.add_operation(9, "ttnn.last")
     second.close()
@@ -665,3 +666,17 @@ def test_tensors_of_many_sizes_reuse_the_crc_shift_tables(tmp_path: Path) -> Non
     stored = _rows(tmp_path / "db.sqlite", "SELECT crc32, data FROM rdb_chunk WHERE codec IS NULL")
     assert len(stored) == len(sizes)
     assert all(crc == zlib.crc32(data) for crc, data in stored)
+
+
+def test_storage_type_is_written_as_ttnn_writes_it(tmp_path: Path) -> None:
+    """ttnn 0.81.1's report has 'HOST' in ``tensors.storage_type`` (tests/data/report-schemas), not the enum's text;
+    the Writer writes the same, taking either form from its caller, and the spec keeps the bare name."""
+    with Writer(tmp_path, batch_seconds=0) as w:
+        w.put_tensor(1, np.ones(4, np.float32), storage_type="HOST")
+        w.put_tensor(2, np.ones(4, np.float32), storage_type="StorageType.DEVICE")
+    db = tmp_path / "db.sqlite"
+    assert _rows(db, "SELECT tensor_id, storage_type FROM tensors ORDER BY tensor_id") == [(1, "HOST"), (2, "DEVICE")]
+    with reportdb.open(db) as r:
+        assert [r.tensor_info(t).spec.storage_type for t in (1, 2)] == ["HOST", "DEVICE"]
+    shipped = ROOT / "tests" / "data" / "report-schemas" / "ttnn_0.81.1_schema_3.5.sqlite"
+    assert _rows(shipped, "SELECT DISTINCT storage_type FROM tensors") == [("HOST",)]

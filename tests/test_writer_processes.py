@@ -147,7 +147,8 @@ def test_eight_processes_append_to_one_new_report(tmp_path: Path) -> None:
 def test_sigkill_keeps_every_committed_tensor(tmp_path: Path, round_: int) -> None:
     """Kill writers (two ranks on one file) at a random moment; whatever flush() returned for survives. Odd rounds
     with durable=False (synchronous=OFF: no fsync, still safe against a killed process), even ones with the
-    default, whose WAL checkpoints run in a thread of their own (8 MiB tensors poke it)."""
+    default, whose WAL checkpoints run in a thread of their own (8 MiB tensors poke it). The file is in a rollback
+    journal until the two ranks are seen writing at once, then in WAL: a kill may land in either mode."""
     report = tmp_path / "report"
     script = tmp_path / "kill.py"
     script.write_text(KILL_SCRIPT)

@@ -14,11 +14,15 @@ writes a byte of the database or of its side files, and never creates one (see :
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+import numpy as np
 
 from ..errors import CorruptionError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportLockedError, SchemaError
 
@@ -52,6 +56,10 @@ class Connection(sqlite3.Connection):
 
     path: Path
     timeout: float
+    #: Writes in a rollback journal while no other connection writes (:func:`solo_writes`); False: WAL at once.
+    solo: bool
+    #: Another writer was seen: the file is to be put in WAL mode (:func:`share_file`).
+    handing_over: bool
     _since: float
     _stopped: bool
 
@@ -168,8 +176,11 @@ def _side(path: Path, suffix: str) -> Path:
 def readonly_uri(path: Path) -> str:
     """The URI that reads ``path`` without writing or creating anything.
 
-    A rollback-journal file opens with ``mode=ro``. A WAL file (header bytes 18/19 == 2) would make ``mode=ro``
-    create ``-wal`` and ``-shm`` (or fail where the folder is not writable), so: with no side files, or an empty
+    A rollback-journal file opens with ``mode=ro&readonly_shm=1``: should a writer put it in WAL mode while this
+    connection is open (:func:`share_file`), it reads through the writer's ``-shm`` without writing its read mark
+    there (another process's connection; within one process SQLite shares one mapping of the ``-shm``). A WAL file
+    (header bytes 18/19 == 2) would make ``mode=ro`` create ``-wal`` and ``-shm`` (or fail where the folder is not
+    writable), so: with no side files, or an empty
     ``-wal`` and no ``-shm`` (no connection is live, all is in the file), it opens ``immutable=1``; with both
     side files it reads through the existing ``-shm`` opened read-only (``readonly_shm=1``), which also sees
     what a live writer has committed. A ``-wal`` holding content with no ``-shm`` to read it through cannot be
@@ -192,7 +203,7 @@ def readonly_uri(path: Path) -> str:
         )
     if is_wal or wal_size is not None:
         return f"{base}?immutable=1"
-    return f"{base}?mode=ro"
+    return f"{base}?mode=ro&readonly_shm=1"
 
 
 def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqlite3.Connection:
@@ -212,6 +223,8 @@ def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqli
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, factory=Connection)
     assert isinstance(conn, Connection)
     conn.path = path
+    conn.solo = not readonly and _SOLO.get()
+    conn.handing_over = False
     conn.timeout = STATEMENT_TIMEOUT if timeout is None else timeout
     conn._arm()
     conn.set_progress_handler(conn._progress, _PROGRESS_STEPS)
@@ -226,6 +239,15 @@ def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqli
         else:
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA secure_delete=OFF")
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if readonly and "readonly" in str(exc):
+            raise ReadOnlyError(
+                f"{path}: cannot be read without write access ({exc}): a hot journal beside it (a writer was killed "
+                "mid-commit) needs rolling back. Open it once where it is writable (reportdb.open(path, 'a')), then "
+                "read it"
+            ) from exc
+        raise
     except BaseException:
         conn.close()
         raise
@@ -242,9 +264,43 @@ def _harden(conn: sqlite3.Connection, *, readonly: bool) -> None:
             conn.setconfig(sqlite3.SQLITE_DBCONFIG_ENABLE_TRIGGER, False)
 
 
+#: Set by :func:`solo_writes` for the connections opened inside it.
+_SOLO: contextvars.ContextVar[bool] = contextvars.ContextVar("reportdb_solo_writes", default=False)
+#: The rollback journal of a file written solo: kept between transactions with its header zeroed at each commit
+#: (measured per small commit: 68 us with synchronous=OFF and 0.63 ms with NORMAL, against 107 us / 0.87 ms truncating
+#: it and 135 us / 2.5 ms deleting it); DELETE again when the writer closes, so no side file stays.
+SOLO_JOURNAL = "persist"
+
+
+@contextlib.contextmanager
+def solo_writes() -> Iterator[None]:
+    """Connections opened inside this block write in a rollback journal while they are the file's only writer.
+
+    WAL writes every page twice (the log, then the checkpoint into the file); a rollback journal writes the pages a
+    transaction appends once and journals only the few existing pages it changes (b-tree interior pages, page 1):
+    a 64 MiB tensor cost 148 instead of 205 CPU-ms. SQLite's locks keep it safe with any number of writers and
+    readers (a reader never sees half a transaction; a crashed writer's hot journal is rolled back by the next
+    writable open), but in this mode a writer's commit waits for readers and readers wait for it. So such a
+    connection hands the file over to WAL as soon as it sees another writer (:func:`share_file`, before each
+    transaction), and any connection opened outside this block puts the file in WAL at its first write, as before;
+    connections still in rollback mode follow the file into WAL at their next transaction (SQLite reads the mode
+    from the file's header)."""
+    token = _SOLO.set(True)
+    try:
+        yield
+    finally:
+        _SOLO.reset(token)
+
+
+def journal_mode(conn: sqlite3.Connection) -> str:
+    """The connection's journal mode, lower case (``wal``, ``delete``, ``truncate``...)."""
+    return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+
+
 def set_write_mode(conn: sqlite3.Connection, *, new_file: bool) -> None:
-    """synchronous=NORMAL; a new file also gets 64 KiB pages (4 KiB pages cap writes) and WAL at once. An existing
-    file switches to WAL at its first write (:func:`start_wal`), so an open that writes nothing changes nothing."""
+    """synchronous=NORMAL; a new file also gets 64 KiB pages (4 KiB pages cap writes) and WAL at once, or, on a
+    :func:`solo_writes` connection, a rollback journal. An existing file switches at its first write
+    (:func:`start_wal`), so an open that writes nothing changes nothing."""
     if new_file:
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         start_wal(conn)
@@ -252,63 +308,203 @@ def set_write_mode(conn: sqlite3.Connection, *, new_file: bool) -> None:
 
 
 def start_wal(conn: sqlite3.Connection) -> None:
-    """WAL while a report is written: readers do not block the writer, commits append (outside a transaction). A
-    small file finished with small pages (:func:`finish_writing`) first gets :data:`PAGE_SIZE` pages back, so a report
-    that grows again is written at full speed."""
-    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+    """Ready the file for writing before this connection's first write transaction: WAL (readers do not block the
+    writer, commits append), or, on a :func:`solo_writes` connection of a file not in WAL mode already, a rollback
+    journal (:data:`SOLO_JOURNAL`). A small file finished with small pages (:func:`finish_writing`) first gets
+    :data:`PAGE_SIZE` pages back, so a report that grows again is written at full speed."""
+    mode = journal_mode(conn)
+    if mode != "wal":
         _repage(conn, PAGE_SIZE)
+    if getattr(conn, "solo", False) and mode != "wal":
+        if mode != SOLO_JOURNAL:
+            conn.execute(f"PRAGMA journal_mode={SOLO_JOURNAL}")
+        return
     conn.execute("PRAGMA journal_mode=WAL")
 
 
-#: A finished report of at most this many bytes is rewritten with :data:`SMALL_PAGE_SIZE` pages when its writer
-#: closes (a VACUUM: a few ms here), unless that could renumber rows (:func:`_rowids_movable`). 64 KiB pages make writes fast but cost a page per table and index, ~4 MB for a
-#: report's ~60, which a report of two small tensors must not carry (measured here, 2 x 4 KiB tensors: 4.06 MB with
-#: 64 KiB pages, 1.0 MB with 16 KiB, 0.27 MB with 4 KiB; ingest of 64 MiB tensors 316, 262 and 206 MB/s).
-SMALL_FILE = 8 << 20
-SMALL_PAGE_SIZE = 4096
+def share_file(conn: sqlite3.Connection) -> bool:
+    """Before a write transaction of a :func:`solo_writes` connection: hand the file over to WAL if another
+    connection is writing it now, and give a small file its :data:`PAGE_SIZE` pages back if another writer's close
+    repaged it meanwhile. Returns whether the file is in WAL mode.
+
+    The probe is a ``BEGIN IMMEDIATE`` that does not wait: it fails only while another connection holds a write
+    transaction (readers never make it fail). The switch to WAL is itself a small write transaction that SQLite
+    skips, answering the old mode, while another connection holds a lock: then this raises sqlite3's "database is
+    locked" for the caller to retry with backoff, and the connection, no longer solo, tries the switch again at
+    each call until the file is in WAL. It stays there until the file's last connection closes."""
+    if journal_mode(conn) == "wal":
+        if getattr(conn, "solo", False):
+            conn.solo = False  # type: ignore[attr-defined]
+        return True
+    if conn.in_transaction or not (getattr(conn, "solo", False) or getattr(conn, "handing_over", False)):
+        return False
+    if not conn.handing_over:  # type: ignore[attr-defined]
+        if not _other_writer(conn):
+            _repage(conn, PAGE_SIZE)
+            return False
+        conn.solo, conn.handing_over = False, True  # type: ignore[attr-defined]
+    if str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() != "wal":
+        raise sqlite3.OperationalError("database is locked (another connection holds a lock; WAL not yet on)")
+    conn.handing_over = False  # type: ignore[attr-defined]
+    return True
 
 
-def _repage(conn: sqlite3.Connection, page_size: int) -> None:
-    """Rewrite a file of at most :data:`SMALL_FILE` bytes in rollback-journal mode with ``page_size`` pages
-    (VACUUM, all or nothing); skipped silently while another connection holds a lock on it, and for a file where a
-    VACUUM could renumber rows (:func:`_rowids_movable`)."""
-    found = conn.execute("PRAGMA page_size").fetchone()[0]
-    pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    if found == page_size or found * pages > SMALL_FILE or conn.in_transaction or _rowids_movable(conn):
-        return
+def _other_writer(conn: sqlite3.Connection) -> bool:
+    """Whether another connection holds a write transaction on the file now: a ``BEGIN IMMEDIATE`` that does not
+    wait fails (readers never make it fail)."""
     conn.execute("PRAGMA busy_timeout=0")
     try:
-        conn.execute(f"PRAGMA page_size={page_size}")
-        conn.execute("VACUUM")
+        conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if "locked" not in str(exc) and "busy" not in str(exc):
             raise
+        return True
+    else:
+        conn.execute("ROLLBACK")
+        return False
     finally:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
-def _rowids_movable(conn: sqlite3.Connection) -> bool:
-    """Whether a VACUUM could change rows: it may renumber the rowids of tables without an INTEGER PRIMARY KEY, which
-    matters where the rowid is a row's only identity (a table without a declared primary key: the legacy report
-    tables, whose rowids the visualizer and reportdb's models read), so any such table holding rows rules it out."""
+#: A finished report of at most this many bytes is always rewritten with :data:`SMALL_PAGE_SIZE` pages when its
+#: writer closes (a VACUUM: a few ms; rowids kept, see :func:`_repage`). 64 KiB pages make
+#: writes fast but cost a page per table and index, ~4 MB for a report's ~60, which a report of two small tensors must
+#: not carry (measured here, 2 x 4 KiB tensors: 4.06 MB with 64 KiB pages, 1.0 MB with 16 KiB, 0.27 MB with 4 KiB;
+#: ingest of 64 MiB tensors 316, 262 and 206 MB/s).
+SMALL_FILE = 8 << 20
+#: A larger finished report, up to this size, is rewritten too where :func:`_small_pages_saving` expects it to shrink
+#: by :data:`REPAGE_GAIN` of its size. Measured (a 2-core VM under load 3): a VACUUM costs about 1 CPU-ms and 3-8 ms
+#: of wall time per MB of file, a quarter of what writing the report cost (about 4 CPU-ms per MB with statistics),
+#: and it shrank reports of 4-64 KiB tensors by 27-36% (2000 of 4-64 KiB: 102 -> 74 MB in 0.39 s; 200 x 64 KiB: 19.2
+#: -> 13.6 MB; 1000 x 4 KiB with operations 8.8 -> 5.6 MB, 27 ms through the rowid-keeping VACUUM INTO and backup),
+#: reports of 1-16 MiB tensors by 2-9% (10 x 16 MiB: 172 -> 168 MB in 1.3 s). So the rewrite is paid
+#: where it gives back at least a tenth of the file, and never for more than a few seconds of VACUUM (which also needs
+#: the file's size in temporary space). A file written again gets its 64 KiB pages back (:func:`start_wal`) only up to
+#: :data:`SMALL_FILE`: a larger one (a legacy report ttnn wrote with 4 KiB pages, say) is appended to as it is.
+REPAGE_MAX = 256 << 20
+REPAGE_GAIN = 0.10
+#: The bound on the rewrite's statements (instead of :data:`STATEMENT_TIMEOUT`): past it the rewrite is dropped.
+REPAGE_SECONDS = 120.0
+SMALL_PAGE_SIZE = 4096
+
+
+def _repage(conn: sqlite3.Connection, page_size: int) -> None:
+    """Rewrite the file in rollback-journal mode with ``page_size`` pages, all or nothing: to larger pages a file of
+    at most :data:`SMALL_FILE` bytes, to smaller ones such a file or one of at most :data:`REPAGE_MAX` bytes that
+    would shrink by :data:`REPAGE_GAIN`. Skipped silently while another connection holds a lock on it.
+
+    A VACUUM may renumber the rowids of tables without a declared key, and where a table holds such rows (the
+    legacy report tables: a Writer's ``tensors`` rows, say) the rowid is the row's identity: then the file is
+    rewritten by ``VACUUM INTO`` a side file (which keeps rowids), checked to hold every such table's rowids
+    unchanged, and copied back over the file in place by SQLite's backup (one transaction under the file's own lock).
+    A file with a table this SQLite cannot read (a virtual one) is left alone."""
+    found = conn.execute("PRAGMA page_size").fetchone()[0]
+    if found == page_size or conn.in_transaction:
+        return
+    size = found * conn.execute("PRAGMA page_count").fetchone()[0]
+    if size > (REPAGE_MAX if page_size < found else SMALL_FILE):
+        return
+    if page_size < found and size > SMALL_FILE and _small_pages_saving(conn, found, page_size) < REPAGE_GAIN * size:
+        return
+    keyless = _keyless_tables(conn)
+    if keyless is None:
+        return
+    conn.execute("PRAGMA busy_timeout=0")
+    bound = getattr(conn, "timeout", None)
+    if bound is not None:  # a rewrite of up to REPAGE_MAX bytes may take longer than one statement's usual bound
+        conn.timeout = max(bound, REPAGE_SECONDS)  # type: ignore[attr-defined]
+    try:
+        conn.execute(f"PRAGMA page_size={page_size}")
+        if keyless:
+            _repage_keeping_rowids(conn, keyless)
+        else:
+            conn.execute("VACUUM")
+    except QueryTimeoutError:
+        pass  # all or nothing: the file is as it was
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise
+    finally:
+        if bound is not None:
+            conn.timeout = bound  # type: ignore[attr-defined]
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
+def _repage_keeping_rowids(conn: sqlite3.Connection, keyless: list[str]) -> None:
+    """Rewrite the file with the page size set on ``conn`` by way of a side file, ``VACUUM INTO``, that must hold the
+    rowids of the ``keyless`` tables unchanged (else nothing changes), copied back by the backup API."""
+    path = Path(str(conn.execute("PRAGMA database_list").fetchone()[2]))
+    side = path.with_name(path.name + "-repage")
+    side.unlink(missing_ok=True)
+    try:
+        conn.execute("VACUUM INTO ?", (str(side),))
+        copy = sqlite3.connect(str(side), isolation_level=None)
+        try:
+            copy.execute("PRAGMA trusted_schema=OFF")
+            for name in keyless:
+                sql = f"SELECT rowid FROM {quoted(name)} ORDER BY rowid"
+                if copy.execute(sql).fetchall() != conn.execute(sql).fetchall():
+                    return
+            copy.backup(conn)
+        finally:
+            copy.close()
+    finally:
+        side.unlink(missing_ok=True)
+
+
+def _keyless_tables(conn: sqlite3.Connection) -> list[str] | None:
+    """The tables holding rows whose only identity is their rowid (no declared primary key: the legacy report
+    tables, whose rowids the visualizer and reportdb's models read), which a VACUUM could renumber; None where a
+    table cannot be read by this SQLite (a virtual one)."""
+    found = []
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'").fetchall():
         table = quoted(name)
         if any(r[5] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()):
             continue  # a declared key: the rowid itself (INTEGER PRIMARY KEY, kept), or a key of its own
         try:
             if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None:
-                return True
-        except sqlite3.OperationalError:  # a table this SQLite cannot read (a virtual one): leave the file alone
-            return True
-    return False
+                found.append(name)
+        except sqlite3.OperationalError:
+            return None
+    return found
+
+
+def _record_space(payload: np.ndarray, page: int) -> np.ndarray:
+    """Bytes table rows of ``payload`` bytes take in a file of ``page``-byte pages: in their leaf page when they fit,
+    else their local part plus whole overflow pages (SQLite's spill rule, file format section 1.6)."""
+    largest = page - 35
+    least = (page - 12) * 32 // 255 - 23
+    local = least + (payload - least) % (page - 4)
+    local = np.where(local > largest, least, local)
+    spilled = local + -(-(payload - local) // (page - 4)) * page
+    # A row never straddles leaf pages: rows of a third to a whole page leave the rest of theirs empty.
+    per_leaf = np.maximum(1, (page - 8) // (payload + 4))
+    return np.where(payload <= largest, page / per_leaf, spilled)
+
+
+def _small_pages_saving(conn: sqlite3.Connection, page: int, small: int) -> int:
+    """Bytes the file would shrink by with ``small`` instead of ``page`` pages, estimated without reading it: each
+    b-tree's last, part-filled page (half a page each, on average), and each stored chunk's overflow pages, from the
+    chunks' lengths (``length()`` of a blob reads its row's header only). It leaves out what it cannot see cheaply
+    (b-trees smaller than a page save a whole one), so it errs small. Free pages count whole: the VACUUM drops them."""
+    trees = conn.execute("SELECT count(*) FROM sqlite_master WHERE rootpage > 0").fetchone()[0]
+    saving = trees * (page - small) // 2 + page * conn.execute("PRAGMA freelist_count").fetchone()[0]
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+    if "rdb_chunk" in names:
+        rows = conn.execute("SELECT length(data) + 48 FROM rdb_chunk WHERE data IS NOT NULL").fetchall()
+        lengths = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        saving += int((_record_space(lengths, page) - _record_space(lengths, small)).sum())
+    return saving
 
 
 def finish_writing(conn: sqlite3.Connection) -> bool:
-    """Put a file written in WAL mode back into rollback-journal mode, so the database is one self-contained file
-    again (copyable alone, readable from read-only media), with small pages if it is small (:data:`SMALL_FILE`).
-    Only the last connection can do it: while another one is open SQLite answers busy, which is accepted silently
-    (that one finishes the file when it closes). Returns whether the file is now in rollback-journal mode."""
-    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+    """Put a file written in WAL mode (or in :data:`SOLO_JOURNAL` mode) back into DELETE mode, so the database is
+    one self-contained file again (copyable alone, readable from read-only media), with small pages if it is small
+    (:data:`SMALL_FILE`). Leaving WAL takes the last connection: while another one is open SQLite answers busy,
+    which is accepted silently (that one finishes the file when it closes). Returns whether the file is now in
+    rollback-journal mode."""
+    mode = journal_mode(conn)
+    if mode not in ("wal", SOLO_JOURNAL):
         return True
     conn.execute("PRAGMA busy_timeout=0")
     try:
@@ -317,6 +513,8 @@ def finish_writing(conn: sqlite3.Connection) -> bool:
         if "locked" in str(exc) or "busy" in str(exc):
             return False
         raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     if done:
         _repage(conn, SMALL_PAGE_SIZE)
     return done

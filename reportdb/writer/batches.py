@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 from ..errors import ReportLockedError
+from ..store.engine import share_file
 from .config import WriterConfig
 from .tables import FileTables, Operation, Row
 from .values import TensorItem
@@ -170,6 +171,8 @@ def write_batch(
     def transaction() -> None:
         refused.clear()
         created.clear()
+        with report.connection() as conn:
+            share_file(conn)  # another writer at work: hand the file over to WAL first (a no-op once in WAL)
         with report.batch(), report.connection() as conn:
             tables.write_rows(conn, batch.operations, batch.rows, refused, created)
             if batch.tensors:
@@ -205,9 +208,13 @@ def retry_locked(action: Callable[[], T], what: str, path: Path, timeout: float)
             cause = exc if is_lock_error(exc) else exc.__cause__
             if cause is None or not is_lock_error(cause):
                 raise
+            # Only the text outlives this block: the error's traceback holds the frames of the failed statement
+            # (their cursors), and a reference to it from this frame would keep them, and so the connection's file
+            # handles and locks, alive past the connection's close until the garbage collector ran.
+            message, cause = str(cause), None
             if time.monotonic() >= deadline:
                 raise ReportLockedError(
-                    f"{path}: could not {what}: the database stayed locked for {timeout:.0f} s ({cause}); another "
+                    f"{path}: could not {what}: the database stayed locked for {timeout:.0f} s ({message}); another "
                     "process holds a write transaction"
                 ) from exc
         time.sleep(delay * (0.5 + random.random()))

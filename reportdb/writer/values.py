@@ -91,8 +91,10 @@ def tensor_item(
         row["dtype"] = f"DataType.{meta['ttnn_dtype']}"
     if meta.get("layout"):
         row["layout"] = f"Layout.{meta['layout']}"
-    if meta.get("storage_type"):
-        row.setdefault("storage_type", f"StorageType.{meta['storage_type']}")
+    if isinstance(meta.get("storage_type"), str):
+        # The bare name, as ttnn 0.81 writes the column ('HOST'); the enum's text ('StorageType.HOST') is taken too.
+        meta["storage_type"] = meta["storage_type"].removeprefix("StorageType.")
+        row.setdefault("storage_type", meta["storage_type"])
     row.update(row_extra)
     if "shape" not in row and shards:
         row["shape"] = f"Shape({list(shards[0][1].shape)})"

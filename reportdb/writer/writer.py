@@ -6,8 +6,9 @@ batch) by a background thread, so statistics, hashing and SQLite writes run besi
 its thread (the queue, the thread and the transaction are in ``batches.py``). Tensors of ``sync_bytes`` or more
 are written at once by the calling thread without a copy, and ids already stored are skipped before any
 conversion. Small tensors go in set-based (``Report.put_tensors``). ``flush()`` returns only after COMMIT: that
-is the point from which a crash (even SIGKILL) cannot lose the data, since SQLite's WAL is consistent across
-application crashes.
+is the point from which a crash (even SIGKILL) cannot lose the data: SQLite's rollback journal (while this process
+writes alone) and its WAL (once other writers join, see ``config.py``) are both consistent across application
+crashes.
 
 Several processes (ranks) may write one report at once: each opens its own connection (never one
 carried across ``fork``), schema creation is serialized by an advisory lock on the report's folder,
@@ -31,6 +32,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from ..errors import RowsRefusedError, WriterError
 from ..store.checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
+from ..store.engine import solo_writes
 from .batches import BatchQueue, Pending, folder_lock, retry_locked, write_batch
 from .config import StorePolicy, WriterConfig
 from .tables import FileTables
@@ -97,11 +99,12 @@ class Writer:
         sync_bytes: int | None = None,
         lock_timeout: float | None = None,
         durable: bool | None = None,
+        wal: bool | None = None,
     ) -> None:
         self.config = config or WriterConfig.from_env(
             store=store, chunk_size=chunk_size, compression=compression, stats=stats, batch_items=batch_items,
             batch_bytes=batch_bytes, batch_seconds=batch_seconds, sync_bytes=sync_bytes, lock_timeout=lock_timeout,
-            durable=durable,
+            durable=durable, wal=wal,
         )
         p = Path(path)
         if p.suffix not in (".sqlite", ".db", ".sqlite3") and not p.is_file():
@@ -145,7 +148,7 @@ class Writer:
         from ..report import Report
 
         def attempt() -> Any:
-            with folder_lock(self.path.parent):
+            with folder_lock(self.path.parent), contextlib.nullcontext() if self.config.wal else solo_writes():
                 report = Report(self.path, "a", chunk_size=self.config.chunk_size, compression=self.config.compression)
             if not self.config.durable:
                 with report.connection() as conn:
