@@ -89,11 +89,19 @@ class Connection(sqlite3.Connection):
         self._arm()
         try:
             return sqlite3.Connection.execute(self, sql, parameters).fetchall()
+        except UnicodeDecodeError as exc:
+            raise not_utf8(self.path, exc) from exc
         except sqlite3.Error as exc:
             mapped = translate(exc, self.path, stopped=self._stopped, timeout=self.timeout, only_own=True)
             if mapped is None:
                 raise
             raise mapped from exc
+
+
+def not_utf8(path: Path, exc: UnicodeDecodeError) -> CorruptionError:
+    """A text value that is not UTF-8 (SQLite never stores one itself: the file's bytes were damaged or forged)."""
+    return CorruptionError(f"{path}: a stored text is not UTF-8 ({exc}): the file is damaged; `reportdb verify` "
+                           "checks it, and a copy from its source replaces it")
 
 
 class Cursor(sqlite3.Cursor):
@@ -106,6 +114,8 @@ class Cursor(sqlite3.Cursor):
         conn._arm()
         try:
             return method(*args)
+        except UnicodeDecodeError as exc:
+            raise not_utf8(conn.path, exc) from exc
         except sqlite3.Error as exc:
             mapped = translate(exc, conn.path, stopped=conn._stopped, timeout=conn.timeout, only_own=True)
             if mapped is None:
