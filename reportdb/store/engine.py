@@ -359,21 +359,35 @@ def share_file(conn: sqlite3.Connection) -> bool:
     return True
 
 
+def is_lock_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite saying another connection holds the lock (worth a retry, or a step to skip)."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+@contextlib.contextmanager
+def not_waiting(conn: sqlite3.Connection) -> Iterator[None]:
+    """Statements in this block fail at once on a lock another connection holds (``busy_timeout=0``), for the
+    optional steps that are skipped rather than waited for; the usual :data:`BUSY_TIMEOUT_MS` again after it."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
 def _other_writer(conn: sqlite3.Connection) -> bool:
     """Whether another connection holds a write transaction on the file now: a ``BEGIN IMMEDIATE`` that does not
     wait fails (readers never make it fail)."""
-    conn.execute("PRAGMA busy_timeout=0")
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if "locked" not in str(exc) and "busy" not in str(exc):
-            raise
-        return True
-    else:
+    with not_waiting(conn):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not is_lock_error(exc):
+                raise
+            return True
         conn.execute("ROLLBACK")
         return False
-    finally:
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 #: A finished report of at most this many bytes is always rewritten with :data:`SMALL_PAGE_SIZE` pages when its
@@ -419,25 +433,24 @@ def _repage(conn: sqlite3.Connection, page_size: int) -> None:
     keyless = _keyless_tables(conn)
     if keyless is None:
         return
-    conn.execute("PRAGMA busy_timeout=0")
     bound = getattr(conn, "timeout", None)
     if bound is not None:  # a rewrite of up to REPAGE_MAX bytes may take longer than one statement's usual bound
         conn.timeout = max(bound, REPAGE_SECONDS)  # type: ignore[attr-defined]
     try:
-        conn.execute(f"PRAGMA page_size={page_size}")
-        if keyless:
-            _repage_keeping_rowids(conn, keyless)
-        else:
-            conn.execute("VACUUM")
+        with not_waiting(conn):
+            conn.execute(f"PRAGMA page_size={page_size}")
+            if keyless:
+                _repage_keeping_rowids(conn, keyless)
+            else:
+                conn.execute("VACUUM")
     except QueryTimeoutError:
         pass  # all or nothing: the file is as it was
     except sqlite3.OperationalError as exc:
-        if "locked" not in str(exc) and "busy" not in str(exc):
+        if not is_lock_error(exc):
             raise
     finally:
         if bound is not None:
             conn.timeout = bound  # type: ignore[attr-defined]
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 def _repage_keeping_rowids(conn: sqlite3.Connection, keyless: list[str]) -> None:
@@ -516,15 +529,13 @@ def finish_writing(conn: sqlite3.Connection) -> bool:
     mode = journal_mode(conn)
     if mode not in ("wal", SOLO_JOURNAL):
         return True
-    conn.execute("PRAGMA busy_timeout=0")
     try:
-        done = str(conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]).lower() == "delete"
+        with not_waiting(conn):
+            done = str(conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]).lower() == "delete"
     except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
+        if is_lock_error(exc):
             return False
         raise
-    finally:
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     if done:
         _repage(conn, SMALL_PAGE_SIZE)
     return done

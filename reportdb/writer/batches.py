@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 from ..errors import ReportLockedError
-from ..store.engine import share_file
+from ..store.engine import is_lock_error, share_file
 from .config import WriterConfig
 from .tables import FileTables, Operation, Row
 from .values import TensorItem
@@ -188,12 +187,6 @@ def write_batch(
     retry(transaction, "write to the report")
     tables.commit(created)
     return refused
-
-
-def is_lock_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite saying another connection holds the lock (worth a retry)."""
-    text = str(exc).lower()
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
 def retry_locked(action: Callable[[], T], what: str, path: Path, timeout: float) -> T:
