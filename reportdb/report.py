@@ -389,7 +389,7 @@ class Report:
         conn.execute("BEGIN")
         try:
             self._memo.sync(conn)  # its first read takes the shared lock: the file as of now, for the whole snapshot
-            wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+            wal = engine_mod.journal_mode(conn) == "wal"
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

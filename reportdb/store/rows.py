@@ -325,6 +325,11 @@ _SMALL_SQL = {True: _small_sql("c.codec"), False: _small_sql("NULL")}
 _CHUNK_DATA_SQL = "SELECT data FROM rdb_chunk WHERE id=?"
 
 
+def _fetch(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> list[Any]:
+    """Every row of one statement, through ``engine.Connection.fetch`` (the small reads' cheaper path) where it can."""
+    return conn.fetch(sql, args) if isinstance(conn, engine.Connection) else conn.execute(sql, args).fetchall()
+
+
 def read_small(
     conn: sqlite3.Connection, path: Path, tensor_id: int, rank: int, cache: ParsedCache | None = None, *,
     has_codec: bool = True, memo: ReadMemo | None = None,
@@ -343,14 +348,13 @@ def read_small(
     found = None if memo is None else memo.get_small(tensor_id, rank)
     if found is not None:
         info, chunk = found
-        again = (conn.fetch(_CHUNK_DATA_SQL, (chunk.id,)) if isinstance(conn, engine.Connection)
-                 else conn.execute(_CHUNK_DATA_SQL, (chunk.id,)).fetchall())
+        again = _fetch(conn, _CHUNK_DATA_SQL, (chunk.id,))
         if again and isinstance(again[0][0], bytes):
             shard = info.shards[0]
             return info, blobs.raw_array(chunk, again[0][0], numpy_dtype(shard.dtype), shard.shape,
                                          f"tensor {tensor_id} (rank {rank})")
     sql, args = _SMALL_SQL[has_codec], (SMALL_CHUNK, tensor_id, rank)
-    rows = conn.fetch(sql, args) if isinstance(conn, engine.Connection) else conn.execute(sql, args).fetchall()
+    rows = _fetch(conn, sql, args)
     if len(rows) != 1:
         return None
     row = rows[0]
