@@ -417,11 +417,12 @@ def _repage(conn: sqlite3.Connection, page_size: int) -> None:
     at most :data:`SMALL_FILE` bytes, to smaller ones such a file or one of at most :data:`REPAGE_MAX` bytes that
     would shrink by :data:`REPAGE_GAIN`. Skipped silently while another connection holds a lock on it.
 
-    A VACUUM may renumber the rowids of tables without a declared key, and where a table holds such rows (the
-    legacy report tables: a Writer's ``tensors`` rows, say) the rowid is the row's identity: then the file is
-    rewritten by ``VACUUM INTO`` a side file (which keeps rowids), checked to hold every such table's rowids
-    unchanged, and copied back over the file in place by SQLite's backup (one transaction under the file's own lock).
-    A file with a table this SQLite cannot read (a virtual one) is left alone."""
+    One ``VACUUM``: a single transaction under the file's exclusive lock, so a commit of another writer is either in
+    the copy or waits for it (a copy made aside and copied back could overwrite a commit made in between). A VACUUM
+    renumbers the rowids of a table without a declared key and without an index, and where such a table holds rows
+    (the legacy report tables: a Writer's ``tensors`` rows, say) the rowid is the row's identity: those tables get an
+    empty index for the rewrite (``WHERE 0``: no entries), with which SQLite copies rows with their rowids, dropped
+    after it. A file with a table this SQLite cannot read (a virtual one) is left alone."""
     found = conn.execute("PRAGMA page_size").fetchone()[0]
     if found == page_size or conn.in_transaction:
         return
@@ -437,12 +438,9 @@ def _repage(conn: sqlite3.Connection, page_size: int) -> None:
     if bound is not None:  # a rewrite of up to REPAGE_MAX bytes may take longer than one statement's usual bound
         conn.timeout = max(bound, REPAGE_SECONDS)  # type: ignore[attr-defined]
     try:
-        with not_waiting(conn):
+        with not_waiting(conn), _rowids_kept(conn, keyless):
             conn.execute(f"PRAGMA page_size={page_size}")
-            if keyless:
-                _repage_keeping_rowids(conn, keyless)
-            else:
-                conn.execute("VACUUM")
+            conn.execute("VACUUM")
     except QueryTimeoutError:
         pass  # all or nothing: the file is as it was
     except sqlite3.OperationalError as exc:
@@ -453,26 +451,44 @@ def _repage(conn: sqlite3.Connection, page_size: int) -> None:
             conn.timeout = bound  # type: ignore[attr-defined]
 
 
-def _repage_keeping_rowids(conn: sqlite3.Connection, keyless: list[str]) -> None:
-    """Rewrite the file with the page size set on ``conn`` by way of a side file, ``VACUUM INTO``, that must hold the
-    rowids of the ``keyless`` tables unchanged (else nothing changes), copied back by the backup API."""
-    path = Path(str(conn.execute("PRAGMA database_list").fetchone()[2]))
-    side = path.with_name(path.name + "-repage")
-    side.unlink(missing_ok=True)
+#: The names of the empty indexes :func:`_rowids_kept` adds for a VACUUM (a killed writer's are dropped by the next).
+_KEEP_ROWIDS = "rdb_keep_rowids_"
+
+
+@contextlib.contextmanager
+def _rowids_kept(conn: sqlite3.Connection, keyless: list[str]) -> Iterator[None]:
+    """An empty index (``WHERE 0``) on each of the ``keyless`` tables that has none while the block runs: SQLite's
+    VACUUM copies the rows of a table with an index with their rowids, and renumbers them (closing gaps) otherwise."""
+    stale = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type='index' AND substr(name, 1, ?) = ?", (len(_KEEP_ROWIDS), _KEEP_ROWIDS)
+    ).fetchall()]
+    bare = [name for name in keyless if not conn.execute(f"PRAGMA index_list({quoted(name)})").fetchall()]
+    made = [f"{_KEEP_ROWIDS}{n}" for n in range(len(bare))]
+    if not (stale or made):
+        yield
+        return
+    conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute("VACUUM INTO ?", (str(side),))
-        copy = sqlite3.connect(str(side), isolation_level=None)
-        try:
-            copy.execute("PRAGMA trusted_schema=OFF")
-            for name in keyless:
-                sql = f"SELECT rowid FROM {quoted(name)} ORDER BY rowid"
-                if copy.execute(sql).fetchall() != conn.execute(sql).fetchall():
-                    return
-            copy.backup(conn)
-        finally:
-            copy.close()
+        for index in stale:
+            conn.execute(f"DROP INDEX {quoted(index)}")
+        for index, table in zip(made, bare):
+            column = conn.execute(f"PRAGMA table_info({quoted(table)})").fetchone()[1]
+            conn.execute(f"CREATE INDEX {quoted(index)} ON {quoted(table)}({quoted(column)}) WHERE 0")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    try:
+        yield
     finally:
-        side.unlink(missing_ok=True)
+        if made:
+            with contextlib.suppress(sqlite3.OperationalError):  # a lock: dropped by the next rewrite instead
+                conn.execute("BEGIN IMMEDIATE")
+                for index in made:
+                    conn.execute(f"DROP INDEX IF EXISTS {quoted(index)}")
+                conn.execute("COMMIT")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
 
 def _keyless_tables(conn: sqlite3.Connection) -> list[str] | None:
