@@ -135,7 +135,9 @@ def bench(root: Path, big_mib: int, small_count: int, repeat: int) -> None:
             at = next(peer_places)
             return np.array(square_map[0, 0, at : at + 64, 4000:4064])
 
-        t = _interleaved({"ours": new_window, "np.load mmap": peer_new_window}, min(repeat, 100))
+        # 60 places at least (of the 125 there are): a new place's time varies with the kernel's cost of mapping the
+        # file's pages in (a chunk's first window also maps the pages SQLite walks to reach it), 15 were too few.
+        t = _interleaved({"ours": new_window, "np.load mmap": peer_new_window}, min(max(repeat, 60), 120))
         _row("  the same, a new place each time", t.pop("ours"), t)
 
         t = _interleaved({

@@ -400,6 +400,7 @@ class Report:
             return
         self._held = True
         self._held_until = time.monotonic() + SNAPSHOT_SECONDS
+        self._verified.handles.keep(conn)  # chunks read in this snapshot keep their blob handles until it ends
         _REAPER.schedule(self, self._held_until)
 
     def _end_snapshot(self) -> None:
@@ -407,6 +408,7 @@ class Report:
         fail for want of a lock, releases it."""
         if self._held:
             self._held, self._held_until = False, 0.0
+            self._verified.handles.close()  # open blob statements would keep the read transaction open
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
 

@@ -309,20 +309,21 @@ def test_verified_blocks_remember_blocks_and_chunks_and_stay_bounded() -> None:
 
 
 def test_a_repeated_window_computes_no_crc_and_reads_only_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The second read of a window whose blocks this Report checked computes no crc32 (counted by a spy on zlib's) and
-    equals the first; a window that adds one unchecked block computes crcs again."""
+    """The second read of a window whose blocks this Report checked computes no crc32 (counted by a spy on
+    ``blobs.crc32``, through which every crc of chunk bytes goes) and equals the first; a window that adds one unchecked
+    block computes crcs again."""
     path = tmp_path / "r.sqlite"
     arr = RNG.standard_normal((1, 1, 512, 2048)).astype(np.float32)  # 8 KiB rows: 2 blocks a row, 4 MiB
     with reportdb.open(path, "a") as report:
         report.put_tensor(1, arr)
     calls: list[int] = []
-    real = zlib.crc32
+    real = blobs.crc32
 
     def spy(data: object, *rest: int) -> int:
         calls.append(len(memoryview(data)))  # type: ignore[arg-type]
         return real(data, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(zlib, "crc32", spy)
+    monkeypatch.setattr(blobs, "crc32", spy)
     with reportdb.open(path) as report:
         window = np.s_[0, 0, 100:164, 1100:1164]  # bytes 4400..4656 of each row: its second block
         np.testing.assert_array_equal(report.tensor(1, window=window), arr[window])

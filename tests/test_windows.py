@@ -307,3 +307,83 @@ def test_checked_blocks_by_a_slice_with_a_step() -> None:
     assert not verified.checked(chunk, slice(1, 3)) and not verified.whole(chunk)
     verified.add(chunk, slice(0, 16))
     assert verified.whole(chunk)
+
+
+def _wide_report(path: Path) -> np.ndarray:
+    """A 1 MiB float32 matrix of 16 KiB rows in 64 KiB chunks (4 rows, 16 blocks a chunk), stored at ``path``."""
+    array = np.random.default_rng(21).standard_normal((64, 4096)).astype(np.float32)
+    with reportdb.open(path, "a", chunk_size=64 << 10) as report:
+        report.put_tensor(1, array)
+    return array
+
+
+def test_chunk_handles_are_kept_for_a_snapshot_bounded_and_closed_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within one held snapshot a chunk read again reuses its blob handle (counted by a spy on ``blobopen``), at most
+    ``BlobHandles.LIMIT`` stay open (the oldest closed), every window equals numpy's, and ending the snapshot (the
+    caller's own SQL) closes them all: a writer then gets in at once."""
+    import reportdb.report as report_mod
+    from reportdb.store import engine
+
+    monkeypatch.setattr(report_mod, "SNAPSHOT_SECONDS", 60.0)
+    monkeypatch.setattr(windows.BlobHandles, "LIMIT", 4)
+    path = tmp_path / "w.rdb"
+    array = _wide_report(path)
+    opened: list[int] = []
+    real = engine.Connection.blobopen
+
+    def spy(self: sqlite3.Connection, table: str, column: str, row: int, /, *, readonly: bool = False,
+            name: str = "main") -> sqlite3.Blob:
+        opened.append(row)
+        return real(self, table, column, row, readonly=readonly, name=name)
+
+    monkeypatch.setattr(engine.Connection, "blobopen", spy)
+    window = (slice(2, 6), slice(1000, 1064))  # rows 2..5: chunks 0 and 1
+    with reportdb.open(path) as report:
+        for _ in range(3):
+            np.testing.assert_array_equal(report.tensor(1, window=window), array[window])
+        assert len(opened) == 2  # once per chunk, then kept
+        column = (slice(None), slice(7, 9))  # every row: all 16 chunks, through at most 4 handles
+        for _ in range(2):
+            np.testing.assert_array_equal(report.tensor(1, window=column), array[column])
+        assert len(opened) == 2 + 14 + 16  # chunks 0 and 1 were kept; then each pass evicts what the next needs
+        with report.connection():  # the caller's own SQL ends the snapshot and closes the handles with it
+            conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+            try:
+                conn.execute("UPDATE rdb_tensor SET memory_config = '{}' WHERE tensor_id = 1")
+            finally:
+                conn.close()
+        np.testing.assert_array_equal(report.tensor(1, window=window), array[window])
+
+
+def test_a_window_after_kept_handles_sees_another_connections_commit_and_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Handles kept across reads hold no lock past their snapshot: a writer held back while it lasts gets in once it
+    ends, the next window sees the new values, and a byte then changed in a block the window had checked is caught."""
+    import reportdb.report as report_mod
+
+    monkeypatch.setattr(report_mod, "SNAPSHOT_SECONDS", 0.5)
+    path = tmp_path / "w.rdb"
+    array = _wide_report(path)
+    window = (slice(2, 6), slice(1000, 1064))
+    with reportdb.open(path) as report:
+        for _ in range(2):
+            np.testing.assert_array_equal(report.tensor(1, window=window), array[window])
+        blocked = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):  # the snapshot (and its handles) is held
+                blocked.execute("UPDATE rdb_tensor SET memory_config = '{}' WHERE tensor_id = 1")
+        finally:
+            blocked.close()
+        with reportdb.open(path, "a", chunk_size=64 << 10) as writer:  # waits for the reaper to end the snapshot
+            writer.put_tensor(1, array * 2, if_exists="replace")
+        for _ in range(2):
+            np.testing.assert_array_equal(report.tensor(1, window=window), array[window] * 2)
+        with sqlite3.connect(path) as conn:  # chunk 1 of the tensor's new blob
+            (chunk,) = conn.execute("SELECT bc.chunk_id FROM rdb_blob_chunk bc JOIN rdb_shard s ON s.blob_id = bc.blob_id"
+                                    " JOIN rdb_tensor t ON t.id = s.tensor_pk WHERE t.tensor_id = 1 AND bc.idx = 1").fetchone()
+        flip_stored_byte(path, chunk, (5 - 4) * 16384 + 1010 * 4 + 1)  # row 5, element 1010: inside the window
+        with pytest.raises(CorruptionError, match="chunk 1 failed its integrity check in block 4 "):
+            report.tensor(1, window=window)
