@@ -29,7 +29,6 @@ import math
 import os
 import threading
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -238,7 +237,7 @@ def _check_chunk(ref: ChunkRef, data: bytes, path: Path) -> None:
     """A chunk's bytes are what its row says (crc32 of the stored bytes, sha256 of the raw ones) before they are
     shared with every report that has the same address."""
     where = f"{path}: chunk {ref.chunk_id}"
-    if zlib.crc32(data) != ref.crc32:
+    if blobs.crc32(data) != ref.crc32:
         raise CorruptionError(f"{where} fails its crc32 check; the report is damaged: `reportdb verify {path}` names the tensors")
     raw = data if not ref.codec else codec_mod.decompress(ref.codec, data, ref.nbytes, where)
     if len(raw) != ref.nbytes or hashlib.sha256(raw).digest() != ref.digest:
