@@ -459,6 +459,7 @@ def test_the_read_memo_is_bounded_in_entries_and_bytes(tmp_path: Path) -> None:
         report.put_tensor(1, arr)
     with reportdb.open(path) as report:
         memo = report._memo
+        memo.group = 1  # one chunk listed at a time (grouped listing: test_windows)
         memo.BYTES = 3 * (4096 + memo.ENTRY)  # type: ignore[misc]  # three one-chunk layouts
         for i in range(4):  # windows in chunk 0..3 in turn: the fourth layout clears the three before
             np.testing.assert_array_equal(report.tensor(1, window=np.s_[i * 1024 + 5, :9]), arr[i * 1024 + 5, :9])

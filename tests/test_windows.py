@@ -387,3 +387,27 @@ def test_a_window_after_kept_handles_sees_another_connections_commit_and_damage(
         flip_stored_byte(path, chunk, (5 - 4) * 16384 + 1010 * 4 + 1)  # row 5, element 1010: inside the window
         with pytest.raises(CorruptionError, match="chunk 1 failed its integrity check in block 4 "):
             report.tensor(1, window=window)
+
+
+def test_windows_at_new_places_list_chunks_by_groups(tmp_path: Path) -> None:
+    """A Report lists a span's chunk rows by aligned groups of ``rows.LAYOUT_GROUP`` chunks (one statement per group,
+    counted by a trace of the report's connection): windows panning down a 16-chunk matrix, each in a chunk not read
+    before, run two listings, and every window equals numpy's; a damaged block in a chunk listed ahead of its read is
+    still found when a window reaches it."""
+    path = tmp_path / "w.rdb"
+    array = _wide_report(path)  # 16 chunks of 4 rows
+    assert rows.LAYOUT_GROUP == 8
+    listings: list[str] = []
+    with reportdb.open(path) as report:
+        report._conn.set_trace_callback(lambda sql: listings.append(sql) if "rdb_blob_chunk" in sql else None)
+        for first in range(0, 64, 4):  # one window per chunk, top to bottom
+            window = (slice(first, first + 4), slice(100, 164))
+            np.testing.assert_array_equal(report.tensor(1, window=window), array[window])
+        assert len(listings) == 2
+    with sqlite3.connect(path) as conn:
+        (chunk_15,) = conn.execute("SELECT chunk_id FROM rdb_blob_chunk WHERE idx = 15").fetchone()
+    flip_stored_byte(path, chunk_15, 120 * 4)  # row 60 (the chunk's first), column 120
+    with reportdb.open(path) as report:
+        np.testing.assert_array_equal(report.tensor(1, window=(slice(32, 36), slice(100, 164))), array[32:36, 100:164])
+        with pytest.raises(CorruptionError, match="integrity check"):
+            report.tensor(1, window=(slice(60, 61), slice(100, 164)))

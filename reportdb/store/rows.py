@@ -404,15 +404,26 @@ def read_shard(
     return windows.read_window(conn, layout, plan, dtype, what=what, verified=verified)
 
 
+#: Chunks listed together when a read of a span lists its chunks for a Report's memo: a new place in a large tensor
+#: then costs one statement per 8 chunks (measured: the rows of 1, 4 and 8 chunks with their block crcs in 30, 34 and
+#: 44 us), and a window's first read at a new place about 12 us less on average (208 -> ~196 us).
+LAYOUT_GROUP = 8
+
+
 def _layout(
     conn: sqlite3.Connection, blob_id: int, nbytes: int, what: str, has_codec: bool, span: tuple[int, int] | None,
     block_crcs: bool, blob_row: tuple[Any, ...] | None, memo: ReadMemo | None,
 ) -> blobs.BlobLayout:
-    """``blobs.blob_layout`` of the chunks that hold ``span`` (None: all of them), from ``memo`` when it holds them."""
+    """``blobs.blob_layout`` of the chunks that hold ``span`` (None: all of them), from ``memo`` when it holds them.
+    With a memo, a span's chunks are listed by aligned groups of ``memo.group`` (:data:`LAYOUT_GROUP`), so a viewer
+    panning across a large tensor runs one statement per group rather than one per chunk."""
     chunk_size = blob_row[1] if blob_row is not None else None
     if memo is None or type(chunk_size) is not int or chunk_size <= 0:
         return blobs.blob_layout(conn, blob_id, nbytes, what=what, has_codec=has_codec, span=span,
                                  block_crcs=block_crcs, found=blob_row)
+    if span is not None:
+        group = memo.group * chunk_size
+        span = (span[0] // group * group, min(((span[1] - 1) // group + 1) * group, nbytes))
     key = ("layout", blob_id, nbytes, has_codec, block_crcs,
            None if span is None else (span[0] // chunk_size, (span[1] - 1) // chunk_size))
     layout = memo.get(key)
@@ -447,6 +458,8 @@ class ReadMemo:
 
     def __init__(self, verified: windows.VerifiedBlocks) -> None:
         self.verified = verified
+        #: Chunks listed together for a span (see :func:`_layout`); 1 where listing a chunk not read is not free.
+        self.group = LAYOUT_GROUP
         self._items: dict[Hashable, Any] = {}
         self._bytes = 0
         self._small: dict[tuple[int, int], tuple[TensorInfo, blobs.ChunkRow]] = {}

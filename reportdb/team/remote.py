@@ -51,6 +51,7 @@ class RemoteReport(Report):
             self._fill.execute("PRAGMA synchronous=OFF")
             self._filled: set[int] = set()
             super().__init__(mirror, "r")
+            self._memo.group = 1  # the mirror holds only the chunks fetched for a read: list no others
         except BaseException:
             self._pg.close()
             shutil.rmtree(self._folder, ignore_errors=True)
