@@ -1,7 +1,9 @@
 """Per-tensor summary statistics (range, moments, special-value counts, histogram), stored with every tensor.
 
 Everything is computed in float64 over fixed-size blocks, so memory stays bounded whatever the tensor size,
-and the figures do not depend on the storage dtype's precision (a bfloat16 sum of 10,000 values stalls at 256).
+and the figures do not depend on the storage dtype's precision (a bfloat16 sum of 10,000 values stalls at 256); the
+histogram of a streamed float32 array is binned in float32 with exact float32 thresholds (:class:`_Float32Bins`), the
+same counts at a third of the cost.
 Three paths give the same figures: an array of one block in a handful of numpy calls (per-call overhead
 dominates a 4 KiB tensor); a longer 1-byte dtype (float8, int8, bool), or a 2-byte one (bfloat16, float16,
 int16) of 64K elements or more, from the count of each bit pattern; anything else streamed block by block, in
@@ -48,6 +50,7 @@ class _StatsAccumulator:
         self.last_values: np.ndarray | None = None  # a one-block array keeps its values for the histogram
         self.buf = scratch("stats_values", block, np.float64)
         self.centred = scratch("stats_centred", block, np.float64)
+        self.flags = scratch("stats_flags", block, np.bool_)
 
     def add(self, block: np.ndarray) -> None:
         """Fold in one block of the original array."""
@@ -66,7 +69,8 @@ class _StatsAccumulator:
         m = x.size
         if m == 0:
             return
-        self.zero_count += m - int(np.count_nonzero(x))
+        # Zeros counted as a mask: count_nonzero of float64 values costs twice a comparison and a mask count.
+        self.zero_count += int(np.count_nonzero(np.equal(x, 0, out=self.flags[:m])))
         bmin = float(x.min())
         bmax = float(x.max())
         if bmin == bmax:  # exactly constant: an exact mean and zero spread, not summation noise
@@ -192,6 +196,77 @@ class _Bins:
     def counts(self, values: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """The histogram of ``values`` (each counted ``weights`` times when given)."""
         return np.bincount(self.index(values), weights=weights, minlength=self.bins)
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: The most bins :class:`_Float32Bins` takes: its guess stays 8x closer than ``SLACK`` and its pair table small.
+_FLOAT32_BINS_MAX = 256
+
+
+class _Float32Bins:
+    """:class:`_Bins`'s exact counts for float32 values, without a float64 value, a gather or a float64 guess per
+    element: about a third of the histogram's CPU on a large float32 tensor (64 MiB: ~75 -> ~25 ms).
+
+    Every float32 ``v`` satisfies ``v >= edge`` exactly when ``v >= t``, ``t`` the smallest float32 not below ``edge``
+    (``thresholds``), so np.histogram's bin of ``v`` is the last threshold at or below it. The guess
+    ``(v - min) * scale`` in float32 is within 3e-5 of a bin of the exact real quotient (three roundings of 2^-24 on
+    at most ``bins``); every value whose guess lies within :data:`SLACK` of a whole number is binned again exactly
+    (``searchsorted`` on the thresholds), and a guess farther from one truncates to the exact bin, since the float64
+    edges are within 1e-13 of a bin of the exact ones."""
+
+    #: Guesses this close to a whole number are re-binned exactly (2^-12: ~5e-4 of the values, each a few ns).
+    SLACK = np.float32(2.0**-12)
+
+    def __init__(self, edges: np.ndarray, scale: np.float32) -> None:
+        self.bins = bins = edges.size - 1
+        self.first = np.float32(edges[0])
+        self.scale = scale
+        with np.errstate(over="ignore"):
+            thresholds = edges[:bins].astype(np.float32)
+        below = thresholds < edges[:bins]  # rounded down: the next float32 up is the smallest one not below
+        thresholds[below] = np.nextafter(thresholds[below], np.float32(np.inf))
+        self.thresholds = thresholds
+
+    @classmethod
+    def make(cls, edges: np.ndarray, lo: float, hi: float) -> _Float32Bins | None:
+        """The float32 binning of finite float32 values spanning ``lo < hi`` (their float64 min and max) and edges
+        ``edges``; None where the guess's bound does not hold: a constant (its edges are not float32 values), a span
+        that overflows float32, one so narrow (under 2^-100) that subnormal differences lose their precision, or more
+        than :data:`_FLOAT32_BINS_MAX` bins (the guess's error grows with them)."""
+        if not 2.0**-100 <= hi - lo <= _FLOAT32_MAX or edges.size > _FLOAT32_BINS_MAX + 1:
+            return None
+        return cls(edges, np.float32((edges.size - 1) / (hi - lo)))  # at least 64 / 3.4e38: a normal float32
+
+    def counts(self, values: np.ndarray) -> np.ndarray:
+        """The int64 histogram of finite float32 ``values`` within the edges."""
+        m = values.size
+        bins = self.bins
+        guess = scratch("f32bins_guess", m, np.float32)
+        np.subtract(values, self.first, out=guess)
+        np.multiply(guess, self.scale, out=guess)
+        np.add(guess, self.SLACK, out=guess)  # a guess within SLACK of a whole number n lands in [n, n + 2 SLACK)
+        idx = scratch("f32bins_idx", m, np.int32)
+        np.copyto(idx, guess, casting="unsafe")  # truncation: non-negative, at most bins
+        whole = scratch("f32bins_whole", m, np.float32)
+        np.copyto(whole, idx, casting="unsafe")
+        np.subtract(guess, whole, out=guess)
+        near = scratch("f32bins_near", m, np.bool_)
+        suspects = np.flatnonzero(np.less(guess, 2 * self.SLACK, out=near))
+        # Two indices per count: bincount over half as many elements, of (bins + 1)^2 pairs summed both ways after.
+        half = m // 2
+        width = bins + 1
+        pair = scratch("f32bins_pair", half, np.int32)
+        np.multiply(idx[:half], width, out=pair)
+        pair += idx[half : 2 * half]
+        table = np.bincount(pair, minlength=width * width).reshape(width, width)
+        counts = table.sum(axis=0) + table.sum(axis=1)
+        if m % 2:
+            counts[idx[m - 1]] += 1
+        if suspects.size:
+            exact = np.searchsorted(self.thresholds, values[suspects], side="right") - 1
+            counts -= np.bincount(idx[suspects], minlength=width)
+            counts += np.bincount(exact, minlength=width)
+        return counts[:bins].astype(np.int64, copy=False)
 
 
 def _finish(result: dict[str, Any], lo: float, hi: float, mean: float, m2: float, n: int,
@@ -377,9 +452,15 @@ def _compute_stats(array: np.ndarray, bins: int) -> dict[str, Any]:
 
     edges = _hist_edges(stats.lo, stats.hi, bins)
     binning = _Bins(edges)
+    float32 = _Float32Bins.make(edges, stats.lo, stats.hi) if arr.dtype == np.float32 else None
 
     def histogram(job: tuple[tuple[int, int], _StatsAccumulator]) -> np.ndarray:
         span, acc = job
+        if float32 is not None:  # binned in float32 from the array itself, no float64 copy
+            counts = np.zeros(bins, dtype=np.int64)
+            for blk, finite in zip(flat_blocks(arr, block, *span), acc.all_finite):
+                counts += float32.counts(blk if finite else blk[np.isfinite(blk)])
+            return counts
         if len(acc.all_finite) == 1 and acc.last_values is not None:
             return binning.counts(acc.last_values)
         counts = np.zeros(bins, dtype=np.int64)
