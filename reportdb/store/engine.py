@@ -315,6 +315,16 @@ def set_write_mode(conn: sqlite3.Connection, *, new_file: bool) -> None:
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         start_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
+    fit_cache(conn)
+
+
+def fit_cache(conn: sqlite3.Connection) -> None:
+    """Set the connection's page cache again to the size it has (a negative size is in KiB), so SQLite counts it in
+    the file's own pages. A size set before a new file's 64 KiB page size was known (or before a repage) stays
+    counted in 4 KiB pages: 16x the pages, and the cache grew by every page a transaction wrote instead of reusing
+    its buffers (measured: 64 MiB more memory and ~16K page faults per 64 MiB tensor written, up to 1 GiB)."""
+    size = conn.execute("PRAGMA cache_size").fetchone()[0]
+    conn.execute(f"PRAGMA cache_size={int(size)}")
 
 
 def start_wal(conn: sqlite3.Connection) -> None:
@@ -325,6 +335,7 @@ def start_wal(conn: sqlite3.Connection) -> None:
     mode = journal_mode(conn)
     if mode != "wal":
         _repage(conn, PAGE_SIZE)
+        fit_cache(conn)
     if getattr(conn, "solo", False) and mode != "wal":
         if mode != SOLO_JOURNAL:
             conn.execute(f"PRAGMA journal_mode={SOLO_JOURNAL}")
@@ -351,6 +362,7 @@ def share_file(conn: sqlite3.Connection) -> bool:
     if not conn.handing_over:  # type: ignore[attr-defined]
         if not _other_writer(conn):
             _repage(conn, PAGE_SIZE)
+            fit_cache(conn)
             return False
         conn.solo, conn.handing_over = False, True  # type: ignore[attr-defined]
     if str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() != "wal":

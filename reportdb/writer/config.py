@@ -50,7 +50,9 @@ Backpressure: the queue is bounded in bytes. A tensor below ``sync_bytes`` is co
 queue itself, waiting first for the batch that thread is writing. A model faster than the disk therefore waits in
 ``put_tensor`` rather than growing memory: the copies held are at most the queue (``2 * batch_bytes`` plus one tensor
 per producing thread) and the batch being written (as much again), about 256 MiB with the defaults; a tensor of
-``sync_bytes`` or more is never copied (``tests/test_writer_backpressure.py``).
+``sync_bytes`` or more is never copied (``tests/test_writer_backpressure.py``). Copies of 1 MiB or more go into buffers
+reused once their batch is committed (fresh ones cost page faults as large as the copy, ``copies.py``): up to
+``4 * batch_bytes`` of them stay allocated between batches, until ``close()``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ thread, not in a background batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -37,6 +37,8 @@ class TensorItem:
     row: dict[str, Any]
     nbytes: int
     owned: bool  # the shards are private copies (a caller cannot change them before they are written)
+    #: Reused buffers (``copies.CopyBuffers``) the shards' copies live in, given back once the item is written.
+    buffers: list[np.ndarray] = field(default_factory=list)
 
 
 def split_metadata(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -35,6 +35,7 @@ from ..store.checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
 from ..store.engine import solo_writes
 from .batches import BatchQueue, Pending, folder_lock, retry_locked, write_batch
 from .config import StorePolicy, WriterConfig
+from .copies import CopyBuffers
 from .tables import FileTables
 from .values import split_metadata, tensor_item
 
@@ -123,6 +124,9 @@ class Writer:
         self._lock = threading.Lock()  # guards the bookkeeping sets
         self._io = threading.RLock()  # guards the connection; taken before _lock, never after
         self._queue = BatchQueue(self.config, self._io, self._write)
+        # At most what the queue holds at once (two batches queued, up to two more being written), so a run that keeps
+        # it busy copies into buffers it has used before.
+        self._copies = CopyBuffers(4 * self.config.batch_bytes)
         self._report: Any = None
         self._tables: FileTables | None = None  # the file's report tables, read once per open
         self._checkpointer: Checkpointer | None = None  # this process's WAL checkpoints, off the committing thread
@@ -230,7 +234,7 @@ class Writer:
             self._queue.write_now(item)  # large: no copy, written by this thread
             return True
         if item.shards is not None and not item.owned:
-            item.shards = [(c, a.copy()) for c, a in item.shards]
+            item.shards = [(c, self._copies.copy(a, item.buffers)) for c, a in item.shards]
         self._queue.add(tensors=[item], nbytes=item.nbytes)
         return True
 
@@ -310,6 +314,7 @@ class Writer:
             self._raise_background_error()
         finally:
             _LIVE.discard(self)
+            self._copies.clear()
             with self._io:
                 # The checkpoint connection first, so the Report's is this process's last one: closing, it checkpoints
                 # what is left and, if no other writer has the file open, returns it to rollback-journal mode.
@@ -367,6 +372,8 @@ class Writer:
                 for t in batch.tensors:
                     self._known.pop((t.tensor_id, t.rank), None)
             raise
+        finally:  # written or given up: nothing reads these copies any more
+            self._copies.give_back([buffer for t in batch.tensors for buffer in t.buffers])
         if self._checkpointer is not None:
             self._checkpointer.committed(sum(t.nbytes for t in batch.tensors))
         if refused:
