@@ -26,7 +26,6 @@ import collections
 import functools
 import hashlib
 import sqlite3
-import zlib
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
@@ -189,10 +188,10 @@ def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE) -> Digests:
             full = int(piece.nbytes) // CRC_BLOCK * CRC_BLOCK
             crc = combine_crcs(crcs, full, CRC_BLOCK)
             if full < piece.nbytes:
-                crc = zlib.crc32(piece[full:].data, crc)
+                crc = crc32(piece[full:].data, crc)
             blocks.append(crcs.astype("<u4").tobytes())
         else:
-            crc = zlib.crc32(piece.data)
+            crc = crc32(piece.data)
             blocks.append(None)
         sha = shas[i].result() if shas is not None else _sha256(piece)
         blob_hash.update(sha)
@@ -282,7 +281,7 @@ def _put_compressed_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: byte
         return _put_chunk(conn, piece, sha, crc, crcs)
     rowid = conn.execute(
         "INSERT INTO rdb_chunk(digest, nbytes, crc32, codec, data) VALUES (?, ?, ?, ?, ?)",
-        (sha, int(piece.nbytes), zlib.crc32(frame), codec_mod.ZSTD, frame),
+        (sha, int(piece.nbytes), crc32(frame), codec_mod.ZSTD, frame),
     ).lastrowid
     assert rowid is not None
     return rowid

@@ -9,7 +9,6 @@ time, the five or so statements per blob cost more than hashing and storing its 
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
@@ -80,7 +79,7 @@ def put_small_blobs(
                 if crcs is not None:
                     crc_rows.append((chunk_id, blobs.CRC_BLOCK, crcs))
             else:  # the crc32 covers the stored bytes, as for every compressed chunk
-                chunk_rows.append((chunk_id, sha, int(data.nbytes), zlib.crc32(frame), codec, frame))
+                chunk_rows.append((chunk_id, sha, int(data.nbytes), blobs.crc32(frame), codec, frame))
             chunk_id += 1
     if codec is None:  # the codec column exists from schema 0004 on; raw rows leave it to its default
         conn.executemany(
