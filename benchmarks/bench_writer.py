@@ -242,8 +242,9 @@ def ttnn_python(explicit: str | None) -> str | None:
     if explicit:
         return explicit
     cache = os.environ.get("REPORTDB_TTNN_ENVS", str(Path.home() / ".cache" / "reportdb-ttnn-envs"))
-    found = sorted(glob.glob(f"{cache}/ttnn-0.8*-py3.12-*/bin/python"))
-    return found[-1] if found and Path(found[-1]).parent.parent.joinpath(".ready").exists() else None
+    # The newest ready one: each change of reportdb's dependencies makes a venv of its own (tests/ttnn_env.py).
+    ready = [p for p in glob.glob(f"{cache}/ttnn-0.8*-py3.12-*/bin/python") if Path(p).parent.parent.joinpath(".ready").exists()]
+    return max(ready, key=lambda p: Path(p).parent.parent.joinpath(".ready").stat().st_mtime) if ready else None
 
 
 def main() -> None:
