@@ -49,6 +49,7 @@ def test_a_lone_writer_writes_in_a_rollback_journal(tmp_path: Path) -> None:
         assert not Path(f"{db}-wal").exists()
         with w._open().connection() as conn:
             assert engine.journal_mode(conn) == engine.SOLO_JOURNAL
+        assert not _checkpoint_threads()  # no WAL to checkpoint: no thread for it
     assert _header_mode(db) == (1, 1)
     assert not Path(f"{db}-journal").exists()  # DELETE again: no side file stays
     with reportdb.open(tmp_path) as r:
@@ -62,7 +63,14 @@ def test_wal_true_keeps_wal_while_writing(tmp_path: Path) -> None:
         w.put_tensor(1, _value(1, 1000))
         w.flush()
         assert _header_mode(db) == (2, 2)
+        assert _checkpoint_threads() == 1
     assert _header_mode(db) == (1, 1)
+    assert not _checkpoint_threads()
+
+
+def _checkpoint_threads() -> int:
+    """Live WAL checkpoint threads (``store/checkpoint.py``) in this process."""
+    return sum(t.name == "reportdb-checkpoint" for t in threading.enumerate())
 
 
 def test_another_writer_hands_the_file_over_to_wal(tmp_path: Path) -> None:
@@ -80,9 +88,11 @@ def test_another_writer_hands_the_file_over_to_wal(tmp_path: Path) -> None:
     release = threading.Timer(0.3, lambda: other.execute("COMMIT"))
     release.start()
     w.put_tensor(2, _value(2, 1000))
+    assert not _checkpoint_threads()
     w.flush()  # the probe finds the other writer: WAL, after its COMMIT
     release.join()
     assert _header_mode(db) == (2, 2)
+    assert _checkpoint_threads() == 1  # checkpoints from the first commit in WAL on
     w.put_tensor(3, _value(3, 1000))
     assert other.execute("SELECT device_id FROM devices").fetchall() == [(7,)]  # it follows the file into WAL
     w.close()  # the other connection has the WAL open: WAL stays, silently

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from ..errors import RowsRefusedError, WriterError
 from ..store.checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
-from ..store.engine import solo_writes
+from ..store.engine import journal_mode, solo_writes
 from .batches import BatchQueue, Pending, folder_lock, retry_locked, write_batch
 from .config import StorePolicy, WriterConfig
 from .copies import CopyBuffers
@@ -163,12 +163,12 @@ class Writer:
         with self._report.connection() as conn:
             self._tables = FileTables(self.path, conn)
             if self.config.durable:
-                # Checkpoints (a copy and two fsyncs) go to a thread of their own, so commits do not wait for the
-                # disk; SQLite's own stays as a backstop at 4x its default size, for a WAL that grows faster than
-                # that thread copies it back. Without fsyncs a checkpoint is only a copy, cheaper in the committing
-                # thread than handed to another, so durable=False keeps SQLite's.
+                # Checkpoints (a copy and two fsyncs) go to a thread of their own (started once the file is in WAL
+                # mode, see _write), so commits do not wait for the disk; SQLite's own stays as a backstop at 4x its
+                # default size, for a WAL that grows faster than that thread copies it back. Without fsyncs a
+                # checkpoint is only a copy, cheaper in the committing thread than handed to another, so
+                # durable=False keeps SQLite's.
                 conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
-                self._checkpointer = Checkpointer(self.path, synchronous="NORMAL")
         return self._report
 
     def _file(self) -> FileTables:
@@ -374,6 +374,10 @@ class Writer:
             raise
         finally:  # written or given up: nothing reads these copies any more
             self._copies.give_back([buffer for t in batch.tensors for buffer in t.buffers])
+        if self._checkpointer is None and self.config.durable:
+            with self._report.connection() as conn:  # a rollback journal (one writer) has no WAL to checkpoint
+                if journal_mode(conn) == "wal":
+                    self._checkpointer = Checkpointer(self.path, synchronous="NORMAL")
         if self._checkpointer is not None:
             self._checkpointer.committed(sum(t.nbytes for t in batch.tensors))
         if refused:
