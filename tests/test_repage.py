@@ -76,3 +76,28 @@ def test_a_commit_of_another_connection_is_never_overwritten_by_a_repage(tmp_pat
     finally:
         conn.close()
         other.close()
+
+
+def test_a_file_the_rewrite_cannot_copy_is_written_as_it_is(tmp_path: Path) -> None:
+    """A table with a collation this process has not registered (a hand-made file): the VACUUM fails, so the page
+    size stays and nothing else changes; writing and closing still work."""
+    db = tmp_path / "db.sqlite"
+    with Writer(tmp_path, batch_seconds=0) as w:
+        w.put_tensor(1, np.arange(1024, dtype=np.float32))
+    con = sqlite3.connect(db, isolation_level=None)
+    con.create_collation("reverse", lambda a, b: (a < b) - (a > b))
+    con.execute("CREATE TABLE notes (note TEXT COLLATE reverse)")
+    con.executemany("INSERT INTO notes VALUES (?)", [("a",), ("b",)])
+    con.close()
+    with Writer(tmp_path, batch_seconds=0) as w:  # the repage to 64 KiB pages (and back at close) is skipped
+        w.put_tensor(2, np.arange(2048, dtype=np.float32))
+    with reportdb.open(db) as r:
+        assert r.tensor_ids() == [1, 2]
+        np.testing.assert_array_equal(r.tensor(2), np.arange(2048, dtype=np.float32))
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA page_size").fetchone()[0] == 4096
+        assert con.execute("SELECT count(*) FROM notes").fetchone()[0] == 2
+        assert con.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rdb_keep_rowids_%'").fetchall() == []
+    finally:
+        con.close()

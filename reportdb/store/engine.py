@@ -453,11 +453,10 @@ def _repage(conn: sqlite3.Connection, page_size: int) -> None:
         with not_waiting(conn), _rowids_kept(conn, keyless):
             conn.execute(f"PRAGMA page_size={page_size}")
             conn.execute("VACUUM")
-    except QueryTimeoutError:
-        pass  # all or nothing: the file is as it was
-    except sqlite3.OperationalError as exc:
-        if not is_lock_error(exc):
-            raise
+    except (QueryTimeoutError, sqlite3.OperationalError):
+        # All or nothing, and only an optimization: the file is as it was. Locked by another connection, out of
+        # temporary space, or a table SQLite cannot copy here (a collation this process lacks): written as it is.
+        pass
     finally:
         if bound is not None:
             conn.timeout = bound  # type: ignore[attr-defined]
