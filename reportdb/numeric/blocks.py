@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..store import pools
+from .. import pools
 
 #: Elements per block: 2 MiB of float64, small enough for a few scratch arrays to stay in cache between passes.
 BLOCK_ELEMENTS = 1 << 18

@@ -34,7 +34,8 @@ import numpy as np
 from zlib_ng import zlib_ng
 
 from ..errors import CorruptionError, InvalidArgumentError
-from . import codec as codec_mod, pools
+from .. import pools
+from . import codec as codec_mod
 
 if TYPE_CHECKING:  # pragma: no cover
     from .windows import VerifiedBlocks

@@ -23,7 +23,8 @@ from ..dtypes import canonical, dtype_name
 from ..errors import InvalidArgumentError, ReportDBError, TensorExistsError
 from ..numeric.stats import compute_stats, compute_stats_many
 from ..spec import MeshCoordinate, Shards, TensorSpec, assembled_shape, check_metadata
-from . import blobs, bulk, pools
+from .. import pools
+from . import blobs, bulk
 from .prepared import PreparedShard
 
 IfExists = Literal["error", "skip", "replace"]

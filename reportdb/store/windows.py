@@ -31,7 +31,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import CorruptionError, InvalidArgumentError
-from . import blobs, pools
+from .. import pools
+from . import blobs
 
 #: A window: one index, or a tuple of them (numpy basic indexing with ints, slices of positive step, one Ellipsis).
 Window = Union[int, slice, EllipsisType, tuple[Union[int, slice, EllipsisType], ...]]

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..numeric.metrics import REL_EPS, ulp_dtype
 from ..numeric.stats import histogram_edges
-from ..store import pools
+from .. import pools
 
 #: Elements read and pooled per band of rows: bounds the memory of a heatmap whatever the tensor's size (two bands at
 #: a time: one pooled, the next read). Errors of a comparison take a quarter of it per band (float64, several arrays).
