@@ -120,3 +120,22 @@ def test_the_page_cache_stays_within_its_size_across_commits(tmp_path: Path) -> 
             w.flush()
         grown = _rss() - before
     assert grown < 160 << 20, f"{grown >> 20} MiB more resident memory after 320 MiB written"
+
+
+def test_a_quiet_writer_drops_its_copy_buffers(tmp_path: Path) -> None:
+    """Buffers given back after a commit are kept while tensors keep coming, and dropped once the queue has been
+    empty for half of ``batch_seconds``, so a run between bursts does not hold them; the next copy still works."""
+    import time
+
+    value = np.arange(POOLED_MIN, dtype=np.float32)  # 4 MiB: a pooled copy
+    with Writer(tmp_path, batch_seconds=0.2) as w:
+        w.put_tensor(1, value)
+        w.flush()
+        assert w._copies._free_bytes >= value.nbytes  # given back by the commit
+        deadline = time.monotonic() + 10
+        while w._copies._free_bytes and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert w._copies._free_bytes == 0
+        w.put_tensor(2, value + 1)
+    with reportdb.open(tmp_path) as r:
+        np.testing.assert_array_equal(r.tensor(2), value + 1)

@@ -56,10 +56,12 @@ class BatchQueue:
     next call (:meth:`take_error`).
     """
 
-    def __init__(self, config: WriterConfig, io: threading.RLock, write: Callable[[Pending], None]) -> None:
+    def __init__(self, config: WriterConfig, io: threading.RLock, write: Callable[[Pending], None],
+                 idle: Callable[[], None] | None = None) -> None:
         self.config = config
         self.io = io
         self._write = write
+        self._idle = idle  # called by the background thread once per quiet stretch (nothing queued for a while)
         self._lock = threading.Lock()  # guards the queue; taken after io, never before
         self._pending = Pending()
         self._error: BaseException | None = None
@@ -142,18 +144,24 @@ class BatchQueue:
         """Commit full batches as soon as the caller hands them over, and queued items that have waited
         ``batch_seconds``, so a quiet run still persists them."""
         period = self.config.batch_seconds
+        quiet = False  # the idle callback ran, and nothing was queued since
         while not self._wake.is_set():
             handed = self._drain.wait(period / 2)
             self._drain.clear()
             if self._wake.is_set():
                 return  # close() writes what is left
             with self._lock:
-                due = len(self._pending) and (handed or time.monotonic() - self._pending.since >= period)
+                empty = not len(self._pending)
+                due = not empty and (handed or time.monotonic() - self._pending.since >= period)
             if due:
+                quiet = False
                 try:
                     self.write_pending()
                 except BaseException as exc:  # surfaced to the caller on its next call
                     self._error = exc
+            elif empty and not handed and not quiet and self._idle is not None:
+                quiet = True
+                self._idle()
 
 
 def write_batch(

@@ -52,7 +52,8 @@ queue itself, waiting first for the batch that thread is writing. A model faster
 per producing thread) and the batch being written (as much again), about 256 MiB with the defaults; a tensor of
 ``sync_bytes`` or more is never copied (``tests/test_writer_backpressure.py``). Copies of 1 MiB or more go into buffers
 reused once their batch is committed (fresh ones cost page faults as large as the copy, ``copies.py``): up to
-``4 * batch_bytes`` of them stay allocated between batches, until ``close()``.
+``4 * batch_bytes`` of them stay allocated between batches, until the queue has been empty for half of
+``batch_seconds`` (or ``close()``).
 """
 
 from __future__ import annotations

@@ -123,10 +123,11 @@ class Writer:
         self._pid = os.getpid()
         self._lock = threading.Lock()  # guards the bookkeeping sets
         self._io = threading.RLock()  # guards the connection; taken before _lock, never after
-        self._queue = BatchQueue(self.config, self._io, self._write)
         # At most what the queue holds at once (two batches queued, up to two more being written), so a run that keeps
-        # it busy copies into buffers it has used before.
+        # it busy copies into buffers it has used before; dropped when the queue has been empty for half of
+        # ``batch_seconds`` (a quiet run does not keep them).
         self._copies = CopyBuffers(4 * self.config.batch_bytes)
+        self._queue = BatchQueue(self.config, self._io, self._write, idle=self._copies.clear)
         self._report: Any = None
         self._tables: FileTables | None = None  # the file's report tables, read once per open
         self._checkpointer: Checkpointer | None = None  # this process's WAL checkpoints, off the committing thread
