@@ -105,11 +105,19 @@ def _rss() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
-def test_the_page_cache_stays_within_its_size_across_commits(tmp_path: Path) -> None:
-    """A new file's 64 KiB pages are set after the connection's 64 MiB cache size: counted in 4 KiB pages, that cache
-    would keep every page written (16x its size, each commit faulting in fresh memory). 320 MiB committed in 20
-    transactions must leave the process within the cache's 64 MiB and the copies' buffers of its own size."""
+@pytest.mark.parametrize("start", ["new file", "small report written again"])
+def test_the_page_cache_stays_within_its_size_across_commits(tmp_path: Path, start: str) -> None:
+    """A new file's 64 KiB pages are set after the connection's 64 MiB cache size, and a small finished report (4 KiB
+    pages) is rewritten with 64 KiB pages at its first write: counted in 4 KiB pages, that cache would keep every page
+    written (16x its size, each commit faulting in fresh memory). 320 MiB committed in 20 transactions must leave the
+    process within the cache's 64 MiB and the copies' buffers of its own size."""
     values = np.random.default_rng(2).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
+    if start != "new file":
+        with Writer(tmp_path / "r") as w:
+            w.put_tensor(100, np.arange(1024, dtype=np.float32))
+        con = sqlite3.connect(tmp_path / "r" / "db.sqlite")
+        assert con.execute("PRAGMA page_size").fetchone()[0] == 4096
+        con.close()
     with Writer(tmp_path / "r", batch_bytes=16 << 20, stats=False, durable=False) as w:
         w.put_tensor(0, values)
         w.flush()

@@ -335,7 +335,6 @@ def start_wal(conn: sqlite3.Connection) -> None:
     mode = journal_mode(conn)
     if mode != "wal":
         _repage(conn, PAGE_SIZE)
-        fit_cache(conn)
     if getattr(conn, "solo", False) and mode != "wal":
         if mode != SOLO_JOURNAL:
             conn.execute(f"PRAGMA journal_mode={SOLO_JOURNAL}")
@@ -362,7 +361,6 @@ def share_file(conn: sqlite3.Connection) -> bool:
     if not conn.handing_over:  # type: ignore[attr-defined]
         if not _other_writer(conn):
             _repage(conn, PAGE_SIZE)
-            fit_cache(conn)
             return False
         conn.solo, conn.handing_over = False, True  # type: ignore[attr-defined]
     if str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() != "wal":
@@ -427,7 +425,8 @@ SMALL_PAGE_SIZE = 4096
 def _repage(conn: sqlite3.Connection, page_size: int) -> None:
     """Rewrite the file in rollback-journal mode with ``page_size`` pages, all or nothing: to larger pages a file of
     at most :data:`SMALL_FILE` bytes, to smaller ones such a file or one of at most :data:`REPAGE_MAX` bytes that
-    would shrink by :data:`REPAGE_GAIN`. Skipped silently while another connection holds a lock on it.
+    would shrink by :data:`REPAGE_GAIN`. Skipped silently when SQLite refuses it (another connection's lock, say); once
+    done, the page cache is counted in the new pages (:func:`fit_cache`).
 
     One ``VACUUM``: a single transaction under the file's exclusive lock, so a commit of another writer is either in
     the copy or waits for it (a copy made aside and copied back could overwrite a commit made in between). A VACUUM
@@ -453,6 +452,7 @@ def _repage(conn: sqlite3.Connection, page_size: int) -> None:
         with not_waiting(conn), _rowids_kept(conn, keyless):
             conn.execute(f"PRAGMA page_size={page_size}")
             conn.execute("VACUUM")
+        fit_cache(conn)
     except (QueryTimeoutError, sqlite3.OperationalError):
         # All or nothing, and only an optimization: the file is as it was. Locked by another connection, out of
         # temporary space, or a table SQLite cannot copy here (a collation this process lacks): written as it is.
