@@ -264,6 +264,7 @@ class Report:
             r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
         )  # False for an older schema read as it is
         self._has_block_crc = "rdb_chunk_crc" in self._tables  # schema 0005 on: windows check only the blocks they read
+        self._address: str | None = None  # the file's content address kind, asked when first written or verified
         self._verified = windows.VerifiedBlocks()  # blocks this Report has checked: read again without a crc
         self._memo = rows_mod.ReadMemo(self._verified)  # rows read and checked, while the file is unchanged
         self._parsed = rows_mod.ParsedCache()  # specs and shapes decoded, by their stored text: each parsed once
@@ -447,8 +448,15 @@ class Report:
                 f"{self.path} predates reportdb's tensor tables; run `reportdb upgrade {self.path}` or open it with mode='a'"
             )
 
+    def _address_kind(self) -> str:
+        """The file's content address kind (``blobs.address_kind``): fixed when its schema reached 0006, so asked once."""
+        if self._address is None:
+            self._address = blobs.address_kind(self._conn)
+        return self._address
+
     def _write_options(self, stats: bool) -> tensors_mod.WriteOptions:
-        return tensors_mod.WriteOptions(self.chunk_size, self._codec, stats and "rdb_stats" in self._tables)
+        return tensors_mod.WriteOptions(self.chunk_size, self._codec, stats and "rdb_stats" in self._tables,
+                                        self._address_kind())
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -540,17 +548,18 @@ class Report:
 
         Checks that all its ``n_shards`` shard rows are there, each shard's blob is, with its chunks all present and of
         consistent sizes (shape x itemsize = blob nbytes = the chunks' sizes), the blob's address is that of its
-        chunks, and every chunk re-read (decompressed) matches its sha256 address (a deeper check than the crc32
-        every read makes). ``pool`` hashes in its threads; blob ids in ``skip`` are not checked again, and the ones
+        chunks, and every chunk re-read (decompressed) matches its content address (BLAKE3 or sha256, the file's
+        kind: a deeper check than the crc32 every read makes). ``pool`` hashes in its threads; blob ids in ``skip`` are not checked again, and the ones
         checked here are added to it."""
         info, blob_ids = self._info(tensor_id, rank)
         what = f"tensor {tensor_id} (rank {rank})"
         checked = 0
+        address = self._address_kind()
         with self._reading(what) as conn:
             for shard, blob_id in zip(info.shards, blob_ids):
                 if skip is None or blob_id not in skip:
                     checked += blobs.verify_blob(conn, blob_id, shard.nbytes, what=what, pool=pool, has_codec=self._has_codec,
-                                                 has_block_crc=self._has_block_crc)
+                                                 has_block_crc=self._has_block_crc, address=address)
                     if skip is not None:
                         skip.add(blob_id)
         return checked

@@ -188,7 +188,7 @@ def dump(db: Path) -> dict[str, Any]:
 
 
 def chunk_keys(db: Path) -> set[tuple[bytes, str, int]]:
-    """The (sha256, codec, crc32) keys of a report's chunks, as the store keys them."""
+    """The (content address, codec, crc32) keys of a report's chunks, as the store keys them."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         has_codec = any(r[1] == "codec" for r in conn.execute("PRAGMA table_info(rdb_chunk)"))

@@ -215,7 +215,7 @@ def test_a_file_without_block_crcs_reads_and_upgrades(tmp_path: Path) -> None:
             np.testing.assert_array_equal(report.tensor(1, window=np.s_[7, 9:99]), arr[7, 9:99])
         assert report.verify_tensor(1) == arr.nbytes
     with reportdb.open(path, "a") as report:
-        assert report.schema_revision == schema.head_revision() == "0005"
+        assert report.schema_revision == schema.head_revision() == "0006"
         np.testing.assert_array_equal(report.tensor(1, window=np.s_[7, 9:99]), arr[7, 9:99])
         report.put_tensor(2, arr + 1)
         [new_chunk] = chunk_ids(report, 2)

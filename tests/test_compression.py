@@ -231,7 +231,7 @@ def test_an_older_schema_reads_as_is_and_upgrades(tmp_path: Path) -> None:
         assert np.array_equal(report.tensor(5, rows=slice(10, 50)), arrays[5][10:50])
     assert reportdb.verify(path).ok
     with reportdb.open(path, "a", compression="zstd") as report:
-        assert report.schema_revision == schema.head_revision() == "0005"
+        assert report.schema_revision == schema.head_revision() == "0006"
         for tid, arr in arrays.items():
             assert np.array_equal(report.tensor(tid), arr)
         report.put_tensor(7, np.zeros((100, 100), np.float32))

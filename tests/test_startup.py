@@ -150,8 +150,8 @@ def _scripts_folder(tmp_path: Path, extra: dict[str, str]) -> Path:
 _ANNOTATED = '''"""A later revision in alembic's current template style (annotated module variables)."""
 from typing import Sequence, Union
 
-revision: str = "0006"
-down_revision: Union[str, Sequence[str], None] = "0005"
+revision: str = "0007"
+down_revision: Union[str, Sequence[str], None] = "0006"
 branch_labels = None
 depends_on = None
 
@@ -160,20 +160,20 @@ def upgrade() -> None:
     pass
 '''
 
-_BRANCH = '''revision = "0006b"
-down_revision = '0005'
+_BRANCH = '''revision = "0007b"
+down_revision = '0006'
 
 
 def upgrade() -> None:
     pass
 '''
 
-_MERGE = '''"""Merges 0006 and 0006b.
+_MERGE = '''"""Merges 0007 and 0007b.
 
-revision = "0006c" (a docstring line that reads like one: the module's own assignment, after it, wins)
+revision = "0007c" (a docstring line that reads like one: the module's own assignment, after it, wins)
 """
-revision = "0007"  # a trailing comment
-down_revision = ("0006", "0006b")
+revision = "0008"  # a trailing comment
+down_revision = ("0007", "0007b")
 
 
 def upgrade() -> None:
@@ -183,12 +183,12 @@ def upgrade() -> None:
 
 def test_revisions_follow_added_scripts_as_alembic_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Added scripts, annotated variables, a branch and its merge: the text reading still equals alembic's walk."""
-    folder = _scripts_folder(tmp_path, {"0006_a.py": _ANNOTATED, "0006_b.py": _BRANCH, "0007_merge.py": _MERGE})
+    folder = _scripts_folder(tmp_path, {"0007_a.py": _ANNOTATED, "0007_b.py": _BRANCH, "0008_merge.py": _MERGE})
     monkeypatch.setattr(schema, "_migrations_folder", lambda: folder)
     schema._revisions.cache_clear()
     try:
         known, head = _alembic_answer()
-        assert known == {"0001", "0002", "0003", "0004", "0005", "0006", "0006b", "0007"} and head == "0007"
+        assert known == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0007b", "0008"} and head == "0008"
         assert schema.known_revisions() == known and schema.head_revision() == head
     finally:
         schema._revisions.cache_clear()
@@ -197,16 +197,16 @@ def test_revisions_follow_added_scripts_as_alembic_does(tmp_path: Path, monkeypa
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        ("revision = make_name()\ndown_revision = '0005'\n", "declares no literal revision"),
-        ("down_revision = '0005'\n", "declares no literal revision"),
-        ("revision = 5\ndown_revision = '0005'\n", "declares no revision name"),
-        ("revision = '0006'\ndown_revision = '0003'\n", "2 heads"),
+        ("revision = make_name()\ndown_revision = '0006'\n", "declares no literal revision"),
+        ("down_revision = '0006'\n", "declares no literal revision"),
+        ("revision = 5\ndown_revision = '0006'\n", "declares no revision name"),
+        ("revision = '0007'\ndown_revision = '0003'\n", "2 heads"),
     ],
 )
 def test_damaged_scripts_are_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
 ) -> None:
-    folder = _scripts_folder(tmp_path, {"0006_bad.py": source})
+    folder = _scripts_folder(tmp_path, {"0007_bad.py": source})
     monkeypatch.setattr(schema, "_migrations_folder", lambda: folder)
     schema._revisions.cache_clear()
     try:

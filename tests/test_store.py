@@ -132,7 +132,7 @@ def test_flipped_byte_in_file_is_detected(tmp_path: Path) -> None:
 
 
 def test_verify_tensor_rehashes_what_the_crc_cannot_catch(tmp_path: Path) -> None:
-    """A chunk changed together with its crc32 (a bug, not bit rot) still reads; its sha256 address exposes it."""
+    """A chunk changed together with its crc32 (a bug, not bit rot) still reads; its content address exposes it."""
     path = tmp_path / "r.sqlite"
     arr = RNG.standard_normal((64, 64)).astype(np.float32)
     with reportdb.open(path, "a") as report:
@@ -146,7 +146,7 @@ def test_verify_tensor_rehashes_what_the_crc_cannot_catch(tmp_path: Path) -> Non
         with report.batch(), report.connection() as conn:
             conn.execute("UPDATE rdb_chunk SET data=?, crc32=?", (altered.tobytes(), zlib.crc32(altered.tobytes())))
         np.testing.assert_array_equal(report.tensor(1), altered)
-        with pytest.raises(CorruptionError, match="tensor 1 .*sha256"):
+        with pytest.raises(CorruptionError, match="tensor 1 .*blake3 content address"):
             report.verify_tensor(1)
 
 

@@ -258,7 +258,7 @@ def test_a_chunk_that_lies_about_its_address_is_never_shared(team_url: str, tmp_
         chunk_id, data = conn.execute("SELECT id, data FROM rdb_chunk ORDER BY id LIMIT 1").fetchone()
         forged = bytes(len(data))
         conn.execute("UPDATE rdb_chunk SET data = ?, crc32 = ? WHERE id = ?", (forged, zlib.crc32(forged), chunk_id))
-    with pytest.raises(CorruptionError, match="sha256 address"):
+    with pytest.raises(CorruptionError, match="blake3 address"):
         team.push(folder, team_url)
     assert team.list_reports(team_url) == []
     assert store_count(team_url, "SELECT COUNT(*) FROM team_chunk WHERE data = decode(repeat('00', 32768), 'hex')") == 0

@@ -42,6 +42,6 @@ with reportdb.open({str(report)!r}) as r:
 """
     out = subprocess.run([str(py), "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "0005"
+    assert out.stdout.strip() == "0006"
     cli = subprocess.run([str(env_dir / "bin" / "reportdb"), "info", str(report)], capture_output=True, text=True, timeout=300)
     assert cli.returncode == 0 and "operations" in cli.stdout, cli.stderr

@@ -72,8 +72,9 @@ class DecodedFile:
         self.loaded.shards, self.spool, self.spooled = shards, None, None
 
 
-def decode_file(path: str, stats: bool, chunk_size: int, spool: str | None = None) -> DecodedFile:
-    """Read a legacy tensor file, canonicalize its shards and prepare each; an unreadable file gives its error, and
+def decode_file(path: str, stats: bool, chunk_size: int, address: str, spool: str | None = None) -> DecodedFile:
+    """Read a legacy tensor file, canonicalize its shards and prepare each (content addresses of kind ``address``,
+    the output file's); an unreadable file gives its error, and
     so does a path that is not a regular file (checked with lstat: a link is not followed, a FIFO not opened).
 
     With ``spool``, the shards' bytes are left in that file (see :class:`DecodedFile`).
@@ -91,7 +92,7 @@ def decode_file(path: str, stats: bool, chunk_size: int, spool: str | None = Non
         loaded.shards = [(coord, canonical(np.asarray(a))) for coord, a in loaded.shards]  # not memmap views
     except Exception as exc:  # noqa: BLE001 - any failure to read a file is a finding, not a crash
         return DecodedFile(None, None, f"{type(exc).__name__}: {exc}")
-    prepared = [prepare_shard(a, chunk_size=chunk_size, stats=stats) for _, a in loaded.shards]
+    prepared = [prepare_shard(a, chunk_size=chunk_size, stats=stats, address=address) for _, a in loaded.shards]
     decoded = DecodedFile(loaded, prepared, None)
     if spool is not None:
         decoded.spool_to(spool)
@@ -114,7 +115,7 @@ def exit_with_parent(parent: int) -> None:
 
 
 def decoded_files(
-    files: list[TensorFile], jobs: int, stats: bool, chunk_size: int, spool_dir: Path
+    files: list[TensorFile], jobs: int, stats: bool, chunk_size: int, address: str, spool_dir: Path
 ) -> Iterator[tuple[TensorFile, DecodedFile]]:
     """Decode and prepare files in order; with ``jobs > 1`` in worker processes, at most ``2 * jobs`` files or
     ~256 MiB in flight, their bytes passed through spool files in ``spool_dir`` (removed on the way out; a
@@ -122,7 +123,7 @@ def decoded_files(
     shutil.rmtree(spool_dir, ignore_errors=True)  # what a killed run left
     if jobs == 1:
         for f in files:
-            yield f, decode_file(str(f.path), stats, chunk_size)
+            yield f, decode_file(str(f.path), stats, chunk_size, address)
         return
     spool_dir.mkdir()
     context = multiprocessing.get_context("spawn")
@@ -140,7 +141,7 @@ def decoded_files(
                 ):
                     index, f = nxt
                     spool = str(spool_dir / f"{index}.bin")
-                    pending.append((f, pool.submit(decode_file, str(f.path), stats, chunk_size, spool)))
+                    pending.append((f, pool.submit(decode_file, str(f.path), stats, chunk_size, address, spool)))
                     inflight += f.nbytes
                     nxt = next(queued, None)
                 f, future = pending.popleft()

@@ -41,7 +41,8 @@ def import_tensors(
     if progress is not None:
         progress(done_files, len(files), done_bytes, total_bytes)
     with _Commits(report) as commits:
-        for f, decoded in decoded_files(todo, jobs, stats, report.chunk_size, Path(f"{report.path}-spool")):
+        for f, decoded in decoded_files(todo, jobs, stats, report.chunk_size, report._address_kind(),
+                                        Path(f"{report.path}-spool")):
             rel = rel_path(src_dir, f.path)
             commits.open()
             if decoded.loaded is None:

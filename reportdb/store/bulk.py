@@ -1,6 +1,6 @@
 """Many small blobs in a few statements: the writer's common case, hundreds of 4 KiB tensors per commit.
 
-The rows are those :func:`reportdb.store.blobs.put_blob` writes (one chunk per blob, the same sha256
+The rows are those :func:`reportdb.store.blobs.put_blob` writes (one chunk per blob, the same content
 addresses, crc32 and block crcs), but they go in with ``executemany``, and the row ids come from each table's current
 maximum, which is safe because the caller holds the write transaction (``BEGIN IMMEDIATE``). One blob at a
 time, the five or so statements per blob cost more than hashing and storing its bytes.
@@ -42,20 +42,23 @@ def _ids_by_digest(conn: sqlite3.Connection, table: str, digests: Sequence[bytes
 
 
 def put_small_blobs(
-    conn: sqlite3.Connection, arrays: Sequence[np.ndarray], chunk_size: int, codec: str | None = None
+    conn: sqlite3.Connection, arrays: Sequence[np.ndarray], chunk_size: int, codec: str | None = None,
+    address: str | None = None,
 ) -> list[tuple[int, bool]]:
     """Store canonical arrays of at most ``chunk_size`` bytes each; return ``(blob id, created)`` per array.
 
     ``created`` is True for the first array of each content not stored before (so its statistics are known to
     be missing); identical contents, within the call or already in the file, share one blob. ``codec="zstd"``
-    compresses each new chunk whose sample and whole shrink enough, as ``blobs.put_blob`` does.
+    compresses each new chunk whose sample and whole shrink enough, as ``blobs.put_blob`` does. ``address``: the file's
+    content address kind (``blobs.address_kind``, asked when None).
     """
     codec_mod.check_codec(codec)
     if any(a.nbytes > chunk_size for a in arrays):
         raise ValueError("put_small_blobs takes arrays of one chunk at most")
+    kind = blobs.address_kind(conn) if address is None else address
     prepared: list[tuple[np.ndarray, blobs.Digests]] = []
     for array in arrays:
-        prepared.append((array.reshape(-1).view(np.uint8), blobs.digest(array, chunk_size)))  # put_blob's addresses
+        prepared.append((array.reshape(-1).view(np.uint8), blobs.digest(array, chunk_size, kind)))  # put_blob's addresses
     stored = _ids_by_digest(conn, "rdb_blob", list({d.blob: None for _, d in prepared}))
     new_blobs: dict[bytes, tuple[int, blobs.Digests]] = {}  # address -> (id, digests)
     chunk_data: dict[bytes, tuple[np.ndarray, int, bytes | None]] = {}  # sha -> (bytes, crc32, block crcs)
@@ -101,10 +104,10 @@ def put_small_blobs(
     out = []
     first_use = set(new_blobs)
     for _, digests in prepared:
-        address = digests.blob
-        if address in first_use:
-            first_use.discard(address)
-            out.append((new_blobs[address][0], True))
+        blob = digests.blob
+        if blob in first_use:
+            first_use.discard(blob)
+            out.append((new_blobs[blob][0], True))
         else:
-            out.append((stored[address] if address in stored else new_blobs[address][0], False))
+            out.append((stored[blob] if blob in stored else new_blobs[blob][0], False))
     return out

@@ -23,6 +23,8 @@ class PreparedShard:
     stats: dict[str, Any] | None  # compute_stats() of the shard; None when statistics are not wanted
 
 
-def prepare_shard(array: np.ndarray, *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE, stats: bool = True) -> PreparedShard:
-    """The chunk digests and (with ``stats``) the statistics of a canonical (little-endian, C-contiguous) shard."""
-    return PreparedShard(blobs.digest(array, chunk_size), compute_stats(array) if stats else None)
+def prepare_shard(array: np.ndarray, *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE, stats: bool = True,
+                  address: str = blobs.NEW_ADDRESS) -> PreparedShard:
+    """The chunk digests (content addresses of kind ``address``, the kind of the file they are for) and (with
+    ``stats``) the statistics of a canonical (little-endian, C-contiguous) shard."""
+    return PreparedShard(blobs.digest(array, chunk_size, address), compute_stats(array) if stats else None)

@@ -54,12 +54,13 @@ _INSERT_STATS = (
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """How a Report writes tensor values: chunk size, codec (None: raw) and whether statistics rows are written
-    (asked for, and the file has an ``rdb_stats`` table)."""
+    """How a Report writes tensor values: chunk size, codec (None: raw), whether statistics rows are written
+    (asked for, and the file has an ``rdb_stats`` table) and the file's content address kind (``blobs.address_kind``)."""
 
     chunk_size: int
     codec: str | None
     stats: bool
+    address: str
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,8 @@ def put_one(conn: sqlite3.Connection, tensor: NewTensor, if_exists: IfExists, op
             pools.pool("stats", 1).submit(compute_stats, arr)
             if options.stats and prepared is None and arr.nbytes >= _STATS_BESIDE_MIN else None
         )
-        ref = blobs.put_blob(conn, arr, options.chunk_size, prepared.digests if prepared else None, options.codec)
+        ref = blobs.put_blob(conn, arr, options.chunk_size, prepared.digests if prepared else None, options.codec,
+                             address=options.address)
         shard_rows.append((pk, index, _json_ints(coord), dtype, _json_ints(arr.shape), ref.id))
         if options.stats:
             put_stats(conn, ref.id, dtype, arr, known_missing=ref.created,
@@ -212,7 +214,7 @@ def put_small(conn: sqlite3.Connection, tensors: Sequence[NewTensor], if_exists:
         for _, _, arr in fresh:
             if arr.nbytes >= _STATS_BESIDE_SMALL_MIN and id(arr) not in beside:
                 beside[id(arr)] = pools.pool("stats", 1).submit(compute_stats, arr)
-    refs = bulk.put_small_blobs(conn, [arr for _, _, arr in fresh], options.chunk_size, options.codec)
+    refs = bulk.put_small_blobs(conn, [arr for _, _, arr in fresh], options.chunk_size, options.codec, options.address)
     pk = _insert_tensors(conn, [row for row, _, _ in fresh])
     conn.executemany(_INSERT_SHARD, [
         (pk + n, 0, _json_ints(coord), row[2], _json_ints(arr.shape), blob_id)

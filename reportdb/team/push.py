@@ -16,15 +16,14 @@ The order of the work is what makes it safe:
    waits for it, and the next batch stops if the row is gone; after each batch the row is marked active. A SIGKILL
    loses at most the batch in flight; a rerun finds the staging row and uploads only what is still missing, and if
    nobody reruns it, the next push or delete collects it after a day.
-   Each chunk's crc32 and sha256 address are checked before it is shared: a damaged or lying report cannot put wrong
-   bytes under an address other reports use.
+   Each chunk's crc32 and content address (BLAKE3 or sha256, the report's kind) are checked before it is shared: a
+   damaged or lying report cannot put wrong bytes under an address other reports use.
 4. One last transaction writes the tables, rows and history and flips the row to ``ready``: the report is visible
    whole or not at all. Pushing the same content again under the same name stores nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import threading
@@ -233,15 +232,17 @@ def snapshot(path: Path) -> _Snapshot:
     return _Snapshot(layout, parts, counts, chunks, digest.digest(), facts, history)
 
 
-def _check_chunk(ref: ChunkRef, data: bytes, path: Path) -> None:
-    """A chunk's bytes are what its row says (crc32 of the stored bytes, sha256 of the raw ones) before they are
-    shared with every report that has the same address."""
+def _check_chunk(ref: ChunkRef, data: bytes, path: Path, address: str) -> None:
+    """A chunk's bytes are what its row says (crc32 of the stored bytes, content address of kind ``address`` of the
+    raw ones) before they are shared with every report that has the same address. The store keys chunks by the
+    address as it is, whatever its kind: content pushed by a sha256 report and by a BLAKE3 one is kept once per kind,
+    and two kinds cannot be made to collide (both are cryptographic, 256 bits)."""
     where = f"{path}: chunk {ref.chunk_id}"
     if blobs.crc32(data) != ref.crc32:
         raise CorruptionError(f"{where} fails its crc32 check; the report is damaged: `reportdb verify {path}` names the tensors")
     raw = data if not ref.codec else codec_mod.decompress(ref.codec, data, ref.nbytes, where)
-    if len(raw) != ref.nbytes or hashlib.sha256(raw).digest() != ref.digest:
-        raise CorruptionError(f"{where} does not match its sha256 address; the report is damaged: `reportdb verify {path}`")
+    if len(raw) != ref.nbytes or blobs.ADDRESS_HASHES[address](raw).digest() != ref.digest:
+        raise CorruptionError(f"{where} does not match its {address} address; the report is damaged: `reportdb verify {path}`")
 
 
 def _claim(conn: "psycopg.Connection[Any]", name: str, snap: _Snapshot, tags: list[str], display: str) -> tuple[int, bool]:
@@ -317,6 +318,7 @@ class _Uploader:
         self.store, self.path, self.report_id = store, path, report_id
         self.pg = server.connect(store)
         self.sqlite = engine_mod.connect(path, readonly=True)
+        self.address = blobs.address_kind(self.sqlite)
         self.reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reportdb-push-read")
 
     def upload(self, batch: Sequence[ChunkRef]) -> tuple[int, int]:
@@ -349,7 +351,7 @@ class _Uploader:
     def _checked(self, ref: ChunkRef) -> bytes:
         """A chunk's stored bytes, read from the report and checked (``_check_chunk``)."""
         data = blobs.chunk_bytes(self.sqlite, ref.chunk_id)
-        _check_chunk(ref, data, self.path)
+        _check_chunk(ref, data, self.path, self.address)
         return data
 
     def close(self) -> None:

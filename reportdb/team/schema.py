@@ -3,8 +3,9 @@ identity, SQLite (where the tests check the definitions compile and create) ``BL
 
 The layout follows what is shared and what is not:
 
-- ``team_chunk``: the bytes, content-addressed and shared by every report. The key is the sha256 of the raw bytes,
-  the codec ('' raw, 'zstd') and the crc32 of the stored bytes, so two pushes of one content store it once while a
+- ``team_chunk``: the bytes, content-addressed and shared by every report. The key is the content address of the raw
+  bytes (BLAKE3 or sha256, as its report addresses them), the codec ('' raw, 'zstd') and the crc32 of the stored
+  bytes, so two pushes of one content store it once while a
   chunk is always given back with the very stored bytes and crc32 its report's ``rdb_chunk`` row names. Its data
   column is ``STORAGE EXTERNAL``: tensor bytes do not compress under pglz, and trying costs time on every push.
 - ``team_report``: one row per report, published (``state='ready'``) by the push's last transaction.
