@@ -17,7 +17,10 @@ repeats (the Writer deduplicates equal chunks, which would flatter it). ``--trac
 give more than the page cache's dirty limit (printed) to see the disk, not memory. The disk's own sequential
 write + fsync bandwidth is measured first, as the physical limit.
 
-Run: ``python benchmarks/bench_trace.py [--trace-bytes 512M] [--durable 1] [--stats 1] [--repeat 3]``.
+``--mix large`` makes every output a 64 MiB tensor: the issue's bytes per CPU second for large tensors (with ``--durable
+0``), against the baselines' in the same run. ``--contenders`` runs some of them (names as printed, comma-separated).
+
+Run: ``python benchmarks/bench_trace.py [--trace-bytes 512M] [--durable 1] [--stats 1] [--repeat 3] [--mix large]``.
 """
 
 from __future__ import annotations
@@ -52,15 +55,18 @@ class Op:
     nbytes: int
 
 
-def make_trace(total: int, seed: int = 7) -> list[Op]:
-    """Operations until their outputs add up to ``total`` bytes, sizes drawn from the mix above."""
+def make_trace(total: int, seed: int = 7, mix: str = "model") -> list[Op]:
+    """Operations until their outputs add up to ``total`` bytes, sizes drawn from the mix above (``mix="large"``: every
+    output 64 MiB)."""
     rng = np.random.default_rng(seed)
     ops: list[Op] = []
     done = 0
     names = ("ttnn.matmul", "ttnn.add", "ttnn.softmax", "ttnn.layer_norm", "ttnn.relu", "ttnn.reshape")
     while done < total:
         pick = rng.random()
-        if pick < 0.90:
+        if mix == "large":
+            nbytes = 64 << 20
+        elif pick < 0.90:
             nbytes = int(rng.integers(1, 17)) * 4096
         elif pick < 0.99:
             nbytes = int(rng.integers(64, 257)) * 4096
@@ -166,12 +172,15 @@ def main() -> None:
     parser.add_argument("--durable", type=int, default=1)
     parser.add_argument("--stats", type=int, default=1)
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
+    parser.add_argument("--mix", choices=["model", "large"], default="model",
+                        help="output sizes: a model's mix (default) or every output 64 MiB")
+    parser.add_argument("--contenders", default=None, help="comma-separated names of the contenders to run (default: all)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs per contender, alternating; each column is from the run of least wall time (a "
                              "loaded machine varies 2x between single runs)")
     args = parser.parse_args()
     total = parse_size(args.trace_bytes)
-    ops = make_trace(total)
+    ops = make_trace(total, mix=args.mix)
     total = sum(op.nbytes for op in ops)  # the trace overshoots the asked size by its last tensor
     producer = Producer(max(op.nbytes for op in ops))
     base = Path(tempfile.mkdtemp(prefix="bench-trace-", dir=args.dir))
@@ -192,6 +201,12 @@ def main() -> None:
         contenders["torch.save per tensor"] = lambda d: files_contender(d, lambda a, p: torch.save(torch.from_numpy(a), p), "pt")
     except ImportError:
         print("torch is not installed: no torch.save column")
+    if args.contenders:
+        chosen = [name.strip() for name in args.contenders.split(",")]
+        unknown = [name for name in chosen if name not in contenders]
+        if unknown or "reportdb Writer" not in chosen:
+            parser.error(f"--contenders: give 'reportdb Writer' and any of {sorted(contenders)}; unknown: {unknown}")
+        contenders = {name: contenders[name] for name in chosen}
     results: dict[str, dict[str, float]] = {}
     try:
         for _ in range(max(1, args.repeat)):
