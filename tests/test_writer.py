@@ -323,6 +323,52 @@ def test_unknown_metadata_and_closed_writer(tmp_path: Path) -> None:
         w.put_tensor(2, np.zeros(2))
 
 
+def test_large_queued_tensors_are_prepared_while_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tensors of 1 MiB and more get their statistics and digests computed in the prepare thread as they are queued;
+    what is stored is what the batch itself would have computed (values, statistics, addresses), for one array,
+    for shards, for a tensor stored again (deduplicated) and with statistics off."""
+    from reportdb.numeric.stats import compute_stats
+    from reportdb.writer import ahead
+
+    threads: list[str] = []
+
+    def spied(array: np.ndarray, **kwargs: object) -> object:
+        threads.append(threading.current_thread().name)
+        return real(array, **kwargs)
+
+    real = ahead.prepare_shard
+    monkeypatch.setattr(ahead, "prepare_shard", spied)
+    rng = np.random.default_rng(4)
+    big = rng.standard_normal((512, 1024)).astype(np.float32)  # 2 MiB
+    parts = [((0, i), rng.standard_normal((256, 512)).astype(np.float32)) for i in range(2)]  # 1 MiB in all
+    dist = Distribution(mesh_shape=(1, 2), placements=(Placement("replicate"), Placement("shard", 1)))
+    with Writer(tmp_path, batch_seconds=0) as w:
+        w.put_tensor(1, big)
+        big[:] = 0  # the caller's buffer changes: the queued copy is what is prepared and stored
+        w.put_tensor(2, LoadedTensor(shards=parts, spec=reportdb.TensorSpec(distribution=dist), source={}))
+        w.put_tensor(3, np.zeros(16, np.float32))  # small: the batch's own path
+        w.put_tensor(4, rng.standard_normal((512, 1024)).astype(np.float32) * 0 + 1)
+        w.put_tensor(5, np.ones((512, 1024), np.float32))  # the same content as 4: one blob
+    assert len(threads) == 5 and all(name.startswith("reportdb-prepare") for name in threads)
+    with reportdb.open(tmp_path) as r:
+        assert r.tensor(1).sum() != 0
+        for tensor_id in (1, 2, 5):
+            stored = r.tensor_stats(tensor_id).shards
+            for (_, values), shard in zip(r.shards(tensor_id), stored, strict=True):
+                expected = compute_stats(values)
+                assert (shard.min, shard.max, shard.mean, shard.std, shard.count) == (
+                    expected["min"], expected["max"], expected["mean"], expected["std"], expected["count"])
+            assert r.verify_tensor(tensor_id) == r.tensor(tensor_id).nbytes
+    assert _rows(tmp_path / "db.sqlite", "SELECT COUNT(DISTINCT blob_id) FROM rdb_shard") == [(5,)]
+    threads.clear()
+    with Writer(tmp_path / "nostats", batch_seconds=0, stats=False) as w:
+        w.put_tensor(1, big)
+    assert threads == ["reportdb-prepare_0"]
+    with reportdb.open(tmp_path / "nostats") as r:
+        assert r.verify_tensor(1) == big.nbytes
+        assert _rows(tmp_path / "nostats" / "db.sqlite", "SELECT COUNT(*) FROM rdb_stats") == [(0,)]
+
+
 def test_multi_device_shards(tmp_path: Path) -> None:
     shards = [((0, i), np.full((2, 3), i, np.float32)) for i in range(4)]
     dist = Distribution(mesh_shape=(1, 4), placements=(Placement("replicate"), Placement("shard", 1)))

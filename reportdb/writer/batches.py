@@ -185,7 +185,8 @@ def write_batch(
             if batch.tensors:
                 tables.write_tensor_rows(conn, batch.tensors, created)
                 values = [
-                    {"tensor_id": item.tensor_id, "rank": item.rank, "shards": item.shards, **item.metadata}
+                    {"tensor_id": item.tensor_id, "rank": item.rank, "shards": item.shards, **item.metadata,
+                     **({"_prepared": item.prepared.result()} if item.prepared is not None else {})}
                     for item in batch.tensors
                     if item.shards is not None
                 ]

@@ -9,8 +9,9 @@ thread, not in a background batch.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from ..errors import RowError
 from ..spec import LoadedTensor, check_metadata
 from ..ttnn.convert import convert as convert_ttnn
 from ..ttnn.convert import is_ttnn_object
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..store.prepared import PreparedShard
 
 #: Metadata that only goes into the legacy ``tensors`` row (the visualizer's columns), not the spec.
 ROW_FIELDS = frozenset({"device_id", "address", "buffer_type", "size"})
@@ -39,6 +43,8 @@ class TensorItem:
     owned: bool  # the shards are private copies (a caller cannot change them before they are written)
     #: Reused buffers (``copies.CopyBuffers``) the shards' copies live in, given back once the item is written.
     buffers: list[np.ndarray] = field(default_factory=list)
+    #: Its shards' statistics and digests, being computed since it was queued (``ahead.prepare_ahead``), or None.
+    prepared: Future[list[PreparedShard]] | None = None
 
 
 def split_metadata(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

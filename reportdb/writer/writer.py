@@ -35,6 +35,7 @@ from ..store.checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
 from ..store.engine import journal_mode, solo_writes
 from .batches import BatchQueue, Pending, folder_lock, retry_locked, write_batch
 from .config import StorePolicy, WriterConfig
+from .ahead import AHEAD_MIN, prepare_ahead
 from .copies import CopyBuffers
 from .tables import FileTables
 from .values import split_metadata, tensor_item
@@ -236,6 +237,10 @@ class Writer:
             return True
         if item.shards is not None and not item.owned:
             item.shards = [(c, self._copies.copy(a, item.buffers)) for c, a in item.shards]
+        if item.shards is not None and item.nbytes >= AHEAD_MIN:
+            report = self._open()
+            item.prepared = prepare_ahead(item.shards, chunk_size=report.chunk_size, stats=self.config.stats,
+                                          address=report._address_kind())
         self._queue.add(tensors=[item], nbytes=item.nbytes)
         return True
 
