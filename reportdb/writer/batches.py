@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 from ..errors import ReportLockedError
 from ..store.engine import is_lock_error, share_file
+from ..store.writeback import start_writeback
 from .config import WriterConfig
 from .tables import FileTables, Operation, Row
 from .values import TensorItem
@@ -165,13 +166,16 @@ class BatchQueue:
 
 
 def write_batch(
-    report: Report, tables: FileTables, batch: Pending, *, stats: bool, retry: Callable[[Callable[[], None], str], None]
+    report: Report, tables: FileTables, batch: Pending, *, stats: bool, retry: Callable[[Callable[[], None], str], None],
+    writeback: bool = False,
 ) -> list[str]:
     """One transaction for the whole batch, retried as a whole by ``retry`` while the database is locked; rows a
     constraint of the file refuses are left out (the rest commits) and returned, one description each.
 
-    The legacy ``tensors`` rows go in before the values, which go in one ``put_tensors`` call (small ones
-    set-based); ids another process stored meanwhile are skipped there."""
+    The legacy ``tensors`` rows go in before the values: the small ones in one ``put_tensors`` call (set-based), then
+    each tensor prepared ahead (``ahead.py``) with, when ``writeback`` (a durable Writer), the file's writeback started
+    after it (``store.writeback``), so the commit's fsync does not wait for the whole batch. Ids another process
+    stored meanwhile are skipped."""
     refused: list[str] = []
     created: dict[str, tuple[str, ...]] = {}
 
@@ -190,8 +194,13 @@ def write_batch(
                     for item in batch.tensors
                     if item.shards is not None
                 ]
-                if values:
-                    report.put_tensors(values, if_exists="skip", stats=stats)
+                rest = [v for v in values if "_prepared" not in v]
+                if rest:
+                    report.put_tensors(rest, if_exists="skip", stats=stats)
+                for large in (v for v in values if "_prepared" in v):  # prepared ahead: 1 MiB or more
+                    report.put_tensors([large], if_exists="skip", stats=stats)
+                    if writeback:
+                        start_writeback(report.path)
 
     retry(transaction, "write to the report")
     tables.commit(created)

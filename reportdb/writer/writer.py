@@ -372,7 +372,8 @@ class Writer:
         recorded again. Rows a constraint of the file refused (the rest was committed) are raised afterwards as
         :class:`RowsRefusedError`."""
         try:
-            refused = write_batch(self._open(), self._file(), batch, stats=self.config.stats, retry=self._retry)
+            refused = write_batch(self._open(), self._file(), batch, stats=self.config.stats, retry=self._retry,
+                                  writeback=self.config.durable)
         except BaseException:
             with self._lock:
                 for t in batch.tensors:
