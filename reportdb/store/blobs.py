@@ -21,8 +21,8 @@ one pass over the bytes, as before. Callers reading a schema without the table p
 
 Content addresses (schema 0006 on): a file's chunks and blobs are addressed by one hash, named in ``rdb_meta`` under
 ``chunk_address`` (:func:`address_kind`): BLAKE3 for a file whose first blob is written at schema 0006 or later,
-sha256 for a file that held blobs before (its addresses stay as they were written, readable and verifiable; no
-missing key means sha256). Both are cryptographic, so dedupe stays safe against crafted collisions when reports of
+sha256 for a file that held blobs before (its addresses stay as they were written, readable and verifiable; a
+file without the key is sha256). Both are cryptographic, so dedupe stays safe against crafted collisions when reports of
 different people share chunks (the team store); BLAKE3 measured 23 against 48 CPU-ms per 64 MiB here (one thread
 each, the other core loaded; 2.6 against 3.7 us per 4 KiB), the largest single cost a writer saves per byte. A file
 has one kind: digests computed for another (``Digests.address``) are computed again before they are stored.
@@ -213,9 +213,9 @@ def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE, address: str
     blob_hash = ADDRESS_HASHES[address](f"{nbytes}:{chunk_size}:".encode())
     pieces = [data[start : start + chunk_size] for start in range(0, nbytes, chunk_size)]
     beside = pools.pool("digest", 1) if min(chunk_size, nbytes) >= _HASH_BESIDE_MIN else None
-    shas: list[Future[bytes]] | None = None
+    hashed: list[Future[bytes]] | None = None
     if beside is not None:
-        shas = [beside.submit(_address, address, piece.data) for piece in pieces]
+        hashed = [beside.submit(_address, address, piece.data) for piece in pieces]
     chunks: list[tuple[bytes, int]] = []
     blocks: list[bytes | None] = []
     for i, piece in enumerate(pieces):
@@ -231,9 +231,9 @@ def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE, address: str
         else:
             crc = crc32(piece.data)
             blocks.append(None)
-        sha = shas[i].result() if shas is not None else _address(address, piece.data)
-        blob_hash.update(sha)
-        chunks.append((sha, crc))
+        chunk_address = hashed[i].result() if hashed is not None else _address(address, piece.data)
+        blob_hash.update(chunk_address)
+        chunks.append((chunk_address, crc))
     return Digests(chunk_size, nbytes, tuple(chunks), bytes(blob_hash.digest()), tuple(blocks), address)
 
 
@@ -274,15 +274,15 @@ def put_blob(
     blob_id = cursor.lastrowid
     assert blob_id is not None
     compress = codec is not None and codec_mod.worth_compressing(data)
-    for idx, (sha, crc) in enumerate(digests.chunks):
+    for idx, (key, crc) in enumerate(digests.chunks):
         piece = data[idx * chunk_size : (idx + 1) * chunk_size]
         crcs = digests.blocks[idx] if digests.blocks and block_crcs else None
-        chunk_id = (_put_compressed_chunk if compress else _put_chunk)(conn, piece, sha, crc, crcs)
+        chunk_id = (_put_compressed_chunk if compress else _put_chunk)(conn, piece, key, crc, crcs)
         conn.execute("INSERT INTO rdb_blob_chunk(blob_id, idx, chunk_id) VALUES (?, ?, ?)", (blob_id, idx, chunk_id))
     return BlobRef(blob_id, nbytes, True)
 
 
-def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int, crcs: bytes | None) -> int:
+def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, key: bytes, crc: int, crcs: bytes | None) -> int:
     """Insert a raw chunk unless its content is already stored, with its block crcs ``crcs`` (None for a chunk of one
     block); return its row id either way."""
     n = int(piece.nbytes)
@@ -290,10 +290,10 @@ def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int
     cursor = conn.execute(
         "INSERT OR IGNORE INTO rdb_chunk(digest, nbytes, crc32, data) VALUES (?, ?, ?, "
         + ("zeroblob(?))" if streamed else "?)"),
-        (sha, n, crc, n if streamed else piece.data),
+        (key, n, crc, n if streamed else piece.data),
     )
     if cursor.rowcount == 0:
-        return int(conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (sha,)).fetchone()[0])
+        return int(conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (key,)).fetchone()[0])
     rowid = cursor.lastrowid
     assert rowid is not None
     if streamed:
@@ -307,19 +307,19 @@ def _put_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int
 INSERT_CRCS = "INSERT INTO rdb_chunk_crc(chunk_id, block_size, crcs) VALUES (?, ?, ?)"
 
 
-def _put_compressed_chunk(conn: sqlite3.Connection, piece: np.ndarray, sha: bytes, crc: int, crcs: bytes | None) -> int:
+def _put_compressed_chunk(conn: sqlite3.Connection, piece: np.ndarray, key: bytes, crc: int, crcs: bytes | None) -> int:
     """Insert a chunk zstd-compressed (its crc32 then over the compressed bytes, and no block crcs: a compressed chunk
     is always read whole), or raw when that does not pay; content already stored is looked up first, so it is not
     compressed again."""
-    found = conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (sha,)).fetchone()
+    found = conn.execute("SELECT id FROM rdb_chunk WHERE digest=?", (key,)).fetchone()
     if found is not None:
         return int(found[0])
     frame = codec_mod.compress(piece)
     if frame is None:
-        return _put_chunk(conn, piece, sha, crc, crcs)
+        return _put_chunk(conn, piece, key, crc, crcs)
     rowid = conn.execute(
         "INSERT INTO rdb_chunk(digest, nbytes, crc32, codec, data) VALUES (?, ?, ?, ?, ?)",
-        (sha, int(piece.nbytes), crc32(frame), codec_mod.ZSTD, frame),
+        (key, int(piece.nbytes), crc32(frame), codec_mod.ZSTD, frame),
     ).lastrowid
     assert rowid is not None
     return rowid

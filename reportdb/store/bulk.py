@@ -61,33 +61,33 @@ def put_small_blobs(
         prepared.append((array.reshape(-1).view(np.uint8), blobs.digest(array, chunk_size, kind)))  # put_blob's addresses
     stored = _ids_by_digest(conn, "rdb_blob", list({d.blob: None for _, d in prepared}))
     new_blobs: dict[bytes, tuple[int, blobs.Digests]] = {}  # address -> (id, digests)
-    chunk_data: dict[bytes, tuple[np.ndarray, int, bytes | None]] = {}  # sha -> (bytes, crc32, block crcs)
+    chunk_data: dict[bytes, tuple[np.ndarray, int, bytes | None]] = {}  # key -> (bytes, crc32, block crcs)
     blob_id = next_id(conn, "rdb_blob")
     for data, digests in prepared:
         if digests.blob not in stored and digests.blob not in new_blobs:
             new_blobs[digests.blob] = (blob_id, digests)
             blob_id += 1
-            for (sha, crc), crcs in zip(digests.chunks, digests.blocks):  # an empty blob has no chunk
-                chunk_data.setdefault(sha, (data, crc, crcs))
+            for (key, crc), crcs in zip(digests.chunks, digests.blocks):  # an empty blob has no chunk
+                chunk_data.setdefault(key, (data, crc, crcs))
     chunk_ids = _ids_by_digest(conn, "rdb_chunk", list(chunk_data))
     chunk_rows: list[tuple[int, bytes, int, int, str | None, memoryview | bytes]] = []
     crc_rows: list[tuple[int, int, bytes]] = []  # rdb_chunk_crc: raw chunks of more than one block
     chunk_id = next_id(conn, "rdb_chunk")
-    for sha, (data, crc, crcs) in chunk_data.items():
-        if sha not in chunk_ids:
-            chunk_ids[sha] = chunk_id
+    for key, (data, crc, crcs) in chunk_data.items():
+        if key not in chunk_ids:
+            chunk_ids[key] = chunk_id
             frame = codec_mod.compress(data) if codec is not None and codec_mod.worth_compressing(data) else None
             if frame is None:
-                chunk_rows.append((chunk_id, sha, int(data.nbytes), crc, None, memoryview(data)))  # type: ignore[arg-type]
+                chunk_rows.append((chunk_id, key, int(data.nbytes), crc, None, memoryview(data)))  # type: ignore[arg-type]
                 if crcs is not None:
                     crc_rows.append((chunk_id, blobs.CRC_BLOCK, crcs))
             else:  # the crc32 covers the stored bytes, as for every compressed chunk
-                chunk_rows.append((chunk_id, sha, int(data.nbytes), blobs.crc32(frame), codec, frame))
+                chunk_rows.append((chunk_id, key, int(data.nbytes), blobs.crc32(frame), codec, frame))
             chunk_id += 1
     if codec is None:  # the codec column exists from schema 0004 on; raw rows leave it to its default
         conn.executemany(
             "INSERT INTO rdb_chunk(id, digest, nbytes, crc32, data) VALUES (?, ?, ?, ?, ?)",
-            [(i, sha, n, crc, data) for i, sha, n, crc, _, data in chunk_rows],
+            [(i, key, n, crc, data) for i, key, n, crc, _, data in chunk_rows],
         )
     else:
         conn.executemany("INSERT INTO rdb_chunk(id, digest, nbytes, crc32, codec, data) VALUES (?, ?, ?, ?, ?, ?)", chunk_rows)
