@@ -15,6 +15,7 @@ import functools
 import json
 import numbers
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -39,10 +40,21 @@ class _StdoutClosed(Exception):
     """The reader of stdout went away (``reportdb ls | head``): not an error, the output is simply not wanted."""
 
 
-def _echo(text: str = "") -> None:
-    """Print a line to stdout; a closed stdout becomes _StdoutClosed, so it is told apart from other broken pipes."""
+#: C0 and C1 control characters but tab and newline: what a terminal may take for a command.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\x1b``): table names, values and paths in messages come
+    from reports, and an escape sequence in one must not reach the terminal as one."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _echo(text: str = "", *, err: bool = False) -> None:
+    """Print a line (control characters escaped) to stdout, or stderr; a closed stdout becomes _StdoutClosed, so it
+    is told apart from other broken pipes."""
     try:
-        click.echo(text)
+        click.echo(_printable(text), err=err)
     except BrokenPipeError:
         raise _StdoutClosed from None
 
@@ -75,19 +87,19 @@ def _friendly(func: F) -> F:
         except _StdoutClosed:
             _stdout_closed()
         except ReportDBError as exc:
-            raise click.ClickException(" ".join(str(exc).split())) from None
+            raise click.ClickException(_printable(" ".join(str(exc).split()))) from None
         except KeyboardInterrupt:
             click.echo("reportdb: interrupted", err=True)
             sys.exit(130)
         except OSError as exc:
             message = f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
-            raise click.ClickException(" ".join(message.split())) from None
+            raise click.ClickException(_printable(" ".join(message.split()))) from None
         except Exception as exc:  # a bug of ours: still one line, with the way to see more
             if os.environ.get("REPORTDB_DEBUG"):
                 raise
-            raise click.ClickException(
+            raise click.ClickException(_printable(
                 f"internal error {type(exc).__name__}: {_one_line(str(exc))} (set REPORTDB_DEBUG=1 for the traceback)"
-            ) from None
+            )) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -163,7 +175,8 @@ def info(path: Path, as_json: bool) -> None:
     elif summary.schema_revision is None:
         folder = _legacy_folder(path) or path
         _echo(f"legacy report:   `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` makes a reportdb report of it")
-    _echo(f"tensor bytes:    {_size(summary.stored_bytes)} stored for {_size(summary.logical_bytes)} logical")
+    _echo(f"tensor bytes:    {_size(summary.stored_bytes)} stored for {_size(summary.logical_bytes)} logical"
+          + (f", chunks addressed by {summary.content_address}" if summary.content_address else ""))
     _echo("tables:")
     for name, count in summary.tables.items():
         if not name.startswith(("rdb_", "reportdb_")):
@@ -194,7 +207,7 @@ def ls_(path: Path, as_json: bool) -> None:
                 f"{i.spec.layout or '-':<9} {len(i.shards):>6} {_size(i.nbytes):>10}"
             )
     if pending:
-        click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
+        _echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
 
 
 @cli.command()
@@ -300,7 +313,7 @@ def compare_(
         for path in (report_a, report_b):
             pending = _not_migrated(path)
             if pending:
-                click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
+                _echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
     if failed:
         raise click.exceptions.Exit(1)
 
@@ -343,7 +356,7 @@ def _compare_golden(path: Path, *, store: bool, rtol: float, atol: float, pcc: f
     if len(results) > compared:
         pending = _not_migrated(path)
         if pending:
-            click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
+            _echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
     if failed:
         raise click.exceptions.Exit(1)
 
@@ -529,10 +542,10 @@ def verify_(path: Path, against: Path | None, as_json: bool) -> None:
         _echo(f"{result.tensors} tensors, {_size(result.bytes_checked)} re-hashed{compared}")
         for problem in result.problems:
             where = "" if problem.tensor_id is None else f"tensor {problem.tensor_id} (rank {problem.rank}): "
-            click.echo(f"  {where}{problem.error}", err=True)
+            _echo(f"  {where}{problem.error}", err=True)
     pending = _not_migrated(path)
     if pending:
-        click.echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
+        _echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
     if not result.ok:
         raise click.exceptions.Exit(1)
 

@@ -99,8 +99,9 @@ def html_table(
 class ReportSummary(Result):
     """What ``Report.summary()`` tells about a report database: its path, reportdb schema revision (None for a
     legacy TTNN database read as it is) beside this reportdb's head, the report's own schema version, the row count
-    of every table, and the tensors, shards and bytes stored (compressed chunks at their stored size) against the
-    logical bytes."""
+    of every table, the tensors, shards and bytes stored (compressed chunks at their stored size) against the
+    logical bytes, and the hash the chunks are addressed by (``rdb_meta.chunk_address``: "blake3", "sha256", or
+    "unknown" for a value reportdb does not know; None without tensor tables)."""
 
     path: str
     schema_revision: str | None
@@ -111,3 +112,4 @@ class ReportSummary(Result):
     shards: int
     logical_bytes: int
     stored_bytes: int
+    content_address: str | None = None

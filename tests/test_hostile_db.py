@@ -432,3 +432,29 @@ def test_chunk_size_is_checked_on_open(tmp_path: Path) -> None:
         with pytest.raises(ReportDBError, match="chunk_size"):
             reportdb.open(tmp_path / "db.sqlite", "a", chunk_size=bad)
     assert not (tmp_path / "db.sqlite").exists()
+
+
+@pytest.mark.process
+def test_escape_sequences_in_a_report_never_reach_the_terminal(tmp_path: Path) -> None:
+    """A table name, a stored text and a path carrying terminal escape sequences (clear the screen, move the cursor,
+    a carriage return) are printed by the CLI as visible escapes, on stdout and in one-line errors."""
+    db = tmp_path / "r.sqlite"
+    with reportdb.open(db, "a") as report:
+        report.put_tensor(1, np.arange(4, dtype=np.float32))
+    hostile = "evil\x1b[2J\x1b[H\rname\x9b31m"
+    with sqlite3.connect(db) as conn:
+        conn.execute(f'CREATE TABLE "{hostile}" (x)')
+        conn.execute("UPDATE rdb_meta SET value = ? WHERE key = 'chunk_address'", (hostile,))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "reportdb", *args], capture_output=True, text=True, timeout=120)
+
+    info = cli("info", str(db))
+    assert info.returncode == 0, info.stderr
+    assert "evil\\x1b[2J\\x1b[H\\x0dname\\x9b31m" in info.stdout and "chunks addressed by unknown" in info.stdout
+    verify = cli("verify", str(db))  # the unknown address kind is the error, one line
+    missing = cli("info", str(tmp_path / hostile))
+    for out in (info.stdout, info.stderr, verify.stdout, verify.stderr, missing.stdout, missing.stderr):
+        assert not any(ch in out for ch in "\x1b\r\x9b"), out
+    assert verify.returncode != 0 and "unknown content address kind" in verify.stderr
+    assert missing.returncode != 0 and "\\x1b[2J" in missing.stderr

@@ -172,8 +172,9 @@ def test_tensor_stats_has_one_shape_for_one_shard_and_for_many(tmp_path: Path) -
     assert summary.tensors == 2 and summary.shards == 3 and summary.tables["rdb_tensor"] == 2
     assert list(summary.to_dict()) == [
         "path", "schema_revision", "schema_head", "report_schema_version", "tables", "tensors", "shards",
-        "logical_bytes", "stored_bytes",
+        "logical_bytes", "stored_bytes", "content_address",
     ]  # fmt: skip
+    assert summary.content_address == "blake3"
 
 
 # --- the migration summary read back from a log ------------------------------------------------------------------
