@@ -729,14 +729,13 @@ class Report:
                 stored = 0
                 if "rdb_chunk" in tables:
                     stored = conn.execute("SELECT COALESCE(SUM(length(data)), 0) FROM rdb_chunk").fetchone()[0]
-                kind = None
-                if "rdb_meta" in tables:
-                    kind = conn.execute("SELECT value FROM rdb_meta WHERE key = 'chunk_address'").fetchone()
+                try:
+                    kind = blobs.address_kind(conn)
+                except CorruptionError:  # a kind reportdb does not know: named as such, never as stored
+                    kind = "unknown"
                 result = replace(
                     result, tensors=counts["rdb_tensor"], shards=counts.get("rdb_shard", 0), logical_bytes=logical,
-                    stored_bytes=stored,
-                    content_address=blobs.OLD_ADDRESS if kind is None else kind[0] if kind[0] in blobs.ADDRESS_HASHES
-                    else "unknown",
+                    stored_bytes=stored, content_address=kind,
                 )  # fmt: skip
         return result
 

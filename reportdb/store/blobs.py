@@ -93,8 +93,8 @@ def address_kind(conn: sqlite3.Connection) -> str:
     return str(kind)
 
 
-def _address(kind: str, data: Any) -> bytes:
-    """The content address of ``data`` (a buffer) of kind ``kind``."""
+def content_address(kind: str, data: Any) -> bytes:
+    """The content address of ``data`` (a buffer) of kind ``kind`` (a key of :data:`ADDRESS_HASHES`)."""
     return bytes(ADDRESS_HASHES[kind](data).digest())
 
 
@@ -215,7 +215,7 @@ def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE, address: str
     beside = pools.pool("digest", 1) if min(chunk_size, nbytes) >= _HASH_BESIDE_MIN else None
     hashed: list[Future[bytes]] | None = None
     if beside is not None:
-        hashed = [beside.submit(_address, address, piece.data) for piece in pieces]
+        hashed = [beside.submit(content_address, address, piece.data) for piece in pieces]
     chunks: list[tuple[bytes, int]] = []
     blocks: list[bytes | None] = []
     for i, piece in enumerate(pieces):
@@ -231,7 +231,7 @@ def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE, address: str
         else:
             crc = crc32(piece.data)
             blocks.append(None)
-        chunk_address = hashed[i].result() if hashed is not None else _address(address, piece.data)
+        chunk_address = hashed[i].result() if hashed is not None else content_address(address, piece.data)
         blob_hash.update(chunk_address)
         chunks.append((chunk_address, crc))
     return Digests(chunk_size, nbytes, tuple(chunks), bytes(blob_hash.digest()), tuple(blocks), address)
@@ -632,9 +632,8 @@ def verify_blob(
     """Prove blob ``blob_id`` complete and intact: its rows describe ``nbytes`` bytes in complete chunks of consistent
     sizes (:func:`blob_layout`), its address is that of its chunks (as :func:`digest` computes it), and every chunk,
     re-read and decompressed if stored compressed, matches its content address (of the file's kind ``address``, asked
-    when None) and
-    its block crcs where it has them. Return the raw bytes checked; raise CorruptionError naming ``what``.
-    ``has_block_crc``: the file has ``rdb_chunk_crc`` (schema 0005 on).
+    when None) and its block crcs where it has them. Return the raw bytes checked; raise CorruptionError naming
+    ``what``. ``has_block_crc``: the file has ``rdb_chunk_crc`` (schema 0005 on).
 
     With ``pool``, chunks are decoded and hashed in its threads while the next ones are read (zstd, hashlib and
     blob reads release the GIL), at most a few chunks ahead, so memory stays bounded whatever the blob size.
@@ -652,7 +651,7 @@ def verify_blob(
             data = decoded(layout, chunk, data, what, crc=False)
         elif len(data) != chunk.nbytes:
             raise corrupt(what, f"chunk {chunk.idx} holds {len(data)} bytes, not {chunk.nbytes}")
-        if _address(kind, data) != chunk.digest:
+        if content_address(kind, data) != chunk.digest:
             raise CorruptionError(f"{what}: chunk {chunk.idx} does not match its {kind} content address; {_DAMAGED}")
         if chunk.crcs is not None and block_crcs(data, chunk.block_size).astype("<u4").tobytes() != chunk.crcs:
             raise corrupt(what, f"chunk {chunk.idx} does not match its block crcs (table rdb_chunk_crc)")

@@ -241,7 +241,7 @@ def _check_chunk(ref: ChunkRef, data: bytes, path: Path, address: str) -> None:
     if blobs.crc32(data) != ref.crc32:
         raise CorruptionError(f"{where} fails its crc32 check; the report is damaged: `reportdb verify {path}` names the tensors")
     raw = data if not ref.codec else codec_mod.decompress(ref.codec, data, ref.nbytes, where)
-    if len(raw) != ref.nbytes or blobs.ADDRESS_HASHES[address](raw).digest() != ref.digest:
+    if len(raw) != ref.nbytes or blobs.content_address(address, raw) != ref.digest:
         raise CorruptionError(f"{where} does not match its {address} address; the report is damaged: `reportdb verify {path}`")
 
 

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from ..errors import ReportLockedError
 from ..store.engine import is_lock_error, share_file
@@ -188,23 +188,25 @@ def write_batch(
             tables.write_rows(conn, batch.operations, batch.rows, refused, created)
             if batch.tensors:
                 tables.write_tensor_rows(conn, batch.tensors, created)
-                values = [
-                    {"tensor_id": item.tensor_id, "rank": item.rank, "shards": item.shards, **item.metadata,
-                     **({"_prepared": item.prepared.result()} if item.prepared is not None else {})}
-                    for item in batch.tensors
-                    if item.shards is not None
-                ]
-                rest = [v for v in values if "_prepared" not in v]
+                valued = [item for item in batch.tensors if item.shards is not None]
+                rest = [_values(item) for item in valued if item.prepared is None]
                 if rest:
                     report.put_tensors(rest, if_exists="skip", stats=stats)
-                for large in (v for v in values if "_prepared" in v):  # prepared ahead: 1 MiB or more
-                    report.put_tensors([large], if_exists="skip", stats=stats)
-                    if writeback:
-                        start_writeback(report.path)
+                for item in valued:
+                    if item.prepared is not None:  # prepared ahead: 1 MiB or more
+                        report.put_tensors([{**_values(item), "_prepared": item.prepared.result()}], if_exists="skip",
+                                           stats=stats)
+                        if writeback:
+                            start_writeback(report.path)
 
     retry(transaction, "write to the report")
     tables.commit(created)
     return refused
+
+
+def _values(item: TensorItem) -> dict[str, Any]:
+    """A queued tensor as ``Report.put_tensors`` takes it."""
+    return {"tensor_id": item.tensor_id, "rank": item.rank, "shards": item.shards, **item.metadata}
 
 
 def retry_locked(action: Callable[[], T], what: str, path: Path, timeout: float) -> T:
