@@ -357,7 +357,7 @@ def test_json_output_is_strict_even_with_nonfinite_values(tmp_path: Path) -> Non
 
 def test_table_figures_have_six_significant_digits_whatever_their_float_type() -> None:
     """numpy's float32 figures (a bfloat16 pair's errors) print like Python floats, not as their full repr."""
-    from reportdb.cli import _num
+    from reportdb.cli.common import _num
 
     assert [_num(v) for v in (np.float32(0.03890492), 0.1234567891, np.float64(2.5e-7), 3, np.int64(5), None)] == [
         "0.0389049", "0.123457", "2.5e-07", "3", "5", "-"]

@@ -1,0 +1,255 @@
+"""Commands over one report database or legacy folder: info, ls, upgrade, migrate, verify, attach."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import click
+
+import reportdb
+from reportdb.cli.common import (
+    _echo,
+    _emit,
+    _friendly,
+    _legacy_folder,
+    _migrate_hint,
+    _not_migrated,
+    _size,
+    cli,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reportdb.legacy.summary import Skipped
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def info(path: Path, as_json: bool) -> None:
+    """Schema version, table row counts, tensors and bytes stored against logical bytes.
+
+    Read-only. On a legacy report folder it also counts the tensor files in tensors/ whose values the
+    database does not hold (JSON: legacy_files_not_migrated) and names the `reportdb migrate` that stores
+    them. Exit status 0, or 1 on an error.
+
+    \b
+    Example:
+        reportdb info generated/ttnn/reports/1234
+    """
+    with reportdb.open(path, "r") as report:
+        summary = report.summary()
+    pending = _not_migrated(path)
+    if as_json:
+        _emit(summary.to_dict() | {"legacy_files_not_migrated": len(pending)})
+        return
+    _echo(f"report:          {summary.path}")
+    revision = summary.schema_revision or "none (a legacy TTNN report database, read as it is)"
+    _echo(f"reportdb schema: {revision} (this reportdb: {summary.schema_head})")
+    if summary.report_schema_version is not None:
+        _echo(f"report schema:   {summary.report_schema_version}")
+    _echo(f"tensors:         {summary.tensors} ({summary.shards} shards)")
+    if pending:
+        _echo(f"legacy tensors:  {_migrate_hint(path, pending)}")
+    elif summary.schema_revision is None:
+        folder = _legacy_folder(path) or path
+        _echo(f"legacy report:   `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` makes a reportdb report of it")
+    _echo(f"tensor bytes:    {_size(summary.stored_bytes)} stored for {_size(summary.logical_bytes)} logical"
+          + (f", chunks addressed by {summary.content_address}" if summary.content_address else ""))
+    _echo("tables:")
+    for name, count in summary.tables.items():
+        if not name.startswith(("rdb_", "reportdb_")):
+            _echo(f"  {name:<34} {count:>12,}")
+
+
+@cli.command(name="ls")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def ls_(path: Path, as_json: bool) -> None:
+    """List stored tensors: id, rank, shape, dtype, ttnn dtype, layout, size.
+
+    Read-only. Legacy tensor files not migrated into the database are not listed: their count and the
+    `reportdb migrate` that stores them go to stderr. Exit status 0, or 1 on an error.
+    """
+    with reportdb.open(path, "r") as report:
+        infos = [report.tensor_info(tid, rank) for tid, rank in report.tensor_keys()]
+    pending = _not_migrated(path)
+    if as_json:
+        _emit([i.to_json() for i in infos])
+    else:
+        _echo(f"{'id':>10} {'rank':>4}  {'shape':<22} {'dtype':<10} {'ttnn dtype':<10} {'layout':<9} {'shards':>6} {'size':>10}")
+        for i in infos:
+            shape = "?" if i.shape is None else "x".join(str(d) for d in i.shape) or "()"
+            _echo(
+                f"{i.tensor_id:>10} {i.rank:>4}  {shape:<22} {i.dtype:<10} {i.spec.ttnn_dtype or '-':<10} "
+                f"{i.spec.layout or '-':<9} {len(i.shards):>6} {_size(i.nbytes):>10}"
+            )
+    if pending:
+        _echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@_friendly
+def upgrade(path: Path) -> None:
+    """Bring a report database of any age to the current schema, in place and all-or-nothing."""
+    _echo(f"{path}: schema {reportdb.upgrade(path)}")
+
+
+# --- migrate / verify (legacy report folders) ---------------------------------------------------
+
+
+class _MigrationProgress:
+    """A progress bar over bytes (labelled with files done) on a terminal; silent elsewhere."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+        self.bytes_done = 0
+
+    def __call__(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
+        if not self.enabled or bytes_total == 0:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=bytes_total, label="tensors", file=sys.stderr, show_pos=False)
+            self.bar.__enter__()
+        self.bar.label = f"tensors {files_done}/{files_total}"
+        self.bar.update(bytes_done - self.bytes_done)
+        self.bytes_done = bytes_done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+@cli.command(name="migrate")
+@click.argument("src", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "dst", type=click.Path(path_type=Path), help="New report folder; SRC stays untouched.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Decoding processes.")
+@click.option("--strict", is_flag=True, help="Stop at the first unreadable tensor file.")
+@click.option("--remove-legacy-files", is_flag=True, help="In place: delete imported tensor files after their values compare equal.")
+@click.option("--no-stats", is_flag=True, help="Skip per-tensor statistics (faster; no preflight stats stored).")
+@click.option(
+    "--compression", type=click.Choice(["none", "zstd"]), default="none", show_default=True,
+    help="zstd: store compressible tensors compressed (needs reportdb[zstd]).",
+)
+@click.option(
+    "--copy-triggers", is_flag=True,
+    help="Also copy SRC's triggers (after all rows are copied). Off by default: a trigger runs report-supplied SQL "
+    "on every later write to its table, so copy them only from a report you trust.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_friendly
+def migrate_(
+    src: Path, dst: Path | None, jobs: int, strict: bool, remove_legacy_files: bool, no_stats: bool, compression: str,
+    copy_triggers: bool, as_json: bool,
+) -> None:
+    """Turn a legacy report folder (db.sqlite + tensors/) into one self-contained report.
+
+    \b
+    Examples:
+        reportdb migrate generated/ttnn/reports/1234 -o migrated/1234 --jobs 2
+        reportdb migrate generated/ttnn/reports/1234 --remove-legacy-files
+        reportdb migrate generated/ttnn/reports/1234 -o migrated/1234 --compression zstd
+    An interrupted run leaves a .db.sqlite.reportdb-partial file; run the same command again to finish.
+    Symlinks and special files in the folder are skipped, never followed; the summary counts them.
+    """
+    bar = _MigrationProgress(sys.stderr.isatty() and not as_json)
+    try:
+        summary = reportdb.migrate(
+            src, dst, jobs=jobs, strict=strict, remove_legacy_files=remove_legacy_files, progress=bar,
+            stats=not no_stats, compression=compression, copy_triggers=copy_triggers,  # type: ignore[arg-type]
+        )
+    finally:
+        bar.close()
+    if as_json:
+        _emit(summary.to_dict())
+        return
+    tensors, problems = summary.tensors, summary.problems
+    _echo(f"{summary.source} -> {summary.destination}" + (" (already migrated)" if summary.already_migrated else ""))
+    _echo(f"tables:   {summary.tables_copied} ({summary.rows_copied:,} rows) copied")
+    formats = ", ".join(f"{k} {v}" for k, v in tensors.by_format.items()) or "none"
+    carried = f"; {tensors.carried_over} carried over with the tables" if tensors.carried_over else ""
+    _echo(f"tensors:  {tensors.stored} stored ({formats}); {tensors.already_stored} were stored by an earlier run{carried}")
+    for key in ("orphan_files", "missing_files", "unreadable_files", "golden_without_file"):
+        if problems.get(key):
+            _echo(f"  {key.replace('_', ' ')}: {len(problems[key])}")
+    if summary.skipped:
+        _echo(f"skipped:  {len(summary.skipped)} (never followed, read or copied)")
+        for line in _skipped_lines(summary.skipped):
+            _echo(line)
+    _echo(f"verified: {summary.verified.tensors} tensors, {_size(summary.verified.bytes_checked)} re-hashed")
+    _echo(f"size:     {_size(summary.bytes.before)} before, {_size(summary.bytes.after or 0)} after")
+    if summary.legacy_files_removed:
+        _echo(f"removed:  {summary.legacy_files_removed} legacy tensor files")
+
+
+def _skipped_lines(skipped: Sequence[Skipped], limit: int = 10) -> list[str]:
+    """The migrate summary's ``skipped`` entries (links and special files not followed, schema objects not copied),
+    one line each, the first ``limit`` of them."""
+    lines = [f"  {entry.kind} {entry.name}: {entry.reason}" for entry in skipped[:limit]]
+    if len(skipped) > limit:
+        lines.append(f"  ... and {len(skipped) - limit} more (--json lists every one)")
+    return lines
+
+
+@cli.command(name="verify")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--against", type=click.Path(path_type=Path), help="Legacy report folder whose tensor files to compare values with.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@_friendly
+def verify_(path: Path, against: Path | None, as_json: bool) -> None:
+    """Re-read every stored tensor and check its digests; with --against, compare values with the legacy files.
+
+    Read-only. Exit status 0 when every stored tensor checks out (also when none is stored: legacy tensor
+    files not migrated are counted on stderr with the `reportdb migrate` that stores them), 1 when any
+    fails or on an error.
+    """
+    result = reportdb.verify(path, against=against)
+    if as_json:
+        _emit(result.to_dict())
+    else:
+        compared = f", {result.compared} compared with {against}" if against is not None else ""
+        _echo(f"{result.tensors} tensors, {_size(result.bytes_checked)} re-hashed{compared}")
+        for problem in result.problems:
+            where = "" if problem.tensor_id is None else f"tensor {problem.tensor_id} (rank {problem.rank}): "
+            _echo(f"  {where}{problem.error}", err=True)
+    pending = _not_migrated(path)
+    if pending:
+        _echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
+    if not result.ok:
+        raise click.exceptions.Exit(1)
+
+
+@cli.command("attach")
+@click.argument("values", type=click.Path(path_type=Path))
+@click.argument("report", type=click.Path(path_type=Path))
+@click.option("--unmatched", is_flag=True, help="Also store values of tensors the report does not list.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was attached as JSON.")
+@_friendly
+def attach_(values: Path, report: Path, unmatched: bool, as_json: bool) -> None:
+    """Store the tensor values capture() recorded (VALUES, a reportdb file) into the report ttnn 0.81+ wrote itself.
+
+    \b
+    Example (a run with `reportdb.Writer("values.sqlite")` and `reportdb.ttnn.capture(w)` around the model):
+        reportdb attach values.sqlite generated/ttnn/reports/1234
+    Tensors are matched by id and rank with the report's `tensors` table; the report's db.sqlite is replaced
+    atomically once every value has been read back, so a failed attach leaves it as it was. Running it again is safe.
+    """
+    from reportdb.ttnn import attach
+
+    result = attach(values, report, unmatched=unmatched)
+    if as_json:
+        _emit(result.to_dict())
+        return
+    _echo(f"{result.values} -> {result.report}")
+    _echo(f"attached: {result.attached} tensors ({_size(result.bytes_attached)}); {result.already_attached} were there already")
+    if result.unmatched and not result.attached + result.already_attached and not unmatched:
+        click.echo("reportdb: no tensor of VALUES is listed in the report: are they from the same run?", err=True)
+    if result.unmatched:
+        left = "stored too" if unmatched else "left out (--unmatched stores them)"
+        _echo(f"unmatched: {len(result.unmatched)} tensors the report does not list, {left}")
