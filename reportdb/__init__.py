@@ -88,6 +88,10 @@ _LAZY = {
     "PolicyError": "reportdb.analysis.policy",
     "Criteria": "reportdb.analysis.policy",
     "Verdict": "reportdb.analysis.policy",
+    "GoldenComparison": "reportdb.analysis.culprits",
+    "Culprit": "reportdb.analysis.culprits",
+    "operation_context": "reportdb.analysis.ops",
+    "OperationContext": "reportdb.analysis.ops",
 }
 
 _ERRORS = [

@@ -37,7 +37,7 @@ import fnmatch
 import math
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -136,12 +136,26 @@ class Rule:
 class Policy:
     """Rules matched in order, then the dtype-aware defaults; see the module docstring."""
 
-    def __init__(self, rules: tuple[Rule, ...] = (), *, source: str | None = None) -> None:
+    def __init__(
+        self, rules: tuple[Rule, ...] = (), *, source: str | None = None, overrides: Criteria | None = None
+    ) -> None:
         self.rules = tuple(rules)
         self.source = source
+        self.overrides = overrides
 
     def __repr__(self) -> str:
-        return f"Policy({len(self.rules)} rules from {self.source or 'defaults'})"
+        extra = f", overridden by {self.overrides}" if self.overrides else ""
+        return f"Policy({len(self.rules)} rules from {self.source or 'defaults'}{extra})"
+
+    def with_overrides(self, *, rtol: float | None = None, atol: float | None = None, pcc: float | None = None) -> Policy:
+        """This policy with the criteria given here replacing every rule's and default's (a command line's
+        ``--rtol/--atol/--pcc``); None leaves a criterion as the policy has it."""
+        given = {k: float(v) for k, v in (("rtol", rtol), ("atol", atol), ("pcc", pcc)) if v is not None}
+        if not given:
+            return self
+        table = _rule({"op": "*", **given}, "the tolerances given")  # the same checks as a file's values
+        merged = {**({} if self.overrides is None else self.overrides.to_dict()), **table.criteria.to_dict()}
+        return Policy(self.rules, source=self.source, overrides=Criteria(**{k: v for k, v in merged.items() if v is not None}))
 
     @classmethod
     def default(cls) -> Policy:
@@ -192,7 +206,10 @@ class Policy:
     def criteria_for(self, op: str | None, dtype: str) -> Criteria:
         """The criteria of the first matching rule, else the dtype's defaults."""
         rule = self.rule_for(op, dtype)
-        return rule.criteria if rule is not None else dtype_defaults(dtype)[0]
+        criteria = rule.criteria if rule is not None else dtype_defaults(dtype)[0]
+        if self.overrides is None:
+            return criteria
+        return replace(criteria, **{k: v for k, v in self.overrides.to_dict().items() if v is not None})
 
     def tolerances(self, op: str | None, dtype: str) -> tuple[float, float]:
         """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's."""
