@@ -189,7 +189,7 @@ def test_compare_golden_without_records_stores_nothing_and_raises_nothing(tmp_pa
     empty = _bare_report(tmp_path / "empty.sqlite", "CREATE TABLE local_tensor_comparison_records (tensor_id int, golden_tensor_id int)")
     for path in (no_tables, empty):
         with reportdb.open(path, "a") as report:
-            assert reportdb.compare_golden(report) == []  # with store=True: an empty insert used to raise ProgrammingError
+            assert list(reportdb.compare_golden(report)) == []  # with store=True: an empty insert used to raise ProgrammingError
             with report.connection() as conn:
                 assert conn.execute("SELECT COUNT(*) FROM rdb_comparison").fetchone()[0] == 0
 
