@@ -75,10 +75,12 @@ class GoldenComparison(Result):
 
     def ranked(self) -> list[GoldenResult]:
         """The compared records worst first: by local error where local records exist (culprits before victims),
-        else by the error's growth."""
+        else failing records first, by the error's growth, then by the error."""
         compared = [r for r in self.records if r.metrics is not None]
-        if self.global_only:
-            return sorted(compared, key=lambda r: -(r.error_growth_db if r.error_growth_db is not None else -math.inf))
+        if self.global_only:  # failing first, then by growth (an input without error makes any error infinite growth)
+            return sorted(compared, key=lambda r: (
+                bool(r.passed), -(r.error_growth_db if r.error_growth_db is not None else -math.inf), -_error_ratio(r)
+            ))  # fmt: skip
         local = {(r.rank, r.tensor_id): _error_ratio(r) for r in compared if r.kind == "local"}
         return sorted(compared, key=lambda r: (-local.get((r.rank, r.tensor_id), -1.0), r.kind != "local"))
 
