@@ -37,7 +37,7 @@ import fnmatch
 import math
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -325,4 +325,18 @@ def as_policy(policy: "Policy | str | Path | None") -> Policy:
     raise PolicyError(f"a policy is a reportdb Policy or a TOML file's path, not {type(policy).__name__}")
 
 
-__all__ = ["Criteria", "Policy", "PolicyError", "Rule", "Verdict", "as_policy", "canonical_dtype", "dtype_defaults"]
+def judge_stored(policy: "Policy | str | Path | None", metrics: Mapping[str, Any], op: str | None) -> Verdict | None:
+    """Judge a stored metric vector (a ``Comparison.to_dict()``, as ``rdb_comparison`` and the team store keep) by its
+    actual dtype; None when it cannot be (counted at other tolerances than the policy asks, or not a metric vector)."""
+    from ..numeric.metrics import Comparison
+
+    names = {f.name for f in fields(Comparison)}
+    try:
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in metrics.items() if k in names}
+        comparison = Comparison(**values)
+        return as_policy(policy).judge(comparison, op=op, dtype=str(metrics.get("dtype_a", "")))
+    except (TypeError, ComparisonError):
+        return None
+
+
+__all__ = ["Criteria", "Policy", "PolicyError", "Rule", "Verdict", "as_policy", "canonical_dtype", "dtype_defaults", "judge_stored"]

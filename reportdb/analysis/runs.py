@@ -103,16 +103,10 @@ class RunComparison(Result):
         return {**{v: sum(1 for r in self.rows if r.verdict == v) for v in VERDICTS}, "not_compared": self.not_compared}
 
     def to_dict(self) -> dict[str, Any]:
-        """``first_divergence`` first (A's and B's operation and tensor, the name and the failed criteria; None when
-        nothing diverges; its row is marked in ``rows``), the verdict counts, then every other field as before."""
-        first = self.first_divergence
-        head = None if first is None else {
-            "operation_id_a": first.operation_id_a, "operation_id_b": first.operation_id_b,
-            "tensor_a": first.tensor_a, "tensor_b": first.tensor_b, "name": first.name,
-            "output_index": first.output_index, "failed": list(first.failed),
-        }  # fmt: skip
-        rest = {k: v for k, v in super().to_dict().items() if k != "first_divergence"}
-        return {"first_divergence": head, "counts": self.counts(), **rest}
+        """``first_divergence`` first (its row: A's and B's operation and tensor, the name, the verdict and failed
+        criteria, the metrics; None when nothing diverges), the verdict counts, then every other field as before."""
+        data = super().to_dict()
+        return {"first_divergence": data.pop("first_divergence"), "counts": self.counts(), **data}
 
     def _repr_html_(self) -> str:
         """The rows as one table, the first divergence marked."""

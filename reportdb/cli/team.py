@@ -161,13 +161,17 @@ def delete_(url: str, name: str | None, as_json: bool) -> None:
 @click.option("--name", help="Only reports whose name contains this.")
 @click.option("--tag", help="Only reports with this tag.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the newest this many runs.")
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path),
+              help="Judge each stored metric vector by this tolerance policy (TOML): the passed column says its verdict.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @_friendly
-def history_(url: str, op_name: str, name: str | None, tag: str | None, limit: int | None, as_json: bool) -> None:
+def history_(url: str, op_name: str, name: str | None, tag: str | None, limit: int | None, policy_path: Path | None,
+             as_json: bool) -> None:
     """An operation's outputs against golden across the store's runs, oldest first."""
-    from reportdb import team
+    from reportdb import Policy, team
 
-    rows = team.history(url, op_name, name=name, tag=tag, limit=limit)
+    policy = None if policy_path is None else Policy.load(policy_path)
+    rows = team.history(url, op_name, name=name, tag=tag, limit=limit, policy=policy)
     if as_json:
         _emit([h.to_dict() for h in rows])
         return
@@ -175,6 +179,8 @@ def history_(url: str, op_name: str, name: str | None, tag: str | None, limit: i
           f" {'recomputed':>10} passed")
     for h in rows:
         passed = "-" if h.passed is None else "yes" if h.passed else "NO"
+        if policy is not None:
+            passed = "-" if h.verdict is None else "yes" if h.verdict == "pass" else "NO " + ",".join(h.failed)
         _echo(f"{h.report:<32} {_when(h.captured_at or h.pushed_at):<16} {_num(h.operation_id):>5}"
               f" {_num(h.tensor_id):>7} {_num(h.rank):>4} {h.kind:<6} {_num(h.desired_pcc):>8}"
               f" {_num(h.actual_pcc):>10} {_num(h.pcc):>10} {passed}")

@@ -141,7 +141,9 @@ def delete(url: str, name: str | None = None, *, stale_after: timedelta | float 
 @dataclass(frozen=True)
 class HistoryRow(Result):
     """One output of an operation in one run of a team store against its golden: the record the run wrote and, where
-    the report kept a recomputation, its PCC, verdict and metric vector."""
+    the report kept a recomputation, its PCC, verdict and metric vector; with a policy (``history(policy=...)``) that
+    vector's ``verdict`` under it (``"pass"``/``"fail"``, None without metrics or when they were counted at other
+    tolerances than the policy's) and the ``failed`` criteria."""
 
     report: str
     captured_at: datetime | None
@@ -159,14 +161,17 @@ class HistoryRow(Result):
     pcc: float | None
     passed: bool | None
     metrics: dict[str, Any] | None
+    verdict: str | None = None
+    failed: tuple[str, ...] = ()
 
 
 def history(url: str, op_name: str, *, name: str | None = None, tag: str | None = None,
-            limit: int | None = None) -> list[HistoryRow]:
+            limit: int | None = None, policy: Any = None) -> list[HistoryRow]:
     """An operation's outputs against golden across the store's reports, oldest run first, in one indexed query:
     per report and output, the recorded comparison (desired and actual PCC, matches) and, where the report stored a
     recomputation (``reportdb compare --golden --store``), the recomputed PCC, pass/fail and the full metrics.
-    ``name``/``tag`` restrict the reports as ``list_reports`` does; ``limit`` keeps the newest runs."""
+    ``name``/``tag`` restrict the reports as ``list_reports`` does; ``limit`` keeps the newest runs; ``policy`` (a
+    ``reportdb.Policy`` or a TOML file's path) judges each stored metric vector."""
     store = server.parse_url(url)
     if not isinstance(op_name, str) or not op_name:
         raise InvalidArgumentError(f"give an operation name (such as ttnn.add), not {op_name!r}")
@@ -192,7 +197,19 @@ def history(url: str, op_name: str, *, name: str | None = None, tag: str | None 
             rows = conn.execute(f"{sql} ORDER BY {order}".encode(), params).fetchall()
     finally:
         conn.close()
-    return [HistoryRow(*row) for row in rows]
+    found = [HistoryRow(*row) for row in rows]
+    if policy is None:
+        return found
+    from ..analysis.policy import judge_stored
+
+    return [row if row.metrics is None else _judged(row, judge_stored(policy, row.metrics, op_name)) for row in found]
+
+
+def _judged(row: HistoryRow, verdict: Any) -> HistoryRow:
+    """The row with the policy's verdict on its stored metrics (None when they cannot be judged by it)."""
+    from dataclasses import replace
+
+    return row if verdict is None else replace(row, verdict="pass" if verdict.passed else "fail", failed=verdict.failed)
 
 
 def open_remote(url: str) -> Any:
