@@ -182,3 +182,29 @@ def test_quantiles_exact_at_zero_and_the_maximum_and_bitwise_equality() -> None:
     assert same.bitwise_equal and same.sqnr_db is None and same.abs_error_p99 == 0.0
     negative_zero = reportdb.compare(-a, a)
     assert negative_zero.max_abs_error == 0.0 and negative_zero.bitwise_equal is False
+
+
+def test_quantiles_of_stored_tensors_streamed_in_windows(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import reportdb.numeric.streamed as streamed
+    from reportdb.numeric.streamed import compare_stored
+
+    a, b = _pair("BFLOAT8_B", (128, 2048))
+    with reportdb.open(tmp_path / "r", "a") as report:
+        report.put_tensor(1, a, ttnn_dtype="BFLOAT8_B")
+        report.put_tensor(2, b, ttnn_dtype="BFLOAT16")
+    reads = []
+    monkeypatch.setattr(streamed, "WINDOW_ELEMENTS", 2048 * 8)  # 16 windows of eight rows, never the whole tensor
+    with reportdb.open(tmp_path / "r") as report:
+        original = report.tensor
+
+        def counted(tensor_id, rank=0, **kwargs):
+            reads.append(kwargs.get("window"))
+            return original(tensor_id, rank, **kwargs)
+
+        monkeypatch.setattr(report, "tensor", counted)
+        result = compare_stored(report, 1, report, 2, 0, rtol=1e-2, atol=1e-2, pcc=0.99)
+    assert len(reads) == 32 and all(w is not None for w in reads)
+    error = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    assert result.sqnr_db == pytest.approx(10 * np.log10(np.sum(b.astype(np.float64) ** 2) / np.sum(error**2)))
+    for name, q in (("abs_error_p50", 0.5), ("abs_error_p99", 0.99), ("abs_error_p999", 0.999)):
+        assert getattr(result, name) == pytest.approx(np.quantile(error, q), rel=0.005), name

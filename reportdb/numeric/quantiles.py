@@ -35,7 +35,8 @@ class AbsErrorHistogram:
         f32 = scratch("quantile_f32", abs_error.size, np.float32)
         with np.errstate(over="ignore"):  # beyond float32's range: Inf, counted in the top bin
             np.copyto(f32, abs_error, casting="unsafe")
-        index = np.right_shift(f32.view(np.uint32), _SHIFT, out=scratch("quantile_bin", abs_error.size, np.uint32))
+        index = scratch("quantile_bin", abs_error.size, np.intp)  # intp: bincount takes it without a copy
+        np.right_shift(f32.view(np.uint32), _SHIFT, out=index, casting="unsafe")
         self.counts += np.bincount(index, minlength=BINS)[:BINS]
 
     def merge(self, other: AbsErrorHistogram) -> None:
