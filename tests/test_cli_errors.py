@@ -104,7 +104,7 @@ def _writer_report(path: Path, records: list[tuple[int, int, float]] | None = No
 def test_compare_golden_on_a_legacy_original_changes_nothing(legacy: Path) -> None:
     before = snapshot(legacy)
     out = run("compare", str(legacy), "--golden")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # nothing compared is not a pass
     assert "tensor not stored" in out.stdout and "0 compared" in out.stdout
     assert f"{LEGACY_TENSOR_FILES} legacy tensor files" in out.stderr and "reportdb migrate" in out.stderr
     assert snapshot(legacy) == before
@@ -121,13 +121,13 @@ def test_compare_golden_on_the_migrated_report_reads_only_and_fails_like_a_test_
     before = snapshot(migrated)
     text = run("compare", str(migrated), "--golden")
     assert text.returncode == 1, text.stderr  # the 0.62.2 run has records below their desired PCC
-    assert "pcc below threshold" in text.stdout and "failed" in text.stdout.splitlines()[-1]
+    assert "FAIL pcc" in text.stdout and "failed" in text.stdout.splitlines()[-2]
     figures = [t.split("e")[0] for t in text.stdout.split() if "." in t and t.replace(".", "", 1).replace("e-", "", 1).isdigit()]
     digits = [len(f.replace(".", "").lstrip("0")) for f in figures]
     assert digits and max(digits) <= 6  # figures to 6 significant digits, float32 ones too (not 0.03890492012659208)
     as_json = run("compare", str(migrated), "--golden", "--json")
     assert as_json.returncode == 1, as_json.stderr
-    results = strict_json(as_json.stdout)  # printed in full despite the failing exit status
+    results = strict_json(as_json.stdout)["records"]  # printed in full despite the failing exit status
     con = sqlite3.connect(f"file:{LEGACY / 'db.sqlite'}?mode=ro", uri=True)
     records = sum(con.execute(f"SELECT COUNT(*) FROM {t}_tensor_comparison_records").fetchone()[0] for t in ("local", "global"))
     con.close()
@@ -150,12 +150,12 @@ def test_compare_golden_store_keeps_results_in_a_reportdb_database(migrated: Pat
 def test_compare_golden_without_records_says_nothing_to_compare(tmp_path: Path) -> None:
     report = _writer_report(tmp_path / "run")
     before = snapshot(report)
-    out = run("compare", str(report), "--golden")
-    assert out.returncode == 0 and out.stdout.startswith("nothing to compare"), out.stdout + out.stderr
+    out = run("compare", str(report), "--golden")  # exit 3: nothing was compared
+    assert out.returncode == 3 and out.stdout.startswith("nothing to compare"), out.stdout + out.stderr
     as_json = run("compare", str(report), "--golden", "--json")
-    assert as_json.returncode == 0 and strict_json(as_json.stdout) == [], as_json.stderr
+    assert as_json.returncode == 3 and strict_json(as_json.stdout)["records"] == [], as_json.stderr
     stored = run("compare", str(report), "--golden", "--store")
-    assert stored.returncode == 0 and "nothing to compare" in stored.stdout, stored.stderr
+    assert stored.returncode == 3 and "nothing to compare" in stored.stdout, stored.stderr
     assert before.keys() == snapshot(report).keys()
 
 
@@ -166,7 +166,7 @@ def test_compare_golden_exit_code_follows_the_records(tmp_path: Path) -> None:
     failing = _writer_report(tmp_path / "fail", records=[(1, 2, 0.99), (3, 2, 0.99), (4, 2, 0.99), (9, 2, 0.99)])
     as_json = run("compare", str(failing), "--golden", "--json")
     assert as_json.returncode == 1, as_json.stderr
-    results = {r["tensor_id"]: r for r in strict_json(as_json.stdout)}
+    results = {r["tensor_id"]: r for r in strict_json(as_json.stdout)["records"]}
     assert set(results) == {1, 3, 4, 9}
     assert results[1]["metrics"]["passed"] and not results[3]["metrics"]["passed"]
     assert results[4]["metrics"]["nan_mismatches"] > 0 and results[9]["status"] == "tensor not stored"
