@@ -119,10 +119,11 @@ def test_run_comparison_and_golden_results_nest_their_metrics(tmp_path: Path) ->
         result = reportdb.compare_runs(ra, rb)
     assert [r.first_divergence for r in result.rows] == [False, True] and result.first_divergence == result.rows[1]
     data = result.to_dict()
-    assert list(data) == ["matched_by", "rows", "first_divergence", "unmatched_a", "unmatched_b"]
+    assert list(data) == ["first_divergence", "counts", "matched_by", "rows", "unmatched_a", "unmatched_b"]
     assert list(data["rows"][1]) == [
         "operation_id_a", "operation_id_b", "name", "output_index", "tensor_a", "tensor_b", "shape", "pcc",
         "max_abs_error", "ulp_max", "flags", "passed", "metrics", "status", "first_divergence",
+        "verdict", "failed",  # added after the others
     ]  # fmt: skip
     assert data["first_divergence"] == data["rows"][1] and data["rows"][1]["shape"] == [8, 8]
     assert data["rows"][1]["flags"] == ["scale_or_offset_error"] and list(data["rows"][1]["metrics"]) == COMPARISON_KEYS
@@ -140,7 +141,7 @@ def test_run_comparison_and_golden_results_nest_their_metrics(tmp_path: Path) ->
     assert (compared.status, compared.passed, missing.status, missing.passed) == ("compared", True, "tensor not stored", None)
     assert list(compared.to_dict()) == [
         "kind", "tensor_id", "rank", "golden_tensor_id", "desired_pcc", "recorded_pcc", "recorded_matches", "metrics",
-        "status",
+        "status", "operation_id", "name", "verdict", "failed", "role", "error_growth_db",  # added after the others
     ]  # fmt: skip
     assert missing.to_dict()["metrics"] is None and compared.to_dict()["metrics"]["passed"] is True
 

@@ -110,10 +110,11 @@ class RunComparison(Result):
 
     def _repr_html_(self) -> str:
         """The rows as one table, the first divergence marked."""
-        header = ("", "op A", "op B", "name", "out", "shape", "pcc", "max abs err", "ulp max", "verdict", "status")
+        header = ("", "op A", "op B", "name", "out", "shape", "pcc", "max abs err", "ulp max", "flags", "status",
+                  "verdict", "failed")  # fmt: skip
         rows = [
             (">>" if r.first_divergence else "", r.operation_id_a, r.operation_id_b, r.name, r.output_index, r.shape,
-             r.pcc, r.max_abs_error, r.ulp_max, r.verdict or "-", ", ".join(r.failed) or r.status)
+             r.pcc, r.max_abs_error, r.ulp_max, ", ".join(r.flags), r.status, r.verdict, ", ".join(r.failed))
             for r in self.rows
         ]  # fmt: skip
         caption = f"RunComparison: {len(self.rows)} outputs, operations matched by {self.matched_by}"
