@@ -78,10 +78,11 @@ def ordered(x: np.ndarray) -> np.ndarray:
 
 
 def assert_matches_reference(
-    result: cmp.Comparison, a: np.ndarray, b: np.ndarray, rtol: float = 1e-5, atol: float = 1e-8
+    result: cmp.Comparison, a: np.ndarray, b: np.ndarray, rtol: float | None = None, atol: float | None = None
 ) -> None:
-    """Every reference metric agrees (floats to 1e-9 relative, counts exactly)."""
-    ref = reference(a, b, rtol, atol)
+    """Every reference metric agrees (floats to 1e-9 relative, counts exactly); allclose at the result's own
+    tolerances (the dtypes' defaults when compare() was given none) unless others are given."""
+    ref = reference(a, b, result.rtol if rtol is None else rtol, result.atol if atol is None else atol)
     for key, want in ref.items():
         got = getattr(result, key)
         if want is None or isinstance(want, int):
@@ -191,8 +192,10 @@ def test_bfloat16_vs_float32_one_ulp_apart() -> None:
     bits = a.view(np.uint16)
     up = bits + np.where(bits & 0x8000, np.uint16(0xFFFF), np.uint16(1))  # one step away from zero... or toward
     b = up.astype(np.uint16).view(BF16).astype(np.float32)
-    r = compare(a, b)
-    assert_matches_reference(r, a, b)
+    r = compare(a, b)  # at bfloat16's default tolerances (the coarser dtype's), not float32's 1e-5 / 1e-8
+    assert (r.rtol, r.atol) == (2.0**-6, 2.0**-7)
+    assert_matches_reference(r, a, b, rtol=2.0**-6, atol=2.0**-7)
+    assert r.allclose_mismatches == 0 and compare(a, b, rtol=1e-5, atol=1e-8).allclose_mismatches == 4096
     assert r.ulp_dtype == "bfloat16" and r.ulp_max == 1 and r.ulp_mean == 1.0
     assert r.dtype_a == "bfloat16" and r.dtype_b == "float32"
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ComparisonError, ReportDBError
+from ..numeric.tolerances import BLOCK_FLOATS, canonical_dtype, dtype_tolerances, significand_bits
 from ..results import Result
 
 if TYPE_CHECKING:
@@ -57,24 +58,8 @@ class PolicyError(ReportDBError, ValueError):
     """A tolerance policy file (or object) that cannot be used: the message names the file and line."""
 
 
-#: Significand bits (counting the leading one) of each float dtype, by canonical name.
-_SIGNIFICAND_BITS = {
-    "FLOAT64": 53, "FLOAT32": 24, "FLOAT16": 11, "BFLOAT16": 8, "BFLOAT8_B": 7, "BFLOAT4_B": 3,
-    "FLOAT8_E4M3FN": 4, "FLOAT8_E5M2": 3,
-}  # fmt: skip
-_BLOCK_FLOATS = {"BFLOAT8_B", "BFLOAT4_B"}
 _BLOCK_EXPONENT_LOSS_DB = 8.0
-_INTEGERS = {"BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "INTEGER"}
 _CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db")
-
-
-def canonical_dtype(dtype: str | None) -> str:
-    """A dtype name as policies match it: ttnn's and reportdb's spellings alike (``DataType.BFLOAT16``, ``bfloat16``,
-    ``BFLOAT16``) become the upper-case ttnn name; None or "" becomes ``"UNKNOWN"``."""
-    if not dtype:
-        return "UNKNOWN"
-    name = str(dtype).strip().rsplit(".", 1)[-1].upper()
-    return name
 
 
 @dataclass(frozen=True)
@@ -107,14 +92,13 @@ class Verdict(Result):
 
 def dtype_defaults(dtype: str | None) -> tuple[Criteria, tuple[float, float]]:
     """The default criteria of a dtype and the (rtol, atol) its allclose counts use (see the module docstring)."""
-    name = canonical_dtype(dtype)
-    if name in _INTEGERS:
+    bits = significand_bits(dtype)
+    if bits is None:
         return Criteria(rtol=0.0, atol=0.0, max_mismatch_fraction=0.0), (0.0, 0.0)
-    bits = _SIGNIFICAND_BITS.get(name, 24)  # an unknown float dtype is held to float32's defaults
-    eps = 2.0 ** (1 - bits)
-    sqnr = min(6.02 * bits + 4.77 - 30.0 - (_BLOCK_EXPONENT_LOSS_DB if name in _BLOCK_FLOATS else 0.0), 30.0)
+    name = canonical_dtype(dtype)
+    sqnr = min(6.02 * bits + 4.77 - 30.0 - (_BLOCK_EXPONENT_LOSS_DB if name in BLOCK_FLOATS else 0.0), 30.0)
     criteria = Criteria(pcc=0.97 if name == "BFLOAT4_B" else 0.99, sqnr_db=round(sqnr, 2) if sqnr > 0 else None)
-    return criteria, (max(2 * eps, 1e-5), eps)
+    return criteria, dtype_tolerances(dtype)
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ from ..errors import ComparisonError
 from ..results import Result
 from .blocks import BLOCK_ELEMENTS, Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
 from .quantiles import AbsErrorHistogram
+from .tolerances import dtype_tolerances
 
 #: Floor of the relative-error denominator, ``max(|b|, REL_EPS)`` (float64 machine epsilon, as Polygraphy).
 REL_EPS = float(np.finfo(np.float64).eps)
@@ -321,16 +322,19 @@ def compare(
     a: np.ndarray,
     b: np.ndarray,
     *,
-    rtol: float = 1e-5,
-    atol: float = 1e-8,
+    rtol: float | None = None,
+    atol: float | None = None,
     pcc: float = 0.99,
     fit_tol: float = 0.02,
 ) -> Comparison:
     """Compare the actual tensor ``a`` with the expected (golden) tensor ``b``; see the module docstring for
-    every field's definition. ``to_dict()`` of the result is JSON-serializable (no NaN: undefined metrics are None)."""
-    check_params(rtol, atol, pcc, fit_tol)
+    every field's definition. ``to_dict()`` of the result is JSON-serializable (no NaN: undefined metrics are None).
+    ``rtol``/``atol`` default to the coarser dtype's (``numeric/tolerances.py``: bfloat16 2^-6 / 2^-7, float32
+    1e-5 / 2^-23, integers 0), the same defaults as the tolerance policy's."""
     arr_a = np.asarray(a)
     arr_b = np.asarray(b)
+    rtol, atol = default_tolerances(arr_a.dtype, arr_b.dtype, rtol, atol)
+    check_params(rtol, atol, pcc, fit_tol)
     inputs: dict[str, Any] = dict(
         shape_a=tuple(arr_a.shape), shape_b=tuple(arr_b.shape), dtype_a=dtype_name(arr_a.dtype),
         dtype_b=dtype_name(arr_b.dtype), rtol=float(rtol), atol=float(atol), pcc_threshold=float(pcc),
@@ -341,6 +345,15 @@ def compare(
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed sums surface as None, not warnings
         metrics = _compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol))
     return Comparison(**inputs, **metrics)
+
+
+def default_tolerances(da: np.dtype, db: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    """``rtol``/``atol``, each None replaced by the default of the coarser dtype of the two (integers: 0)."""
+    if rtol is not None and atol is not None:
+        return rtol, atol
+    coarser = ulp_dtype(da, db)
+    d_rtol, d_atol = (0.0, 0.0) if coarser is None else dtype_tolerances(dtype_name(coarser))
+    return (d_rtol if rtol is None else rtol), (d_atol if atol is None else atol)
 
 
 class PairAccumulator:
