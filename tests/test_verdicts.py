@@ -185,3 +185,16 @@ def test_policy_file_on_the_cli_both_forms(tmp_path: Path, legacy_and_migrated: 
     out = _cli("compare", str(a), str(b), "--policy", str(bad))
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
     assert f"{bad}, line 5" in out.stderr and "unknown key 'snr'" in out.stderr
+
+
+def test_a_flipped_block_pcc_passes_still_diverges(tmp_path: Path) -> None:
+    """The run pair that printed "first divergence: none": a sign-flipped 32x32 block of a 512x512 bfloat16 output
+    keeps PCC at 0.9925, above 0.99; its SQNR (18 dB, bfloat16's default asks 22.9) names the divergence."""
+    a = {k: _values(k, (512, 512)) for k in (1, 2)}
+    b = {k: v.copy() for k, v in a.items()}
+    b[2][:32, :32] *= -1
+    result = reportdb.compare_runs(_write_run(tmp_path / "a", a), _write_run(tmp_path / "b", b))
+    first = result.first_divergence
+    assert first is not None and first.operation_id_a == 2 and first.failed == ("sqnr_db",)
+    assert first.pcc is not None and 0.99 < first.pcc < 0.995 and first.metrics is not None
+    assert first.metrics.sqnr_db is not None and first.metrics.sqnr_db < 22.9
