@@ -220,7 +220,9 @@ def test_operation_refs_describe_stored_and_unstored_tensors(client: Any) -> Non
     bf = items[3]["outputs"][0]
     assert bf["dtype"] == "bfloat16" and bf["ttnn_dtype"] == "BFLOAT8_B"
     assert bf["comparisons"]["local"] == {"golden_tensor_id": 6, "desired_pcc": 0.999, "recorded_pcc": 0.99999,
-                                          "recorded_matches": True, "pcc": None, "passed": None}
+                                          "recorded_matches": True, "pcc": None, "passed": None,
+                                          # ttnn-visualizer's names (its TensorComparisonRecord), as recorded
+                                          "tensor_id": 5, "matches": True, "actual_pcc": 0.99999}
     assert items[4]["outputs"][0]["comparisons"]["global"]["golden_tensor_id"] == 21
 
 
@@ -315,11 +317,11 @@ def test_bad_slices_are_400(client: Any, text: str) -> None:
 
 
 def test_oversized_windows_are_413_with_a_hint(client: Any, tmp_path: Path) -> None:
-    assert BIG.size > web.api.MAX_JSON_ELEMENTS
+    assert BIG.size > web.limits.MAX_JSON_ELEMENTS
     error = get(client, "/api/reports/made/tensors/40/values", 413)
     assert "narrow" in error["hint"] and "npy" in error["hint"]
     assert client.get("/api/reports/made/tensors/40/values?format=npy").status_code == 200  # 77k < 1M elements
-    huge = np.zeros(web.api.MAX_NPY_ELEMENTS + 1, np.uint8)
+    huge = np.zeros(web.limits.MAX_NPY_ELEMENTS + 1, np.uint8)
     (tmp_path / "huge").mkdir()
     with reportdb.open(tmp_path / "huge", "a") as report:
         report.put_tensor(1, huge)
@@ -370,7 +372,7 @@ def test_bad_heatmap_parameters(client: Any, query: str, status: int) -> None:
 
 
 def test_heatmap_of_too_many_elements_is_413(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(web.api, "MAX_POOL_ELEMENTS", 1000)
+    monkeypatch.setattr(web.limits, "MAX_POOL_ELEMENTS", 1000)
     assert "zoom" in get(client, "/api/reports/made/tensors/40/heatmap", 413)["hint"]
     assert get(client, "/api/reports/made/tensors/40/heatmap?format=json&y=0:10&x=0:100")["cell"] == [1, 1]
 
@@ -532,7 +534,7 @@ def test_bad_compare_requests(client: Any, url: str, status: int) -> None:
 
 
 def test_compare_of_oversized_tensors_is_413(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(web.api, "MAX_COMPARE_ELEMENTS", 100)
+    monkeypatch.setattr(web.limits, "MAX_COMPARE_ELEMENTS", 100)
     assert "reportdb compare" in get(client, "/api/compare-tensor/local/1?report=made&rtol=0.5", 413)["hint"]
 
 
@@ -547,7 +549,7 @@ def test_runs_equal_compare_runs(client: Any, migrated: dict[str, Path]) -> None
     assert same["first_divergence"] is None and all(r["passed"] for r in same["items"] if r["status"] == "compared")
     get(client, "/api/runs?a=r64", 400)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(web.api, "MAX_RUN_BYTES", 1000)
+        patch.setattr(web.limits, "MAX_RUN_BYTES", 1000)
         assert "reportdb compare" in get(client, "/api/runs?a=r64&b=r62&rtol=0.5", 413)["hint"]
     get(client, "/api/runs?a=r64&b=zzz", 404)
 
