@@ -21,12 +21,14 @@ import socket
 import sys
 import threading
 import webbrowser
+from pathlib import Path
 from types import FrameType
 from typing import Sequence
 
 import flask
 from werkzeug.exceptions import HTTPException
 
+from ..analysis.policy import Policy, as_policy
 from . import limits
 from .answers import error_answer
 from .api import STATIC, routes
@@ -56,6 +58,7 @@ def blueprint(
     reports: Paths = (), *, name: str = "reportdb", resolver: Resolver | None = None,
     allowed_hosts: Sequence[str] | None = None, cors_origins: Sequence[str] = (),
     memory_budget: int = limits.MEMORY_BUDGET, budget_wait: float = limits.BUDGET_WAIT_SECONDS,
+    policy: Policy | str | Path | None = None,
 ) -> ReportBlueprint:  # fmt: skip
     """A Flask blueprint serving ``reports`` (report folders or database files, opened read-only now, so a missing
     or unreadable one fails here with its ReportDBError); register it under any ``url_prefix``.
@@ -64,13 +67,14 @@ def blueprint(
     kept open: mounted in an app that opens reports at run time, the blueprint serves the one the app has open.
     ``allowed_hosts`` are the Host names it answers to (None: any; the host app decides); ``cors_origins`` the
     origins whose pages may read its answers (``*``: any); ``memory_budget`` the bytes its requests may hold
-    together (a request waits up to ``budget_wait`` seconds for its share, then is answered 503)."""
+    together (a request waits up to ``budget_wait`` seconds for its share, then is answered 503); ``policy`` the
+    tolerance policy its verdicts follow (a Policy or a TOML file; None: the dtype-aware defaults)."""
     served = ServedReports(reports, resolving=resolver is not None, max_resolved=limits.MAX_RESOLVED)
     bp = ReportBlueprint(name, __name__, static_folder=str(STATIC), static_url_path="/static")
     bp.served = served
     bp.budget = MemoryBudget(memory_budget, budget_wait)
     config = Settings(served, resolver, None if allowed_hosts is None else Hosts(allowed_hosts), Cors(cors_origins),
-                      bp.budget)
+                      bp.budget, as_policy(policy))
     bp.settings = config
     routes(bp, config)
     return bp

@@ -10,6 +10,8 @@ from typing import Any, Callable, Hashable
 
 from flask import Request, g
 
+from ..analysis.policy import Policy
+
 from .guard import Cors, Hosts, MemoryBudget
 from .params import ApiError
 from .reports import Served, ServedReports
@@ -20,13 +22,14 @@ Resolver = Callable[[Request], "str | os.PathLike[str] | None"]
 
 @dataclass
 class Settings:
-    """One blueprint's reports and guards (``hosts`` None: any Host header, the host app decides)."""
+    """One blueprint's reports, guards (``hosts`` None: any Host header, the host app decides) and tolerance policy."""
 
     reports: ServedReports
     resolver: Resolver | None
     hosts: Hosts | None
     cors: Cors
     budget: MemoryBudget
+    policy: Policy
 
 
 class Lookup:

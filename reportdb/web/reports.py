@@ -183,6 +183,17 @@ class Served:
             if isinstance(op_id, int)
         ]  # fmt: skip
 
+    def producer(self, tensor_id: int, rank: int = 0) -> str | None:
+        """The name of the operation that output ``tensor_id`` (what a tolerance policy's rules match), or None."""
+        if not (self.readable("output_tensors", "operation_id", "tensor_id") and self.readable("operations", "operation_id", "name")):
+            return None
+        where, args = self._rank_filter("output_tensors", rank)
+        where = f"{where or ' WHERE 1'} AND o.tensor_id=?".replace("rank=?", "o.rank=?")
+        with self.sql("the operation tables") as conn:
+            row = conn.execute(f"SELECT p.name FROM output_tensors o JOIN operations p ON p.operation_id = o.operation_id"
+                               f"{where} ORDER BY o.rowid LIMIT 1", (*args, tensor_id)).fetchone()
+        return row[0] if row is not None and isinstance(row[0], str) else None
+
     def tensor_totals(self) -> tuple[int, int, int]:
         """Stored tensors: how many, their logical bytes in all and the largest one's (no tensor bytes read)."""
         if not self.has_store:

@@ -17,7 +17,7 @@ from .context import lookup, settings
 from .heatmaps import grid_cells, heatmap_answer, region, rows
 from .params import ApiError
 from .reports import Record, Served
-from .sources import Source, pair, same_shape, threshold, tensor_id_of, verdict_key
+from .sources import Source, pair, same_shape, tensor_id_of, verdict_key
 
 
 def _pair_of(kind: str, tensor_id: str) -> tuple[Served, Record, Source, Source]:
@@ -28,54 +28,58 @@ def _pair_of(kind: str, tensor_id: str) -> tuple[Served, Record, Source, Source]
     return one, record, actual, golden
 
 
-def _tolerances(actual: Source, golden: Source) -> tuple[float, float, str]:
-    """The request's rtol and atol, else the defaults of the pair's dtypes."""
-    return tolerances.requested(request.args, actual.info.dtype, golden.info.dtype)
+def _plan(one: Served, record: Record, actual: Source) -> tolerances.Plan:
+    """The tolerances and criteria of a request on ``actual``: the request's, else the policy's for the operation
+    that produced it and its dtype."""
+    dtype = tolerances.policy_dtype(actual.info.spec.ttnn_dtype, actual.info.dtype)
+    return tolerances.plan(request.args, settings().policy, one.producer(actual.tensor_id, actual.rank), dtype,
+                           record.desired_pcc)
 
 
 def compare_tensor(kind: str, tensor_id: str) -> Response:
-    """A tensor against its golden tensor: every metric, the verdict, and ttnn-visualizer's ``comparison`` object."""
+    """A tensor against its golden tensor: every metric, the policy's verdict, and ttnn-visualizer's ``comparison``
+    object (its field names: ``matches`` is the verdict, ``actual_pcc`` the PCC computed here)."""
     one, record, actual, golden = _pair_of(kind, tensor_id)
-    rtol, atol, source = _tolerances(actual, golden)
-    pcc = params.optional_number(request.args, "pcc", low=-1.0, high=1.0)
-    wanted = threshold(record) if pcc is None else pcc
+    plan = _plan(one, record, actual)
     for side in (actual, golden):
         if side.size > limits.MAX_COMPARE_ELEMENTS:
             raise ApiError(413, f"tensor {side.tensor_id} holds {side.size:,} elements, more than "
                                 f"{limits.MAX_COMPARE_ELEMENTS:,} a comparison reads in one request",
                            "compare a device shard (device=r,c), or run `reportdb compare --golden` on the command "
                            "line, which has no such bound")
-    key = ("compare", str(one.path), kind, actual.tensor_id, actual.rank, actual.device, rtol, atol, wanted)
-    metrics = lookup().cached(key)
-    if metrics is None:
+    key = ("compare", str(one.path), kind, actual.tensor_id, actual.rank, actual.device, plan.rtol, plan.atol, plan.pcc)
+    comparison = lookup().cached(key)
+    if comparison is None:
         cost = actual.cost(WINDOW_ELEMENTS, 48) + golden.cost(WINDOW_ELEMENTS, 16)
         with settings().budget.hold(cost, f"the comparison of tensor {actual.tensor_id}"):
-            metrics = compare_streamed(actual.read, golden.read, actual.shape, golden.shape, actual.dtype, golden.dtype,
-                                       rtol=rtol, atol=atol, pcc=wanted).to_dict()
-        lookup().keep(key, metrics)
-    if actual.device is None and source != "request" and pcc is None:
-        lookup().keep(verdict_key(one, kind, actual.tensor_id, actual.rank), (metrics.get("pcc"), metrics.get("passed")))
-    passed = bool(metrics.get("passed"))
+            comparison = compare_streamed(actual.read, golden.read, actual.shape, golden.shape, actual.dtype,
+                                          golden.dtype, rtol=plan.rtol, atol=plan.atol, pcc=plan.pcc)
+        lookup().keep(key, comparison)
+    verdict = plan.judge(comparison, tolerances.policy_dtype(actual.info.spec.ttnn_dtype, actual.info.dtype))
+    metrics = comparison.to_dict()
+    if actual.device is None and plan.source == "policy":
+        lookup().keep(verdict_key(one, kind, actual.tensor_id, actual.rank), (metrics.get("pcc"), verdict.passed))
     return answer({
         "report": one.name, "kind": kind, "tensor_id": actual.tensor_id, "golden_tensor_id": golden.tensor_id,
         "rank": actual.rank, "device": None if actual.device is None else list(actual.device),
-        "comparison": {"tensor_id": actual.tensor_id, "golden_tensor_id": golden.tensor_id, "matches": passed,
-                       "desired_pcc": wanted, "actual_pcc": metrics.get("pcc")},
+        "comparison": {"tensor_id": actual.tensor_id, "golden_tensor_id": golden.tensor_id, "matches": verdict.passed,
+                       "desired_pcc": plan.pcc, "actual_pcc": metrics.get("pcc")},
         "record": {"golden_tensor_id": record.golden_tensor_id, "desired_pcc": record.desired_pcc,
                    "recorded_pcc": record.recorded_pcc, "recorded_matches": record.recorded_matches,
-                   "pcc": metrics.get("pcc"), "passed": metrics.get("passed")},
-        "tolerances": {"rtol": rtol, "atol": atol, "pcc": wanted, "source": source}, "metrics": metrics,
-        "passed": passed,
+                   "pcc": metrics.get("pcc"), "passed": verdict.passed},
+        "tolerances": plan.to_json(), "verdict": verdict.to_dict(), "metrics": metrics, "passed": verdict.passed,
     })  # fmt: skip
 
 
 def compare_heatmap(kind: str, tensor_id: str) -> Response:
     """The error of a tensor against its golden tensor (abs, rel, ulp or the mismatch mask) pooled over a region."""
     args = request.args
-    actual, golden = same_shape(*_pair_of(kind, tensor_id)[2:])
+    one, record, actual, golden = _pair_of(kind, tensor_id)
+    same_shape(actual, golden)
     error = params.choice(args, "error", views.ERROR_KINDS)
     fmt = params.choice(args, "format", ("png", "json"))
-    rtol, atol, _ = _tolerances(actual, golden)
+    plan = _plan(one, record, actual)
+    rtol, atol = plan.rtol, plan.atol
     area = region(args, actual.shape, fmt)
 
     def band(y0: int, y1: int) -> np.ndarray:
@@ -91,12 +95,14 @@ def compare_heatmap(kind: str, tensor_id: str) -> Response:
 
 def compare_point(kind: str, tensor_id: str) -> Response:
     """One element of a tensor and of its golden tensor, with its errors and whether it is within tolerance."""
-    actual, golden = same_shape(*_pair_of(kind, tensor_id)[2:])
+    one, record, actual, golden = _pair_of(kind, tensor_id)
+    same_shape(actual, golden)
     at = params.index(request.args, "at")
     if at is None or len(at) != len(actual.shape):
         raise ApiError(400, f"at must give one index per axis of the shape {list(actual.shape)}",
                        "e.g. at=" + ",".join("0" for _ in actual.shape))
-    rtol, atol, _ = _tolerances(actual, golden)
+    plan = _plan(one, record, actual)
+    rtol, atol = plan.rtol, plan.atol
     actual.plan(at)  # out of range: a 400 before any read
     with settings().budget.hold(actual.cost(1, 64) + golden.cost(1, 64), f"a point of tensor {actual.tensor_id}"):
         a, g = actual.read(at).reshape(1), golden.read(at).reshape(1)
@@ -113,13 +119,15 @@ def compare_point(kind: str, tensor_id: str) -> Response:
 def compare_histogram(kind: str, tensor_id: str) -> Response:
     """A histogram of the element errors (abs, rel or ulp) of a tensor against its golden tensor."""
     args = request.args
-    actual, golden = same_shape(*_pair_of(kind, tensor_id)[2:])
+    one, record, actual, golden = _pair_of(kind, tensor_id)
+    same_shape(actual, golden)
     error = params.choice(args, "error", ("abs", "rel", "ulp"))
     bins = params.integer(args, "bins", 64, low=1, high=limits.MAX_BINS)
     if actual.size > limits.MAX_POOL_ELEMENTS:
         raise ApiError(413, f"tensor {actual.tensor_id} holds {actual.size:,} elements, more than "
                             f"{limits.MAX_POOL_ELEMENTS:,} per request", "use the heatmap endpoint on a region")
-    rtol, atol, _ = _tolerances(actual, golden)
+    plan = _plan(one, record, actual)
+    rtol, atol = plan.rtol, plan.atol
     elements = views.BAND_ELEMENTS // 4
 
     def bands() -> Iterator[np.ndarray]:

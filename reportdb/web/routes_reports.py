@@ -13,7 +13,7 @@ import numpy as np
 from flask import Blueprint, Response, request, send_from_directory
 
 from ..errors import SchemaError, TensorNotFoundError
-from . import limits, params, views
+from . import limits, params, tolerances, views
 from .answers import answer, values_json
 from .context import lookup, settings
 from .heatmaps import grid_cells, heatmap_answer, region, rows
@@ -164,6 +164,11 @@ def tensor(report: str, tensor_id: str) -> Response:
         })  # fmt: skip
     chosen = shard_index(info, device) if device is not None else (0 if len(info.shards) == 1 else None)
     stats = None if per_shard is None or chosen is None else per_shard[chosen]
+    dtype = tolerances.policy_dtype(spec.ttnn_dtype, info.dtype)
+    policy = settings().policy
+    op = one.producer(info.tensor_id, rank)
+    rtol, atol = policy.tolerances(op, dtype)
+    criteria = {k: v for k, v in policy.criteria_for(op, dtype).to_dict().items() if v is not None}
     histogram = None
     if stats is not None and stats.get("hist_counts") is not None:
         histogram = {"edges": stats["hist_edges"], "counts": stats["hist_counts"]}
@@ -176,6 +181,8 @@ def tensor(report: str, tensor_id: str) -> Response:
         "mesh_shape": None if dist is None else list(dist.mesh_shape),
         "distribution": None if dist is None else dist.to_json(), "shards": shards,
         "stats": None if stats is None else _stats_only(stats), "histogram": histogram,
+        "policy": {"operation": op, "dtype": dtype, "rtol": rtol, "atol": atol, "pcc": policy.pcc_threshold(op, dtype),
+                   "criteria": criteria},
     })  # fmt: skip
 
 

@@ -19,7 +19,6 @@ from ..store.windows import plan_window
 from . import params
 from .params import ApiError
 from .reports import RECORD_TABLES, Record, Served
-from .tolerances import DEFAULT_PCC
 
 
 class Source:
@@ -129,11 +128,6 @@ def normalised(items: tuple[int | slice, ...], shape: tuple[int, ...]) -> str:
             start, stop, step = item.indices(n)
             parts.append(f"{start}:{max(start, stop)}" + (f":{step}" if step != 1 else ""))
     return ",".join(parts)
-
-
-def threshold(record: Record) -> float:
-    """The PCC a record asks for (its ``desired_pcc`` when it is one), else the default."""
-    return record.desired_pcc if record.desired_pcc is not None and -1 <= record.desired_pcc <= 1 else DEFAULT_PCC
 
 
 def verdict_key(served: Served, kind: str, tensor_id: int, rank: int) -> tuple[Any, ...]:
