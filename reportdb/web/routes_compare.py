@@ -170,7 +170,7 @@ def runs() -> Response:
 
 
 def register(bp: Blueprint) -> None:
-    """Add the comparison endpoints to ``bp`` (the compare-tensor paths are those of ttnn-visualizer's issue #222)."""
+    """Add the comparison endpoints to ``bp`` (the compare-tensor paths are those ttnn-visualizer proposed for its own)."""
     bp.add_url_rule("/api/compare-tensor/<kind>/<tensor_id>", view_func=compare_tensor)
     bp.add_url_rule("/api/compare-tensor/<kind>/<tensor_id>/heatmap", view_func=compare_heatmap)
     bp.add_url_rule("/api/compare-tensor/<kind>/<tensor_id>/point", view_func=compare_point)
