@@ -172,8 +172,7 @@ import json, shutil, sys, tempfile
 from pathlib import Path
 from ttnn_visualizer.app import create_app
 from ttnn_visualizer.tests.fixture_settings import base_test_settings
-import reportdb.web
-import reportdb.web.visualizer
+import reportdb
 
 data = Path(tempfile.mkdtemp())
 folder = data / "local" / "profiler-reports" / "model_run"  # where the visualizer keeps its local reports

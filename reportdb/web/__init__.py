@@ -29,7 +29,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from ..analysis.policy import Policy, as_policy
-from . import limits
+from . import limits, visualizer  # noqa: F401  (reportdb.web.visualizer.active_report, the visualizer's resolver)
 from .answers import error_answer
 from .api import STATIC, routes
 from .context import Resolver, Settings

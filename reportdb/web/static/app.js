@@ -207,14 +207,16 @@ let tolTouched = false;
  * same), unless the user has chosen tolerances. */
 function defaultTolerances(policy) {
   if (tolTouched || !policy) return;
-  $("#rtol").value = String(policy.rtol);
-  $("#atol").value = String(policy.atol);
+  $("#rtol").value = fmt(policy.rtol, 4);
+  $("#atol").value = fmt(policy.atol, 4);
   $("#rtol").title = $("#atol").title = `the tolerance policy's for ${policy.dtype}` + (policy.operation ? ` (${policy.operation})` : "") + "; edit to override";
 }
 
+/** The tolerances requests carry: rtol/atol only once the user chose them (until then the server applies the
+ * policy's exact values, which the fields show rounded), and the PCC threshold. */
 const tol = () => ({
-  rtol: $("#rtol").value || "1e-5",
-  atol: $("#atol").value || "1e-8",
+  rtol: tolTouched ? $("#rtol").value || null : null,
+  atol: tolTouched ? $("#atol").value || null : null,
   pcc: $("#pcc").value || "0.99",
 });
 
