@@ -40,7 +40,7 @@ def serve_(reports: tuple[Path, ...], host: str, port: int, open_browser: bool, 
            cors_origins: tuple[str, ...], memory_budget: str) -> None:  # fmt: skip
     """Look at REPORTs' tensors and golden comparisons in a browser: a local web server (read-only) and its page.
 
-    \\b
+    \b
     Example:
         reportdb serve reports/run-a reports/run-b --open
     Each report is served under its folder's name; the URL is printed; Ctrl-C stops the server.
