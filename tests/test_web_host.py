@@ -156,3 +156,42 @@ def test_web_modules_and_functions_are_small() -> None:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 limit = 400 if isinstance(node, ast.ClassDef) else 160
                 assert node.end_lineno - node.lineno < limit, f"{path.name}: {node.name}"
+
+
+def test_the_memory_budget_is_shared_by_concurrent_requests() -> None:
+    """Threads reserving parts of a budget never hold more than it together; one that cannot get its share in time
+    is told to retry (503), one larger than the whole budget is refused at once (413)."""
+    import threading
+
+    from reportdb.web.guard import MemoryBudget
+    from reportdb.web.params import ApiError
+
+    budget = MemoryBudget(100, wait=5.0)
+    held, most, lock = [0], [0], threading.Lock()
+    release = threading.Event()
+
+    def worker(n: int) -> None:
+        with budget.hold(n, "a test request"):
+            with lock:
+                held[0] += n
+                most[0] = max(most[0], held[0])
+            release.wait(0.05)
+            with lock:
+                held[0] -= n
+
+    threads = [threading.Thread(target=worker, args=(40,)) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert most[0] <= 100 and budget.peak == 80 and budget.in_use == 0  # two 40-byte requests at a time, not twelve
+    with pytest.raises(ApiError) as too_big:
+        with budget.hold(101, "a huge window"):
+            pass
+    assert too_big.value.status == 413 and "memory budget" in too_big.value.error
+    quick = MemoryBudget(100, wait=0.05)
+    with quick.hold(80, "a long request"):
+        with pytest.raises(ApiError) as busy:
+            with quick.hold(40, "a second request"):
+                pass
+    assert busy.value.status == 503 and busy.value.extra_headers == {"Retry-After": "2"} and quick.to_json()["refused"] == 1

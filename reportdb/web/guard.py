@@ -60,6 +60,10 @@ class Hosts:
                        "(blueprint(allowed_hosts=...)) for a name you trust")
 
 
+#: The answer headers a page of another origin may read (the heatmap's scale and region, a download's dtype).
+_EXPOSED = "X-Reportdb-Scale, X-Reportdb-Min, X-Reportdb-Max, X-Reportdb-Region, X-Reportdb-Cell, X-Reportdb-Dtype"
+
+
 class Cors:
     """The origins whose pages may read the answers (``*``: any); none by default, so only the page itself can."""
 
@@ -80,8 +84,7 @@ class Cors:
             return
         response.headers["Access-Control-Allow-Methods"] = "GET, OPTIONS"
         response.headers["Access-Control-Allow-Headers"] = "Accept, Content-Type"
-        response.headers["Access-Control-Expose-Headers"] = "X-Reportdb-Scale, X-Reportdb-Min, X-Reportdb-Max, " \
-                                                            "X-Reportdb-Region, X-Reportdb-Cell, X-Reportdb-Dtype"
+        response.headers["Access-Control-Expose-Headers"] = _EXPOSED
 
 
 class MemoryBudget:
@@ -114,12 +117,13 @@ class MemoryBudget:
             try:
                 while self.in_use + nbytes > self.limit:
                     left = deadline - time.monotonic()
-                    if left <= 0 or not self._cond.wait(left) and self.in_use + nbytes > self.limit:
+                    if left <= 0:
                         self.refused += 1
                         raise ApiError(503, f"the server is busy: {what} waits for {nbytes:,} bytes of its memory "
                                             f"budget ({self.in_use:,} of {self.limit:,} in use)",
                                        "retry in a few seconds, or ask for a smaller window",
                                        headers={"Retry-After": "2"})
+                    self._cond.wait(left)
             finally:
                 self.waiting -= 1
             self.in_use += nbytes

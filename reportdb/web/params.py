@@ -17,8 +17,8 @@ _MAX_TEXT = 4096
 
 class ApiError(HTTPException):
     """An HTTP answer other than 200, given as JSON ``{"error", "hint"}`` with ``status`` (400, 404, 413, 421, 422,
-    503) and any ``headers`` (Retry-After). It
-    never leaves the web API (the blueprint answers it), so it is an HTTP exception, not one of reportdb's errors."""
+    503) and any ``headers`` (Retry-After). It never leaves the web API (the blueprint answers it), so it is an HTTP
+    exception, not one of reportdb's errors."""
 
     def __init__(self, status: int, error: str, hint: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(description=error)
