@@ -33,6 +33,7 @@ class Plan:
         return Policy((Rule("*", None, self.criteria),)).judge(comparison, op=None, dtype=dtype)
 
     def to_json(self) -> dict[str, object]:
+        """The tolerances as the answers give them."""
         return {"rtol": self.rtol, "atol": self.atol, "pcc": self.pcc, "source": self.source}
 
 
