@@ -106,9 +106,10 @@ _ERRORS = [
 
 __all__ = ["__version__", *_LAZY, *_ERRORS]
 
-#: Submodules reachable as attributes after a plain ``import reportdb`` (``reportdb.ttnn.capture(w)``), imported on
-#: first use: ``reportdb.ttnn`` needs neither ttnn nor the writer until then.
-_SUBMODULES = frozenset({"ttnn", "models"})
+#: Submodules reachable as attributes after a plain ``import reportdb`` (``reportdb.ttnn.capture(w)``,
+#: ``reportdb.web.blueprint(...)``), imported on first use: ``reportdb.ttnn`` needs neither ttnn nor the writer, and
+#: ``import reportdb`` no Flask, until then.
+_SUBMODULES = frozenset({"ttnn", "models", "web"})
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import models, ttnn  # noqa: F401

@@ -23,6 +23,7 @@ import pytest
 
 import reportdb
 import reportdb.web as web
+from reportdb.analysis.policy import dtype_defaults
 from reportdb.numeric import streamed
 from reportdb.web import views
 
@@ -220,7 +221,9 @@ def test_operation_refs_describe_stored_and_unstored_tensors(client: Any) -> Non
     bf = items[3]["outputs"][0]
     assert bf["dtype"] == "bfloat16" and bf["ttnn_dtype"] == "BFLOAT8_B"
     assert bf["comparisons"]["local"] == {"golden_tensor_id": 6, "desired_pcc": 0.999, "recorded_pcc": 0.99999,
-                                          "recorded_matches": True, "pcc": None, "passed": None}
+                                          "recorded_matches": True, "pcc": None, "passed": None,
+                                          # ttnn-visualizer's names (its TensorComparisonRecord), as recorded
+                                          "tensor_id": 5, "matches": True, "actual_pcc": 0.99999}
     assert items[4]["outputs"][0]["comparisons"]["global"]["golden_tensor_id"] == 21
 
 
@@ -315,11 +318,11 @@ def test_bad_slices_are_400(client: Any, text: str) -> None:
 
 
 def test_oversized_windows_are_413_with_a_hint(client: Any, tmp_path: Path) -> None:
-    assert BIG.size > web.api.MAX_JSON_ELEMENTS
+    assert BIG.size > web.limits.MAX_JSON_ELEMENTS
     error = get(client, "/api/reports/made/tensors/40/values", 413)
     assert "narrow" in error["hint"] and "npy" in error["hint"]
     assert client.get("/api/reports/made/tensors/40/values?format=npy").status_code == 200  # 77k < 1M elements
-    huge = np.zeros(web.api.MAX_NPY_ELEMENTS + 1, np.uint8)
+    huge = np.zeros(web.limits.MAX_NPY_ELEMENTS + 1, np.uint8)
     (tmp_path / "huge").mkdir()
     with reportdb.open(tmp_path / "huge", "a") as report:
         report.put_tensor(1, huge)
@@ -370,7 +373,7 @@ def test_bad_heatmap_parameters(client: Any, query: str, status: int) -> None:
 
 
 def test_heatmap_of_too_many_elements_is_413(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(web.api, "MAX_POOL_ELEMENTS", 1000)
+    monkeypatch.setattr(web.limits, "MAX_POOL_ELEMENTS", 1000)
     assert "zoom" in get(client, "/api/reports/made/tensors/40/heatmap", 413)["hint"]
     assert get(client, "/api/reports/made/tensors/40/heatmap?format=json&y=0:10&x=0:100")["cell"] == [1, 1]
 
@@ -409,14 +412,22 @@ def test_compare_tensor_metrics_equal_numpy_on_the_real_fixture(client: Any) -> 
     assert m["pcc"] == pytest.approx(np.corrcoef(actual.ravel(), golden.ravel())[0, 1], rel=1e-12)
     assert m["pcc"] == pytest.approx(got["record"]["recorded_pcc"], rel=1e-9)
     assert m["max_abs_error"] == pytest.approx(np.abs(actual - golden).max(), rel=1e-12)
-    assert m["allclose_mismatches"] == int((~np.isclose(actual, golden, rtol=1e-5, atol=1e-8)).sum())
-    assert got["passed"] is False and got["tolerances"] == {"rtol": 1e-5, "atol": 1e-8, "pcc": 0.99}
+    info = get(client, "/api/reports/r64/tensors/7")
+    rtol, atol = dtype_defaults(info["ttnn_dtype"] or info["dtype"])[1]  # the policy's dtype-aware defaults
+    assert (info["policy"]["rtol"], info["policy"]["atol"]) == (rtol, atol)  # the page proposes the same
+    assert m["allclose_mismatches"] == int((~np.isclose(actual, golden, rtol=rtol, atol=atol)).sum())
+    assert got["passed"] is False and got["tolerances"] == {"rtol": rtol, "atol": atol, "pcc": 0.99, "source": "policy"}
+    assert got["comparison"] == {"tensor_id": 7, "golden_tensor_id": 1000003, "matches": False, "desired_pcc": 0.99,
+                                 "actual_pcc": m["pcc"]}  # ttnn-visualizer's names
+    assert got["verdict"]["failed"] and "pcc" in got["verdict"]["failed"]
     assert get(client, "/api/compare-tensor/global/7?report=r64")["kind"] == "global"
 
 
 def test_compare_tensor_tolerances_take_effect(client: Any) -> None:
     base = get(client, "/api/compare-tensor/local/1?report=made")
-    expected = reportdb.compare(ACTUAL, GOLDEN, rtol=1e-5, atol=1e-8, pcc=0.99).to_dict()
+    rtol, atol = dtype_defaults("float32")[1]
+    assert base["tolerances"] == {"rtol": rtol, "atol": atol, "pcc": base["tolerances"]["pcc"], "source": "policy"}
+    expected = reportdb.compare(ACTUAL, GOLDEN, rtol=rtol, atol=atol, pcc=base["tolerances"]["pcc"]).to_dict()
     assert base["metrics"] == json.loads(json.dumps(expected))
     assert base["passed"] is True and base["metrics"]["max_abs_error"] == pytest.approx(abs(ACTUAL - GOLDEN).max())
     strict = get(client, "/api/compare-tensor/local/1?report=made&pcc=0.9999999")
@@ -460,7 +471,7 @@ def test_compare_heatmap_mask_moves_with_the_tolerances(client: Any) -> None:
     assert mask[5, 7] == 1 and mask.sum() == 1  # only the 0.5 error exceeds atol=0.01
     assert floats(get(client, url + "&rtol=0&atol=0.6")["grid"]).sum() == 0
     default = floats(get(client, url)["grid"])
-    np.testing.assert_array_equal(default, (~np.isclose(ACTUAL[1], GOLDEN[1], rtol=1e-5, atol=1e-8)).astype(float))
+    np.testing.assert_array_equal(default, (~np.isclose(ACTUAL[1], GOLDEN[1], rtol=dtype_defaults("float32")[1][0], atol=dtype_defaults("float32")[1][1])).astype(float))
     pooled = floats(get(client, url.replace("width=70&height=48", "width=7&height=6") + "&rtol=0&atol=0.01")["grid"])
     assert pooled.shape == (6, 7) and pooled[0, 0] == 1 and pooled.sum() == 1  # one element marks its cell
     nan = floats(get(client, "/api/compare-tensor/local/3/heatmap?report=made&format=json&error=mask")["grid"])
@@ -532,7 +543,7 @@ def test_bad_compare_requests(client: Any, url: str, status: int) -> None:
 
 
 def test_compare_of_oversized_tensors_is_413(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(web.api, "MAX_COMPARE_ELEMENTS", 100)
+    monkeypatch.setattr(web.limits, "MAX_COMPARE_ELEMENTS", 100)
     assert "reportdb compare" in get(client, "/api/compare-tensor/local/1?report=made&rtol=0.5", 413)["hint"]
 
 
@@ -547,7 +558,7 @@ def test_runs_equal_compare_runs(client: Any, migrated: dict[str, Path]) -> None
     assert same["first_divergence"] is None and all(r["passed"] for r in same["items"] if r["status"] == "compared")
     get(client, "/api/runs?a=r64", 400)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(web.api, "MAX_RUN_BYTES", 1000)
+        patch.setattr(web.limits, "MAX_RUN_BYTES", 1000)
         assert "reportdb compare" in get(client, "/api/runs?a=r64&b=r62&rtol=0.5", 413)["hint"]
     get(client, "/api/runs?a=r64&b=zzz", 404)
 
@@ -725,7 +736,7 @@ def test_point_takes_the_tolerances(client: Any) -> None:
     url = "/api/compare-tensor/local/1/point?report=made&at=1,5,7"
     g = float(GOLDEN[1, 5, 7])
     default = get(client, url)
-    assert default["mismatch"] is True and default["tolerances"] == {"rtol": 1e-5, "atol": 1e-8}
+    assert default["mismatch"] is True and default["tolerances"] == dict(zip(("rtol", "atol"), dtype_defaults("float32")[1]))
     loose = get(client, url + "&rtol=0.01&atol=0.6")
     assert loose["mismatch"] is False and loose["allowed"] == pytest.approx(0.6 + 0.01 * abs(g))
     assert loose["abs_error"] == default["abs_error"]  # the errors do not depend on the tolerances

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
+import reportdb
 from test_web_api import BIG, NAN_ACTUAL, make_report
 
 pytestmark = pytest.mark.process
@@ -159,3 +160,104 @@ def test_serve_on_a_port_in_use_is_one_line(report: Path) -> None:
         taken.listen()
         message = one_line_error(str(report), "--port", str(taken.getsockname()[1]))
     assert "in use" in message.lower() or "address" in message.lower()
+
+
+# --- Host names (DNS rebinding) and the memory budget ------------------------------------------------------------------
+
+
+def raw_get(url: str, path: str, host: str) -> tuple[int, dict[str, Any]]:
+    """GET ``path`` with the Host header ``host`` (as a page of another site that rebinds its name would send)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=TIMEOUT)
+    try:
+        conn.putrequest("GET", path, skip_host=True)
+        conn.putheader("Host", host)
+        conn.endheaders()
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        conn.close()
+
+
+def test_serve_answers_only_the_host_names_it_listens_on(report: Path) -> None:
+    running = Server(str(report), "--allow-host", "reports.lan")
+    try:
+        url = running.url()
+        port = url.rsplit(":", 1)[1].strip("/")
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}", f"reports.lan:{port}",
+                     f"REPORTS.LAN.:{port}"):
+            status, body = raw_get(url, "/api/reports", host)
+            assert status == 200 and body["reports"][0]["name"] == "made", host
+        for host in (f"attacker.example:{port}", "attacker.example", f"127.0.0.2:{port}", "", "localhost.attacker.example"):
+            status, body = raw_get(url, "/api/reports/made/tensors/40/values?slice=0,0,0:4", host)
+            assert status == 421 and "host name" in body["error"] and "--allow-host" in body["hint"], host
+        assert running.stop() == 0
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small file whose one tensor is 64 MiB of zeros in one zstd chunk: any window of it unpacks the chunk."""
+    path = tmp_path_factory.mktemp("bomb") / "bomb.sqlite"
+    with reportdb.open(path, "a", chunk_size=CHUNK, compression="zstd") as out:
+        out.put_tensor(1, np.zeros((CHUNK // 4 // 1024, 1024), np.float32))
+    assert path.stat().st_size < 1 << 20
+    return path
+
+
+CHUNK = 64 << 20
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory in bytes (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_serve_bounds_the_memory_of_concurrent_requests(bomb: Path) -> None:
+    """24 requests at once for a 10-element window of four served copies (each its own connection, so reads of
+    different copies run in parallel), each read unpacking a 64 MiB chunk: with a 100 MiB budget the server never
+    reserves more than its budget (one such read at a time; the others wait, or are told to retry) and its memory
+    grows by about one chunk."""
+    running = Server(*[str(bomb)] * 4, "--memory-budget", "100M")
+    names = ["bomb", "bomb-2", "bomb-3", "bomb-4"]
+    try:
+        url = running.url()
+        assert fetch(url + "api/reports")[0] == 200
+        before = _peak_rss(running.proc.pid)
+        with ThreadPoolExecutor(24) as pool:
+            results = list(pool.map(lambda i: fetch(url + f"api/reports/{names[i % 4]}/tensors/1/values?slice={i},0:10"),
+                                    range(24)))
+        for status, kind, body in results:
+            assert kind == "application/json" and status in (200, 503), (status, body[:300])
+            if status == 503:
+                assert "retry" in json.loads(body)["hint"]
+        answered = [json.loads(body) for status, _, body in results if status == 200]
+        assert len(answered) >= 2 and all(a["values"] == [0.0] * 10 for a in answered)
+        memory = json.loads(fetch(url + "api/status")[2])["memory"]
+        assert memory["limit"] == 100 << 20 and 0 < memory["peak"] <= memory["limit"] and memory["in_use"] == 0
+        grown = _peak_rss(running.proc.pid) - before
+        assert grown < 2 * CHUNK + (48 << 20), f"the server grew by {grown >> 20} MiB"
+        assert running.stop() == 0
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
+
+
+def test_serve_refuses_a_request_larger_than_its_budget(bomb: Path) -> None:
+    running = Server(str(bomb), "--memory-budget", "32M")
+    try:
+        status, kind, body = fetch(running.url() + "api/reports/bomb/tensors/1/values?slice=0,0:10")
+        answer = json.loads(body)
+        assert status == 413 and "memory budget" in answer["error"] and "--memory-budget" in answer["hint"]
+        assert running.stop() == 0
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()

@@ -44,7 +44,7 @@ OURS = ["/reportdb/api/reports", "/reportdb/api/reports/report/operations?sort=p
         "/reportdb/api/compare-tensor/local/7", "/reportdb/api/compare-tensor/global/7?rtol=0.1&atol=0.1",
         "/reportdb/api/compare-tensor/local/7/heatmap?error=mask&format=json&width=7&height=8",
         "/reportdb/api/compare-tensor/local/7/point?at=0,0,1,2", "/reportdb/api/reports/elsewhere/operations",
-        "/reportdb/api/compare-tensor/local/7/heatmap", "/reportdb/"]
+        "/reportdb/api/compare-tensor/local/7/heatmap", "/reportdb/", "/reportdb/api/no-such-endpoint"]
 
 
 def app_with(mounted):
@@ -140,7 +140,10 @@ def test_our_endpoints_answer_under_the_prefix(answers: dict[str, Any]) -> None:
     local = ours["/reportdb/api/compare-tensor/local/7"]
     assert local["status"] == 200
     with reportdb.open(answers["report"]) as report:
-        expected = reportdb.compare(report.tensor(7), report.tensor(1000003), pcc=0.99).to_dict()
+        used = local["body"]["tolerances"]
+        assert used["source"] == "policy"
+        expected = reportdb.compare(report.tensor(7), report.tensor(1000003), rtol=used["rtol"], atol=used["atol"],
+                                    pcc=0.99).to_dict()
         values = report.tensor(7, window=np.s_[0, 0, 0:2, 0:4]).astype(np.float64)
         point = (float(report.tensor(7, window=(0, 0, 1, 2))), float(report.tensor(1000003, window=(0, 0, 1, 2))))
     assert local["body"]["metrics"] == json.loads(json.dumps(expected)) and local["body"]["passed"] is False
@@ -160,3 +163,72 @@ def test_our_endpoints_answer_under_the_prefix(answers: dict[str, Any]) -> None:
     page_html = ours["/reportdb/"]
     assert page_html["status"] in (200, 404)  # 404 (JSON) only while reportdb/web/static/index.html is missing
     assert page_html["mimetype"] == ("text/html" if page_html["status"] == 200 else "application/json")
+    unknown = ours["/reportdb/api/no-such-endpoint"]
+    assert unknown["status"] == 404 and unknown["mimetype"] == "application/json" and unknown["body"]["hint"]
+
+
+RECIPE = r'''
+import json, shutil, sys, tempfile
+from pathlib import Path
+from ttnn_visualizer.app import create_app
+from ttnn_visualizer.tests.fixture_settings import base_test_settings
+import reportdb
+
+data = Path(tempfile.mkdtemp())
+folder = data / "local" / "profiler-reports" / "model_run"  # where the visualizer keeps its local reports
+folder.mkdir(parents=True)
+shutil.copy(sys.argv[1], folder / "db.sqlite")
+app = create_app(settings_override=base_test_settings(str(data)))
+bp = reportdb.web.blueprint(resolver=reportdb.web.visualizer.active_report)  # the README's recipe
+app.register_blueprint(bp, url_prefix="/reportdb")
+client = app.test_client()
+me = {"instanceId": "me"}
+out = {}
+
+
+def grab(name, response):
+    body = response.get_data()
+    out[name] = {"status": response.status_code, "mimetype": response.mimetype,
+                 "body": json.loads(body) if response.mimetype == "application/json" else None}
+
+
+grab("before", client.get("/reportdb/api/compare-tensor/local/7", query_string=me))
+# The visualizer's own flow: its page opens a report by name for its instance.
+grab("open", client.put("/api/instance", query_string=me,
+                        json={"active_report": {"profiler_name": "model_run", "profiler_location": "local"}}))
+grab("local", client.get("/reportdb/api/compare-tensor/local/7", query_string=me))
+grab("global", client.get("/reportdb/api/compare-tensor/global/7", query_string=me))
+grab("other", client.get("/reportdb/api/compare-tensor/local/7", query_string={"instanceId": "other"}))
+grab("unknown", client.get("/reportdb/api/no-such-endpoint", query_string=me))
+grab("own", client.get("/api/tensors/7", query_string=me))
+bp.close()
+json.dump(out, sys.stdout)
+'''
+
+
+def test_the_recipe_serves_the_report_the_visualizer_opened(visualizer_with_reportdb: str, tmp_path: Path) -> None:
+    """ttnn-visualizer 0.108's own app with reportdb mounted by the README's recipe: a report opened through the
+    visualizer's own flow (PUT api/instance) is the one ``api/compare-tensor/local/<id>`` answers for, with the
+    visualizer's field names; another instance with no report open gets a JSON 404."""
+    report = tmp_path / "report"
+    reportdb.migrate(FIXTURES / "ttnn-0.64.5-report-tensorbin" / "report", report)
+    runner = tmp_path / "recipe.py"
+    runner.write_text(RECIPE)
+    proc = subprocess.run([visualizer_with_reportdb, str(runner), str(report / "db.sqlite")], capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                                                     "FLASK_ENV": "development"})
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    out = json.loads(proc.stdout)
+    assert out["before"]["status"] == 404 and out["before"]["mimetype"] == "application/json"
+    assert out["open"]["status"] == 200
+    with reportdb.open(report) as opened:
+        pcc = reportdb.compare(opened.tensor(7), opened.tensor(1000003)).pcc
+    for kind in ("local", "global"):
+        body = out[kind]["body"]
+        assert out[kind]["status"] == 200 and body["report"] == "model_run" and body["kind"] == kind
+        assert body["comparison"] == {"tensor_id": 7, "golden_tensor_id": 1000003, "matches": False,
+                                      "desired_pcc": 0.99, "actual_pcc": pytest.approx(pcc, rel=1e-12)}
+        assert body["metrics"]["pcc"] == body["comparison"]["actual_pcc"]  # beside reportdb's full metrics
+    assert out["other"]["status"] == 404 and "no report is open" in out["other"]["body"]["error"]
+    assert out["unknown"]["status"] == 404 and out["unknown"]["mimetype"] == "application/json"
+    assert out["own"]["status"] == 200 and out["own"]["body"]["tensor_id"] == 7  # the visualizer's own API

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -11,14 +12,32 @@ from reportdb.cli.common import (
     cli,
 )
 
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def _size(text: str) -> int:
+    """A byte count such as ``512M``, ``2G`` or ``1048576`` (k, M, G are powers of 1024; an optional iB or B)."""
+    match = re.fullmatch(r"\s*([0-9]+)\s*([kmg]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    if match is None or int(match.group(1)) == 0:
+        raise click.BadParameter(f"{text!r} is not a size: give a number of bytes such as 512M or 2G")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
 
 @cli.command("serve")
 @click.argument("reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; another than loopback warns.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port (0: a free one).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
+@click.option("--allow-host", "allow_hosts", metavar="NAME", multiple=True,
+              help="Another host name the server answers to (repeatable; '*' for any, behind a proxy that checks). "
+                   "It answers to localhost, 127.0.0.1, [::1] and the address it listens on.")
+@click.option("--cors", "cors_origins", metavar="ORIGIN", multiple=True,
+              help="An origin (https://host:port) whose pages may read the API's answers (repeatable; '*' for any).")
+@click.option("--memory-budget", default="1G", show_default=True, metavar="SIZE",
+              help="Bytes the requests being answered may hold together; beyond it a request waits, then gets 503.")
 @_friendly
-def serve_(reports: tuple[Path, ...], host: str, port: int, open_browser: bool) -> None:
+def serve_(reports: tuple[Path, ...], host: str, port: int, open_browser: bool, allow_hosts: tuple[str, ...],
+           cors_origins: tuple[str, ...], memory_budget: str) -> None:  # fmt: skip
     """Look at REPORTs' tensors and golden comparisons in a browser: a local web server (read-only) and its page.
 
     \b
@@ -26,11 +45,10 @@ def serve_(reports: tuple[Path, ...], host: str, port: int, open_browser: bool) 
         reportdb serve reports/run-a reports/run-b --open
     Each report is served under its folder's name; the URL is printed; Ctrl-C stops the server.
     """
+    budget = _size(memory_budget)
     try:
         from reportdb import web
     except ImportError as exc:
         raise click.ClickException(f"serve needs Flask and waitress ({exc}): pip install 'reportdb[web]'") from None
-    web.serve(list(reports), host=host, port=port, open_browser=open_browser)
-
-
-# --- team store (issue 15): push, pull, reports, delete, history (reportdb.team); merge --------------------------
+    web.serve(list(reports), host=host, port=port, open_browser=open_browser, allow_hosts=allow_hosts,
+              cors_origins=cors_origins, memory_budget=budget)

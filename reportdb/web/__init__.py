@@ -1,4 +1,4 @@
-"""reportdb.web: tensors and their golden comparisons in a browser, as a Flask blueprint (issue 13).
+"""reportdb.web: tensors and their golden comparisons in a browser, as a Flask blueprint.
 
 Two ways to use it::
 
@@ -6,9 +6,10 @@ Two ways to use it::
 
     app.register_blueprint(reportdb.web.blueprint(["reports/a"]), url_prefix="/reportdb")   # inside another app
 
-The reports are named at start (``reports.report_names``) and opened read-only; requests name them, never paths.
-The HTTP contract (endpoints, parameters, errors) is in ``api.py``; Flask and waitress come with the ``web`` extra
-(``pip install 'reportdb[web]'``).
+The reports are named at start (``reports.report_names``) and opened read-only; requests name them, never paths. A
+host app that opens reports at run time gives a ``resolver`` instead (or as well): a callable from the request to
+the path of the report that request is about. The HTTP contract (endpoints, parameters, errors) is in ``api.py``;
+Flask and waitress come with the ``web`` extra (``pip install 'reportdb[web]'``).
 """
 
 from __future__ import annotations
@@ -16,47 +17,76 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
+import socket
 import sys
 import threading
 import webbrowser
+from pathlib import Path
 from types import FrameType
 from typing import Sequence
 
 import flask
 from werkzeug.exceptions import HTTPException
 
-from .api import STATIC, error_answer, routes
+from ..analysis.policy import Policy, as_policy
+from . import limits, visualizer  # noqa: F401  (reportdb.web.visualizer.active_report, the visualizer's resolver)
+from .answers import error_answer
+from .api import STATIC, routes
+from .context import Resolver, Settings
+from .guard import Cors, Hosts, MemoryBudget
 from .reports import ServedReports
 
-__all__ = ["ReportBlueprint", "blueprint", "create_app", "serve"]
+__all__ = ["ReportBlueprint", "Resolver", "blueprint", "create_app", "serve"]
 
 Paths = Sequence["str | os.PathLike[str]"]
 
 
 class ReportBlueprint(flask.Blueprint):
-    """The blueprint of the API and the page over a fixed set of reports (``served``), open until ``close()``."""
+    """The blueprint of the API and the page over its reports (``served``), open until ``close()``; ``budget`` is
+    the memory budget its requests share."""
 
     served: ServedReports
+    budget: MemoryBudget
+    settings: Settings
 
     def close(self) -> None:
         """Close the served reports' connections (the blueprint answers no request after this)."""
         self.served.close()
 
 
-def blueprint(reports: Paths, *, name: str = "reportdb") -> ReportBlueprint:
+def blueprint(
+    reports: Paths = (), *, name: str = "reportdb", resolver: Resolver | None = None,
+    allowed_hosts: Sequence[str] | None = None, cors_origins: Sequence[str] = (),
+    memory_budget: int = limits.MEMORY_BUDGET, budget_wait: float = limits.BUDGET_WAIT_SECONDS,
+    policy: Policy | str | Path | None = None,
+) -> ReportBlueprint:  # fmt: skip
     """A Flask blueprint serving ``reports`` (report folders or database files, opened read-only now, so a missing
-    or unreadable one fails here with its ReportDBError); register it under any ``url_prefix``."""
-    served = ServedReports(reports)
+    or unreadable one fails here with its ReportDBError); register it under any ``url_prefix``.
+
+    ``resolver(request)`` gives the path of the report a request is about (None: none), opened on first use and
+    kept open: mounted in an app that opens reports at run time, the blueprint serves the one the app has open.
+    ``allowed_hosts`` are the Host names it answers to (None: any; the host app decides); ``cors_origins`` the
+    origins whose pages may read its answers (``*``: any); ``memory_budget`` the bytes its requests may hold
+    together (a request waits up to ``budget_wait`` seconds for its share, then is answered 503); ``policy`` the
+    tolerance policy its verdicts follow (a Policy or a TOML file; None: the dtype-aware defaults)."""
+    served = ServedReports(reports, resolving=resolver is not None, max_resolved=limits.MAX_RESOLVED)
     bp = ReportBlueprint(name, __name__, static_folder=str(STATIC), static_url_path="/static")
     bp.served = served
-    routes(bp, served)
+    bp.budget = MemoryBudget(memory_budget, budget_wait)
+    config = Settings(served, resolver, None if allowed_hosts is None else Hosts(allowed_hosts), Cors(cors_origins),
+                      bp.budget, as_policy(policy))
+    bp.settings = config
+    routes(bp, config)
     return bp
 
 
-def create_app(reports: Paths) -> flask.Flask:
+def create_app(
+    reports: Paths, *, allowed_hosts: Sequence[str] | None = None, cors_origins: Sequence[str] = (),
+    memory_budget: int = limits.MEMORY_BUDGET,
+) -> flask.Flask:  # fmt: skip
     """A Flask app with the blueprint at ``/`` and JSON answers for unknown URLs (the ``reportdb serve`` app)."""
     app = flask.Flask(__name__, static_folder=None)
-    bp = blueprint(reports)
+    bp = blueprint(reports, allowed_hosts=allowed_hosts, cors_origins=cors_origins, memory_budget=memory_budget)
     app.register_blueprint(bp, url_prefix="")
     app.extensions["reportdb"] = bp
 
@@ -77,15 +107,22 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def serve(reports: Paths, host: str = "127.0.0.1", port: int = 0, open_browser: bool = False) -> None:
+def serve(
+    reports: Paths, host: str = "127.0.0.1", port: int = 0, open_browser: bool = False, *,
+    allow_hosts: Sequence[str] = (), cors_origins: Sequence[str] = (), memory_budget: int = limits.MEMORY_BUDGET,
+) -> None:  # fmt: skip
     """Serve ``reports`` with waitress (a production WSGI server, pure Python) until Ctrl-C or SIGTERM, which stop it
     cleanly. Prints the URL (``port=0`` takes a free port); warns on stderr when ``host`` is not a loopback address,
-    since anyone who reaches it can then read the reports."""
+    since anyone who reaches it can then read the reports. It answers only requests whose Host header names it (the
+    loopback names, the bound address, this machine's name when bound to a wildcard, and ``allow_hosts``), so a
+    page of another site that rebinds its name to this address reads nothing."""
     from waitress import create_server  # type: ignore[import-untyped]  # waitress ships no type information
 
-    app = create_app(reports)
+    app = create_app(reports, allowed_hosts=(), cors_origins=cors_origins, memory_budget=memory_budget)
     server = create_server(app, host=host, port=port, threads=4, ident="reportdb", clear_untrusted_proxy_headers=True)
     bound_host, bound_port = server.getsockname()[:2]
+    extra = [*allow_hosts, *(() if _is_loopback(host) else (socket.gethostname(),))]
+    app.extensions["reportdb"].settings.hosts = Hosts.for_address(str(bound_host), extra)
     shown = f"[{bound_host}]" if ":" in str(bound_host) else str(bound_host)
     url = f"http://{shown}:{bound_port}/"
     if not _is_loopback(host):

@@ -16,15 +16,17 @@ _MAX_TEXT = 4096
 
 
 class ApiError(HTTPException):
-    """An HTTP answer other than 200, given as JSON ``{"error", "hint"}`` with ``status`` (400, 404, 413, 422). It
-    never leaves the web API (the blueprint answers it), so it is an HTTP exception, not one of reportdb's errors."""
+    """An HTTP answer other than 200, given as JSON ``{"error", "hint"}`` with ``status`` (400, 404, 413, 421, 422,
+    503) and any ``headers`` (Retry-After). It never leaves the web API (the blueprint answers it), so it is an HTTP
+    exception, not one of reportdb's errors."""
 
-    def __init__(self, status: int, error: str, hint: str) -> None:
+    def __init__(self, status: int, error: str, hint: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(description=error)
         self.code = status
         self.status = status
         self.error = error
         self.hint = hint
+        self.extra_headers = dict(headers or {})
 
 
 def bad(name: str, value: str, takes: str) -> ApiError:

@@ -21,6 +21,7 @@ from ..analysis.golden import RECORD_TABLES, GoldenRecord as Record
 from ..errors import InvalidArgumentError, ReportDBError, SchemaError
 from ..report import Report, resolve_path
 from ..store import engine
+from ..store.blobs import MAX_CHUNK_SIZE
 from .params import ApiError
 
 #: The tables the API reads besides reportdb's own, with the columns it reads from them.
@@ -76,6 +77,8 @@ class Served:
             self.report.close()
             raise
         self.has_store = "rdb_tensor" in present
+        self._chunk_lock = threading.Lock()
+        self._chunk_bytes: dict[tuple[int | None, int], int] = {}
 
     @contextlib.contextmanager
     def sql(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -180,6 +183,17 @@ class Served:
             if isinstance(op_id, int)
         ]  # fmt: skip
 
+    def producer(self, tensor_id: int, rank: int = 0) -> str | None:
+        """The name of the operation that output ``tensor_id`` (what a tolerance policy's rules match), or None."""
+        if not (self.readable("output_tensors", "operation_id", "tensor_id") and self.readable("operations", "operation_id", "name")):
+            return None
+        where, args = self._rank_filter("output_tensors", rank)
+        where = f"{where or ' WHERE 1'} AND o.tensor_id=?".replace("rank=?", "o.rank=?")
+        with self.sql("the operation tables") as conn:
+            row = conn.execute(f"SELECT p.name FROM output_tensors o JOIN operations p ON p.operation_id = o.operation_id"
+                               f"{where} ORDER BY o.rowid LIMIT 1", (*args, tensor_id)).fetchone()
+        return row[0] if row is not None and isinstance(row[0], str) else None
+
     def tensor_totals(self) -> tuple[int, int, int]:
         """Stored tensors: how many, their logical bytes in all and the largest one's (no tensor bytes read)."""
         if not self.has_store:
@@ -189,6 +203,27 @@ class Served:
                 "SELECT COUNT(*), COALESCE(SUM(nbytes), 0), COALESCE(MAX(nbytes), 0) FROM rdb_tensor"
             ).fetchone()
         return int(count), int(total), int(largest)
+
+    def chunk_bytes(self, tensor_id: int | None = None, rank: int = 0) -> int:
+        """The most bytes one chunk of ``tensor_id`` (None: of any tensor) unpacks to: a read holds a whole chunk
+        however small its window, so this is part of what a request reserves of the memory budget. A value that is
+        no size counts as the largest chunk reportdb reads (the store refuses more)."""
+        if not self.has_store:
+            return 0
+        key = (tensor_id, rank)
+        with self._chunk_lock:
+            if key in self._chunk_bytes:
+                return self._chunk_bytes[key]
+        sql = ("SELECT MAX(MIN(b.chunk_size, b.nbytes)) FROM rdb_blob b" if tensor_id is None else
+               "SELECT MAX(MIN(b.chunk_size, b.nbytes)) FROM rdb_tensor t JOIN rdb_shard s ON s.tensor_pk = t.id "
+               "JOIN rdb_blob b ON b.id = s.blob_id WHERE t.tensor_id = ? AND t.rank = ?")
+        with self.sql("table rdb_blob") as conn:
+            row = conn.execute(sql, () if tensor_id is None else (tensor_id, rank)).fetchone()
+        found = row[0] if row is not None else None
+        nbytes = found if isinstance(found, int) and 0 <= found <= MAX_CHUNK_SIZE else (0 if found is None else MAX_CHUNK_SIZE)
+        with self._chunk_lock:
+            self._chunk_bytes[key] = nbytes
+        return nbytes
 
     def stored_keys(self) -> set[tuple[int, int]]:
         """Every stored ``(tensor_id, rank)``."""
@@ -204,14 +239,18 @@ def _real(value: Any) -> float | None:
 
 
 class ServedReports:
-    """The fixed set of served reports by name, and the comparison results computed while serving them (a small
+    """The fixed set of served reports by name, the reports a host app's resolver opened (by path, the least recently
+    used idle one closed beyond ``max_resolved``), and the comparison results computed while serving them (a small
     LRU, so the operation list shows what was recomputed)."""
 
     CACHE_SIZE = 512
 
-    def __init__(self, paths: Sequence[str | os.PathLike[str]]) -> None:
-        if not paths:
-            raise InvalidArgumentError("name at least one report to serve")
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], *, resolving: bool = False, max_resolved: int = 16) -> None:
+        if not paths and not resolving:
+            raise InvalidArgumentError("name at least one report to serve (or give a resolver)")
+        self.max_resolved = max_resolved
+        self._resolved: collections.OrderedDict[Path, tuple[Served, int]] = collections.OrderedDict()
+        self._resolved_lock = threading.Lock()
         self.by_name: dict[str, Served] = {}
         try:
             for name, path in report_names(paths).items():
@@ -222,21 +261,32 @@ class ServedReports:
         self._lock = threading.Lock()
         self._cache: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
-    def get(self, name: str) -> Served:
-        """The report served under ``name``; 404 otherwise."""
-        found = self.by_name.get(name)
-        if found is None:
-            known = ", ".join(sorted(self.by_name)[:20])
-            raise ApiError(404, f"no report named {name[:80]!r} is served", f"served reports: {known} (GET api/reports)")
-        return found
+    @contextlib.contextmanager
+    def resolved(self, path: str | os.PathLike[str]) -> Iterator[Served]:
+        """The report at ``path`` (a resolver's answer), opened read-only on first use and kept open for the next
+        requests; it is not closed while a request holds it."""
+        db = resolve_path(path)
+        with self._resolved_lock:
+            entry = self._resolved.get(db)
+            if entry is None:
+                served = Served(report_names([db]).popitem()[0], db)
+                self._resolved[db] = entry = (served, 0)
+                self._close_idle()
+            served, users = entry
+            self._resolved[db] = (served, users + 1)
+            self._resolved.move_to_end(db)
+        try:
+            yield served
+        finally:
+            with self._resolved_lock:
+                served, users = self._resolved[db]
+                self._resolved[db] = (served, users - 1)
+                self._close_idle()
 
-    def pick(self, name: str | None) -> Served:
-        """The report ``name``, or the only one served when no name is given."""
-        if name is not None:
-            return self.get(name)
-        if len(self.by_name) == 1:
-            return next(iter(self.by_name.values()))
-        raise ApiError(400, "several reports are served: say which one", "add ?report=<name> (GET api/reports lists them)")
+    def _close_idle(self) -> None:
+        """Close the least recently used idle resolved reports beyond ``max_resolved`` (the lock is held)."""
+        for db in [db for db, (_, users) in self._resolved.items() if users == 0][: max(0, len(self._resolved) - self.max_resolved)]:
+            self._resolved.pop(db)[0].close()
 
     def cached(self, key: Hashable) -> Any:
         """A result kept under ``key``, or None."""
@@ -257,7 +307,10 @@ class ServedReports:
     def close(self) -> None:
         """Close every report (each closes even when another fails)."""
         problems: list[ReportDBError] = []
-        for served in self.by_name.values():
+        with self._resolved_lock:
+            resolved = [served for served, _ in self._resolved.values()]
+            self._resolved.clear()
+        for served in [*self.by_name.values(), *resolved]:
             try:
                 served.close()
             except ReportDBError as exc:

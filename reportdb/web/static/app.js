@@ -39,6 +39,14 @@ async function api(path, params = {}, signal = undefined) {
 
 const enc = encodeURIComponent;
 
+/** A new element with properties and text or child nodes. Report text only ever reaches the page as text (no
+ * string is parsed as HTML anywhere on this page), since a report is someone else's data. */
+function el(tag, props = {}, ...children) {
+  const node = Object.assign(document.createElement(tag), props);
+  node.append(...children);
+  return node;
+}
+
 let statusTimer = 0;
 /** Show a message in the status bar (errors stay until replaced or closed by time). */
 function showStatus(message, kind = "error") {
@@ -193,25 +201,22 @@ const state = {
 };
 
 // Default rtol/atol per dtype, as torch.testing.assert_close chooses them; the coarser side of a pair decides.
-const DEFAULT_TOL = {
-  float64: [1e-7, 1e-7], float32: [1.3e-6, 1e-5], float16: [1e-3, 1e-5], bfloat16: [1.6e-2, 1e-5],
-  float8_e4m3fn: [0.125, 1e-3], float8_e5m2: [0.25, 1e-3],
-};
 let tolTouched = false;
 
-/** Set rtol/atol to the defaults of the coarser dtype of the pair, unless the user has chosen tolerances. */
-function defaultTolerances(...dtypes) {
-  if (tolTouched) return;
-  const known = dtypes.map((d) => DEFAULT_TOL[d]).filter(Boolean);
-  const [rtol, atol] = known.length ? known.reduce((a, b) => (b[0] > a[0] ? b : a)) : [1e-5, 1e-8];
-  $("#rtol").value = String(rtol);
-  $("#atol").value = String(atol);
-  $("#rtol").title = $("#atol").title = "default for " + dtypes.filter(Boolean).join(" vs ") + " (as torch.testing); edit to override";
+/** Set rtol/atol to the tolerance policy's for this tensor (its operation and dtype: the API's verdicts use the
+ * same), unless the user has chosen tolerances. */
+function defaultTolerances(policy) {
+  if (tolTouched || !policy) return;
+  $("#rtol").value = fmt(policy.rtol, 4);
+  $("#atol").value = fmt(policy.atol, 4);
+  $("#rtol").title = $("#atol").title = `the tolerance policy's for ${policy.dtype}` + (policy.operation ? ` (${policy.operation})` : "") + "; edit to override";
 }
 
+/** The tolerances requests carry: rtol/atol only once the user chose them (until then the server applies the
+ * policy's exact values, which the fields show rounded), and the PCC threshold. */
 const tol = () => ({
-  rtol: $("#rtol").value || "1e-5",
-  atol: $("#atol").value || "1e-8",
+  rtol: tolTouched ? $("#rtol").value || null : null,
+  atol: tolTouched ? $("#atol").value || null : null,
   pcc: $("#pcc").value || "0.99",
 });
 
@@ -290,9 +295,7 @@ function renderOps() {
   const focusRow = rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0];
   if (focusRow) focusRow.tabIndex = 0;
   if (!rows.length) {
-    const tr = document.createElement("tr");
-    tr.innerHTML = `<td colspan="4" class="muted">No operation matches.</td>`;
-    tbody.append(tr);
+    tbody.append(el("tr", {}, el("td", { colSpan: 4, className: "muted" }, "No operation matches.")));
   }
   const first = o.total ? o.offset + 1 : 0;
   $("#page-info").textContent = `${fmtInt(first)}\u2013${fmtInt(o.offset + o.items.length)} of ${fmtInt(o.total)}`;
@@ -322,11 +325,7 @@ function selectOp(op, { focusTensor = true } = {}) {
   }
   $("#empty-detail").hidden = true;
   $("#op-detail").hidden = false;
-  $("#op-title").innerHTML = "";
-  const idSpan = document.createElement("span");
-  idSpan.className = "mono";
-  idSpan.textContent = `#${op.id} `;
-  $("#op-title").append(idSpan, document.createTextNode(op.name));
+  $("#op-title").replaceChildren(el("span", { className: "mono" }, `#${op.id} `), document.createTextNode(op.name));
 
   const chips = $("#op-tensors");
   chips.replaceChildren();
@@ -361,7 +360,7 @@ function tensorChip(ref, label) {
   b.setAttribute("aria-pressed", "false");
   const rec = ref.comparisons.local || ref.comparisons.global;
   const shape = ref.shape ? ref.shape.join("\u00d7") : "?";
-  b.innerHTML = `<span>${label}</span><b>t${ref.tensor_id}</b><span class="mono">${shape} ${ref.dtype ?? ""}</span>`;
+  b.append(el("span", {}, label), el("b", {}, `t${ref.tensor_id}`), el("span", { className: "mono" }, `${shape} ${ref.dtype ?? ""}`));
   if (rec) {
     const pcc = rec.pcc ?? rec.recorded_pcc;
     const passed = rec.passed ?? (rec.recorded_pcc === null || rec.desired_pcc === null ? null : rec.recorded_pcc >= rec.desired_pcc);
@@ -402,8 +401,8 @@ async function openTensor(ref) {
     return;
   }
   if (state.tensor !== t) return;
-  $("#pcc").value = t.record?.desired_pcc ?? 0.99;
-  defaultTolerances(t.info.dtype, t.goldenInfo?.dtype);
+  $("#pcc").value = t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  defaultTolerances(t.info.policy);
   syncSlider();
   setupTensorControls(t);
   renderSpec(t);
@@ -546,12 +545,12 @@ function renderStats(t) {
   const table = $("#stats");
   table.replaceChildren();
   if (!cols.length) {
-    table.innerHTML = `<tr><td class="muted">stored without statistics</td></tr>`;
+    table.append(el("tr", {}, el("td", { className: "muted" }, "stored without statistics")));
     return;
   }
   const keys = ["count", "min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "zero_count"];
   const head = document.createElement("tr");
-  head.innerHTML = "<th></th>";
+  head.append(el("th"));
   for (const [label] of cols) {
     const th = document.createElement("th");
     th.className = "num";
@@ -617,8 +616,7 @@ const refreshCompare = debounce(async () => {
       const div = document.createElement("div");
       div.className = "flags";
       div.style.gridColumn = "1 / -1";
-      div.innerHTML = "<dt>not compared</dt><dd></dd>";
-      $("dd", div).textContent = err.hint ? `${err.message} (${err.hint})` : String(err.message || err);
+      div.append(el("dt", {}, "not compared"), el("dd", {}, err.hint ? `${err.message} (${err.hint})` : String(err.message || err)));
       dl.append(div);
       if (!(err instanceof ApiError) || err.status >= 500) reportError(err);
     }
@@ -678,8 +676,9 @@ function renderMetrics(data) {
   if (flags.length) {
     const div = document.createElement("div");
     div.className = "flags";
-    div.innerHTML = `<dt>flags</dt><dd data-metric="flags"></dd>`;
-    $("dd", div).textContent = flags.map((f) => f.replaceAll("_", " ")).join(", ");
+    const dd = el("dd", {}, flags.map((f) => f.replaceAll("_", " ")).join(", "));
+    dd.dataset.metric = "flags";
+    div.append(el("dt", {}, "flags"), dd);
     dl.append(div);
   }
 }

@@ -1,0 +1,271 @@
+"""The report endpoints of the web API: the page, the served reports, the operation list with each tensor's golden
+records, a tensor's metadata and statistics, its values and its heatmap."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flask import Blueprint, Response, request, send_from_directory
+
+from ..errors import SchemaError, TensorNotFoundError
+from . import limits, params, tolerances, views
+from .answers import answer, values_json
+from .context import lookup, settings
+from .heatmaps import grid_cells, heatmap_answer, region, rows
+from .params import ApiError
+from .reports import RECORD_TABLES, Operation, Record, Served
+from .sources import Source, normalised, shard_index, tensor_id_of, verdict_key
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def page() -> Response:
+    """The page (static/index.html), under whatever prefix the blueprint is mounted."""
+    if not (STATIC / "index.html").is_file():
+        raise ApiError(404, "the page is not installed (reportdb/web/static/index.html is missing)",
+                       "reinstall reportdb with its web extra; the API under api/ works without it")
+    return send_from_directory(STATIC, "index.html", max_age=0)
+
+
+def reports() -> Response:
+    """Every report this request may name, with its counts."""
+    items = []
+    for name, one in lookup().by_name.items():
+        items.append({
+            "name": name, "file": one.path.name, "operations": one.count("operations"),
+            "tensors": one.tensor_totals()[0], "bytes": one.path.stat().st_size,
+            "ttnn_version": one.metadata("version"),
+            "comparisons": sum(one.count(t) for t in RECORD_TABLES.values()),
+            "current": one is lookup().current,
+        })  # fmt: skip
+    return answer({"reports": items})
+
+
+def status() -> Response:
+    """The server's memory budget as it stands (what is reserved, the peak, requests waiting or refused)."""
+    return answer({"memory": settings().budget.to_json()})
+
+
+def colormaps() -> Response:
+    """The colour tables of the PNG heatmaps and the colours of non-finite cells."""
+    return answer({**{name: lut.tolist() for name, lut in views.LUTS.items()},
+                   "nonfinite": {k: list(v) for k, v in views.NONFINITE.items()}})
+
+
+class _Verdicts:
+    """The PCC and verdict of each record of one report and rank: recomputed by this server where it has, else kept
+    by ``compare --golden --store``, else as ttnn recorded it."""
+
+    def __init__(self, one: Served, rank: int) -> None:
+        self.one = one
+        self.rank = rank
+        self.records = {kind: one.records(kind, rank) for kind in RECORD_TABLES}
+        self.kept = one.stored_results()
+
+    def result(self, kind: str, tensor_id: int) -> tuple[float | None, bool | None]:
+        cached = lookup().cached(verdict_key(self.one, kind, tensor_id, self.rank))
+        return cached if cached is not None else self.kept.get((kind, tensor_id, self.rank), (None, None))
+
+    def summary(self, op: Operation) -> tuple[float | None, bool | None]:
+        """The worst PCC of an operation's outputs and whether all of them pass."""
+        pccs, verdicts = [], []
+        for tensor_id in op.outputs:
+            for kind in RECORD_TABLES:
+                record = self.records[kind].get(tensor_id)
+                if record is not None:
+                    pcc, passed = self.result(kind, tensor_id)
+                    pccs.append(record.recorded_pcc if pcc is None else pcc)
+                    verdicts.append(record.recorded_matches if passed is None else passed)
+        known = [p for p in pccs if p is not None]
+        found = [v for v in verdicts if v is not None]
+        return (min(known) if known else None), (all(found) if found else None)
+
+    def comparison(self, kind: str, tensor_id: int) -> dict[str, Any] | None:
+        """A tensor's record of ``kind`` under ttnn-visualizer's names (``matches``, ``actual_pcc`` as recorded) and
+        reportdb's (``pcc``, ``passed`` as recomputed)."""
+        record: Record | None = self.records[kind].get(tensor_id)
+        if record is None:
+            return None
+        pcc, passed = self.result(kind, tensor_id)
+        return {
+            "tensor_id": tensor_id, "golden_tensor_id": record.golden_tensor_id, "matches": record.recorded_matches,
+            "desired_pcc": record.desired_pcc, "actual_pcc": record.recorded_pcc,
+            "recorded_pcc": record.recorded_pcc, "recorded_matches": record.recorded_matches, "pcc": pcc, "passed": passed,
+        }  # fmt: skip
+
+
+def _ordered(ops: list[Operation], summaries: dict[int, tuple[float | None, bool | None]], sort: str,
+             descending: bool) -> list[Operation]:  # fmt: skip
+    """The operations by id, name, or worst PCC (worst first ascending; those without a PCC last either way)."""
+    if sort == "pcc":
+        worst = {op_id: pcc for op_id, (pcc, _) in summaries.items() if pcc is not None}
+        with_pcc = sorted((op for op in ops if op.id in worst), key=lambda op: worst[op.id], reverse=descending)
+        return with_pcc + [op for op in ops if op.id not in worst]
+    if sort == "name":
+        return sorted(ops, key=lambda op: (op.name, op.id), reverse=descending)
+    return sorted(ops, key=lambda op: op.id, reverse=descending)
+
+
+def operations(report: str) -> Response:
+    """A page of a report's operations, filtered and sorted, each tensor with its golden records."""
+    one = lookup().get(report)
+    args = request.args
+    rank = params.integer(args, "rank", 0)
+    text = (args.get("filter") or "").lower()[:200]
+    sort = params.choice(args, "sort", ("id", "name", "pcc"))
+    order = params.choice(args, "order", ("asc", "desc"))
+    offset = params.integer(args, "offset", 0)
+    limit = params.integer(args, "limit", 100, low=1, high=limits.MAX_PAGE)
+    verdicts = _Verdicts(one, rank)
+    ops = [op for op in one.operations(rank) if text in op.name.lower()]
+    summaries = {op.id: verdicts.summary(op) for op in ops}
+    page_ops = _ordered(ops, summaries, sort, order == "desc")[offset : offset + limit]
+    stored = one.stored_keys()
+    described = _described(one, {t for op in page_ops for t in (*op.inputs, *op.outputs)}, stored, rank)
+
+    def ref(tensor_id: int) -> dict[str, Any]:
+        return {"tensor_id": tensor_id, "rank": rank, "stored": (tensor_id, rank) in stored,
+                **described.get(tensor_id, {"shape": None, "dtype": None, "ttnn_dtype": None}),
+                "comparisons": {kind: verdicts.comparison(kind, tensor_id) for kind in RECORD_TABLES}}
+
+    items = [
+        {"id": op.id, "name": op.name, "inputs": [ref(t) for t in op.inputs], "outputs": [ref(t) for t in op.outputs],
+         "worst_pcc": summaries[op.id][0], "passed": summaries[op.id][1]}
+        for op in page_ops
+    ]  # fmt: skip
+    return answer({"total": len(ops), "offset": offset, "limit": limit, "items": items})
+
+
+def tensor(report: str, tensor_id: str) -> Response:
+    """A tensor's stored spec, shards and statistics (no value bytes read)."""
+    one = lookup().get(report)
+    rank = params.integer(request.args, "rank", 0)
+    device = params.device(request.args)
+    info = one.report.tensor_info(tensor_id_of(tensor_id), rank)
+    spec = info.spec
+    dist = spec.distribution
+    per_shard: tuple[dict[str, Any], ...] | None
+    try:
+        per_shard = tuple(s.to_dict() for s in one.report.tensor_stats(info.tensor_id, rank).shards)
+    except (TensorNotFoundError, SchemaError):  # stored without statistics, or a schema without their table
+        per_shard = None
+    shards = []
+    for i, s in enumerate(info.shards):
+        shards.append({
+            "index": i, "device": list(s.mesh_coordinate) if s.mesh_coordinate else None, "shape": list(s.shape),
+            "dtype": s.dtype, "nbytes": s.nbytes,
+            "placement": None if dist is None or dist.placements is None else [p.to_json() for p in dist.placements],
+            "stats": None if per_shard is None or len(info.shards) == 1 else _stats_only(per_shard[i]),
+        })  # fmt: skip
+    chosen = shard_index(info, device) if device is not None else (0 if len(info.shards) == 1 else None)
+    stats = None if per_shard is None or chosen is None else per_shard[chosen]
+    dtype = tolerances.policy_dtype(spec.ttnn_dtype, info.dtype)
+    policy = settings().policy
+    op = one.producer(info.tensor_id, rank)
+    rtol, atol = policy.tolerances(op, dtype)
+    criteria = {k: v for k, v in policy.criteria_for(op, dtype).to_dict().items() if v is not None}
+    histogram = None
+    if stats is not None and stats.get("hist_counts") is not None:
+        histogram = {"edges": stats["hist_edges"], "counts": stats["hist_counts"]}
+    return answer({
+        "tensor_id": info.tensor_id, "rank": info.rank, "shape": None if info.shape is None else list(info.shape),
+        "dtype": info.dtype, "ttnn_dtype": spec.ttnn_dtype, "layout": spec.layout,
+        "tile": None if spec.tile_shape is None else list(spec.tile_shape), "padded_shape":
+        None if spec.padded_shape is None else list(spec.padded_shape), "memory_config": spec.memory_config,
+        "storage_type": spec.storage_type, "nbytes": info.nbytes,
+        "mesh_shape": None if dist is None else list(dist.mesh_shape),
+        "distribution": None if dist is None else dist.to_json(), "shards": shards,
+        "stats": None if stats is None else _stats_only(stats), "histogram": histogram,
+        "policy": {"operation": op, "dtype": dtype, "rtol": rtol, "atol": atol, "pcc": policy.pcc_threshold(op, dtype),
+                   "criteria": criteria},
+    })  # fmt: skip
+
+
+def values(report: str, tensor_id: str) -> Response:
+    """The values of a window of a tensor, as JSON or ``.npy``."""
+    args = request.args
+    fmt = params.choice(args, "format", ("json", "npy"))
+    source = Source(lookup().get(report), tensor_id_of(tensor_id), params.integer(args, "rank", 0), params.device(args))
+    window = params.window(args, "slice")
+    shape = source.plan(window)
+    count, limit = math.prod(shape), (limits.MAX_NPY_ELEMENTS if fmt == "npy" else limits.MAX_JSON_ELEMENTS)
+    if count > limit:
+        raise ApiError(413, f"the window {list(shape)} holds {count:,} elements, more than {limit:,} as {fmt}",
+                       "narrow the slice" + (", or ask for format=npy (up to 1,048,576)" if fmt == "json" else ""))
+    per_element = 3 * max(source.dtype.itemsize, 4) if fmt == "npy" else 160  # JSON: Python floats and their text
+    with settings().budget.hold(source.cost(count, per_element), f"a window of tensor {source.tensor_id}"):
+        array = source.read(window)
+        if fmt == "npy":
+            return _npy(source, array)
+        return answer({"shape": list(shape), "dtype": source.info.dtype, "slice": normalised(window, source.shape),
+                       "values": values_json(array)})
+
+
+def _npy(source: Source, array: np.ndarray) -> Response:
+    """Values as a ``.npy`` download (block floats as float32), named after the report and tensor."""
+    out = io.BytesIO()
+    np.save(out, array.astype(np.float32) if array.dtype.kind == "V" else array, allow_pickle=False)
+    filename = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{source.served.name}-{source.tensor_id}.npy")
+    response = Response(out.getvalue(), mimetype="application/octet-stream")
+    response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response.headers["X-Reportdb-Dtype"] = source.info.dtype
+    return response
+
+
+def heatmap(report: str, tensor_id: str) -> Response:
+    """A tensor's values pooled (max |value| per cell) over a region, as JSON or PNG."""
+    args = request.args
+    fmt = params.choice(args, "format", ("png", "json"))
+    source = Source(lookup().get(report), tensor_id_of(tensor_id), params.integer(args, "rank", 0), params.device(args))
+    area = region(args, source.shape, fmt)
+    cost = source.cost(2 * views.BAND_ELEMENTS, max(source.dtype.itemsize, 4) + 16) + 64 * grid_cells(area)
+    with settings().budget.hold(cost, f"a heatmap of tensor {source.tensor_id}"):
+        grid = views.pool_region(area, lambda y0, y1: views.as_float(rows(source, area, y0, y1)))
+        return heatmap_answer(area, grid, None, fmt, {"tensor_id": source.tensor_id, "dtype": source.info.dtype})
+
+
+def _stats_only(stats: dict[str, Any]) -> dict[str, Any]:
+    """A stored statistics row without its histogram (given apart)."""
+    return {k: v for k, v in stats.items() if k not in ("hist_counts", "hist_edges")}
+
+
+def _described(one: Served, tensor_ids: set[int], stored: set[tuple[int, int]], rank: int) -> dict[int, dict[str, Any]]:
+    """Shape and dtypes of the tensors a page lists: from the store where stored, else from the report's
+    ``tensors`` table (ttnn's own text: ``Shape([1, 32])``, ``DataType.BFLOAT16``)."""
+    found: dict[int, dict[str, Any]] = {}
+    for tensor_id in sorted(tensor_ids):
+        if (tensor_id, rank) in stored:
+            info = one.report.tensor_info(tensor_id, rank)
+            found[tensor_id] = {"shape": None if info.shape is None else list(info.shape), "dtype": info.dtype,
+                                "ttnn_dtype": info.spec.ttnn_dtype}
+    rest = sorted(tensor_ids - found.keys())
+    if rest and one.readable("tensors", "tensor_id"):
+        cols = one.columns["tensors"]
+        picked = ", ".join(c if c in cols else "NULL" for c in ("shape", "dtype"))
+        with one.sql("table tensors") as conn:
+            for start in range(0, len(rest), 500):
+                part = rest[start : start + 500]
+                found_rows = conn.execute(f"SELECT tensor_id, {picked} FROM tensors WHERE tensor_id IN "
+                                          f"({','.join('?' * len(part))})", part).fetchall()
+                for tensor_id, shape, dtype in found_rows:
+                    dims = re.findall(r"-?\d+", shape) if isinstance(shape, str) and len(shape) < 400 else None
+                    found[tensor_id] = {"shape": None if dims is None else [int(d) for d in dims], "dtype": None,
+                                        "ttnn_dtype": dtype.rsplit(".", 1)[-1] if isinstance(dtype, str) else None}
+    return found
+
+
+def register(bp: Blueprint) -> None:
+    """Add the report endpoints to ``bp``."""
+    bp.add_url_rule("/", view_func=page)
+    bp.add_url_rule("/api/reports", view_func=reports)
+    bp.add_url_rule("/api/status", view_func=status)
+    bp.add_url_rule("/api/colormaps", view_func=colormaps)
+    bp.add_url_rule("/api/reports/<report>/operations", view_func=operations)
+    bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>", view_func=tensor)
+    bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>/values", view_func=values)
+    bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>/heatmap", view_func=heatmap)
