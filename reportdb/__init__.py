@@ -84,6 +84,10 @@ _LAZY = {
     "ReportSummary": "reportdb.results",
     "VerifyResult": "reportdb.legacy.verification",
     "MigrationSummary": "reportdb.legacy.summary",
+    "Policy": "reportdb.analysis.policy",
+    "PolicyError": "reportdb.analysis.policy",
+    "Criteria": "reportdb.analysis.policy",
+    "Verdict": "reportdb.analysis.policy",
 }
 
 _ERRORS = [
