@@ -4,13 +4,14 @@
 other stored tensor) in one streamed pass per part (the tensor, or each device's shard against the matching part of
 the golden: its slice by the distribution, the whole golden for a replicated shard) and answers in the terms a
 kernel, a CCL or a core is debugged in: the worst tiles with the element ranges they cover, the per-tile error map,
-per-device PCC and least-squares fit, and per-shard (core) errors. Verdicts and mismatches follow one tolerance
-policy (see :func:`_criteria`).
+per-device PCC and least-squares fit, and per-shard (core) errors. Mismatches are counted at the tolerance policy's
+rtol/atol and each device's verdict is the policy's (``reportdb.analysis.policy``), as everywhere else.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
@@ -22,7 +23,8 @@ from ..results import Result, jsonable
 from ..spec import distribution_coordinate
 from .golden import golden_records, table_columns
 from .grids import ShardLayout, TileGrid, shard_layout
-from .scan import PartErrors, scan
+from .policy import Policy, as_policy
+from .scan import PartErrors, Reader, scan
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -119,44 +121,17 @@ class LocateResult(Result):
         return [(k, v) for k, v in super()._html_fields() if not k.endswith("_map")]
 
 
-def _criteria(policy: Any, op: str | None, dtype: str | None) -> tuple[float, float, float]:
-    """``(rtol, atol, pcc)`` the tolerance policy gives ``op`` and ``dtype``: the one place locate reads tolerances.
-    Helper E's ``reportdb.analysis.policy`` replaces the interim dtype defaults below once it lands."""
-    name = (dtype or "").upper()
-    defaults = _INTERIM.get(name, _INTERIM["FLOAT32"])
-    if policy is None:
-        return defaults
-    criteria = policy.criteria_for(op, dtype or "")
-    rtol, atol, pcc = (getattr(criteria, k, None) for k in ("rtol", "atol", "pcc"))
-    return (defaults[0] if rtol is None else rtol, defaults[1] if atol is None else atol, defaults[2] if pcc is None else pcc)
-
-
-#: Interim dtype defaults ``(rtol, atol, pcc)`` until the shared policy lands: a block float is held to its mantissa.
-_INTERIM = {
-    "FLOAT32": (1e-5, 1e-6, 0.999),
-    "BFLOAT16": (1.6e-2, 1e-2, 0.99),
-    "BFLOAT8_B": (3.2e-2, 3e-2, 0.98),
-    "BFLOAT4_B": (0.25, 0.25, 0.9),
-}
-
-
-def _judge(policy: Any, comparison: Any, op: str | None, dtype: str | None) -> tuple[bool, tuple[str, ...]]:
-    """The policy's verdict on one comparison: ``(passed, failed criteria)``."""
-    if policy is None:
-        return bool(comparison.passed), tuple(comparison.flags) + (() if comparison.passed or comparison.flags else ("pcc",))
-    verdict = policy.judge(comparison, op=op, dtype=dtype or "")
-    return bool(verdict.passed), tuple(verdict.failed)
-
-
-def _load_policy(policy: Any) -> Any:
-    if policy is None or not isinstance(policy, (str, os.PathLike)):
-        return policy
-    raise InvalidArgumentError("a tolerance policy file needs reportdb.analysis.policy, which is not in this build yet")
+def _criteria(policy: "Policy", op: str | None, dtype: str | None) -> tuple[float, float, float]:
+    """``(rtol, atol, pcc)`` the tolerance policy gives ``op`` and ``dtype``: what mismatches are counted at and the
+    PCC threshold a device's comparison is made with."""
+    rtol, atol = policy.tolerances(op, dtype or "")
+    return rtol, atol, policy.pcc_threshold(op, dtype or "")
 
 
 def locate(
     report: "Report", tensor_id: int, *, golden: str | None = None, against: Against | None = None,
-    device: Sequence[int] | None = None, policy: Any = None, rank: int = 0, top: int = 10,
+    device: Sequence[int] | None = None, policy: "Policy | str | os.PathLike[str] | None" = None, rank: int = 0,
+    top: int = 10,
 ) -> LocateResult:  # fmt: skip
     """Where tensor ``tensor_id`` of ``report`` differs from its golden: ``golden="local"`` or ``"global"`` takes the
     golden tensor of that comparison record, ``against`` another stored tensor (an id in ``report`` or ``(other
@@ -166,7 +141,7 @@ def locate(
         raise InvalidArgumentError("give golden='local' or 'global', or against=ID or (report, ID), not both or neither")
     if top < 0:
         raise InvalidArgumentError(f"top must be 0 or more, not {top}")
-    policy = _load_policy(policy)
+    policy = as_policy(policy if isinstance(policy, (Policy, str)) or policy is None else Path(policy))
     info = _info(report, tensor_id, rank)
     g_report, g_id, label = _golden_source(report, tensor_id, rank, golden, against)
     g_info = _info(g_report, g_id, rank)
@@ -254,8 +229,8 @@ class _Part:
     shape: tuple[int, ...]
     dtype_a: np.dtype
     dtype_g: np.dtype
-    read_a: Any
-    read_g: Any
+    read_a: Reader
+    read_g: Reader
     origin: tuple[int, ...] | None
 
 
@@ -291,22 +266,42 @@ def _parts(
                                       f"{list(coord)}; its shards are at {have}")
     g_coords = {s.mesh_coordinate: s for s in g_info.shards}
     shard_wise = len(g_info.shards) == len(info.shards) > 1 and all(s.mesh_coordinate in g_coords for s in info.shards)
-    origins = None if shard_wise else _origins(info)
+    origins: dict[int, tuple[int, ...]] | None
+    if shard_wise:
+        try:
+            origins = _origins(info)
+        except AssemblyError:  # shard against shard needs no place in the global tensor
+            origins = None
+    else:
+        origins = _origins(info)
+        _same_shape(tuple(info.shape or ()), g_info.shape, g_info)
     parts = []
     for index, shard in shards:
         coord = shard.mesh_coordinate
-        read_a = (lambda w, c=coord: report.tensor(tid, rank, device=c, window=w))
+        read_a = _device_reader(report, tid, rank, coord)
+        origin = None if origins is None else origins.get(index)
         if shard_wise:
             _same_shape(shard.shape, g_coords[coord].shape, g_info)
-            read_g = (lambda w, c=coord: g_report.tensor(gid, rank, device=c, window=w))
-            origin = None if origins is None else origins.get(index)
+            read_g = _device_reader(g_report, gid, rank, coord)
         else:
-            assert origins is not None
-            origin = origins[index]
-            _same_shape(tuple(info.shape or ()), g_info.shape, g_info)
-            read_g = (lambda w, o=origin, s=shard.shape: whole_golden(_shifted(w, o, s)))
+            assert origin is not None
+            read_g = _part_reader(g_report, gid, rank, origin, tuple(shard.shape))
         parts.append(_Part(coord, tuple(shard.shape), numpy_dtype(shard.dtype), g_dtype, read_a, read_g, origin))
     return parts
+
+
+def _device_reader(report: "Report", tensor_id: int, rank: int, coord: tuple[int, ...]) -> Reader:
+    """Windows of one device's shard."""
+    def read(window: tuple[slice, ...] | None) -> np.ndarray:
+        return report.tensor(tensor_id, rank, device=coord, window=window)
+    return read
+
+
+def _part_reader(report: "Report", tensor_id: int, rank: int, origin: tuple[int, ...], shape: tuple[int, ...]) -> Reader:
+    """Windows of the box at ``origin`` of ``shape`` of a whole tensor, in the box's own coordinates."""
+    def read(window: tuple[slice, ...] | None) -> np.ndarray:
+        return report.tensor(tensor_id, rank, window=_shifted(window, origin, shape))
+    return read
 
 
 def _same_shape(shape: Sequence[int], g_shape: Sequence[int] | None, g_info: "TensorInfo") -> None:
@@ -361,10 +356,11 @@ def _shard_layout(info: "TensorInfo", shape: tuple[int, ...], tile: tuple[int, .
     return layout
 
 
-def _device_entry(part: _Part, found: PartErrors, policy: Any, op: str | None, dtype: str | None) -> DeviceError:
+def _device_entry(part: _Part, found: PartErrors, policy: "Policy", op: str | None, dtype: str | None) -> DeviceError:
     comparison = found.comparison
     assert comparison is not None and part.coordinate is not None
-    passed, failed = _judge(policy, comparison, op, dtype)
+    verdict = policy.judge(comparison, op=op, dtype=dtype or "")
+    passed, failed = verdict.passed, verdict.failed
     return DeviceError(
         coordinate=part.coordinate, pcc=comparison.pcc, max_abs_error=found.max_abs_error, fit_scale=found.fit[0],
         fit_offset=found.fit[1], passed=passed, mismatches=found.mismatches, failed=failed, origin=part.origin,

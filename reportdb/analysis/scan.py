@@ -30,9 +30,10 @@ Box = tuple[tuple[tuple[int, int], ...], tuple[int, int, int, int, int, int]]
 Reader = Callable[[tuple[slice, ...] | None], np.ndarray]
 
 
-def windows(shape: tuple[int, ...], tile: tuple[int, int], budget: int = WINDOW_ELEMENTS) -> list[Box]:
+def windows(shape: tuple[int, ...], tile: tuple[int, int], budget: int | None = None) -> list[Box]:
     """Windows covering a tensor of ``shape`` in C order, each whole tile rows of one or more consecutive matrices (a
     run along the last leading axis), cut into whole tile columns only when one tile row exceeds ``budget``."""
+    budget = WINDOW_ELEMENTS if budget is None else budget
     lead, h, w = matrix_dims(shape)
     th, tw = tile
     last = lead[-1] if lead else 1
