@@ -230,41 +230,62 @@ def _window(
     err = scratch("locate_err", a.size, work)[: a.size].reshape(a.shape)
     np.subtract(a, g, out=err)
     np.abs(err, out=err)
-    top = float(err.max()) if err.size else 0.0
+    # tiles: rows of each matrix in the window in groups of th, columns in groups of tw (the last ones partial)
+    hh = h1 - h0
+    row_starts = (np.arange(nb)[:, None] * hh + np.arange(0, hh, th)[None, :]).reshape(-1)
+    col_starts = np.arange(0, c1 - c0, tw)
+    r0 = b0 * grid.grid_shape[-2] + h0 // th
+    rows = slice(r0, r0 + row_starts.size)
+    cols = slice(c0 // tw, c0 // tw + col_starts.size)
+    block = np.maximum.reduceat(np.maximum.reduceat(err, col_starts, axis=1), row_starts, axis=0)
+    top = float(block.max()) if block.size else 0.0
     bad: np.ndarray | None = None
     if not math.isfinite(top):  # NaN/Inf somewhere: equal specials are no error, differing ones an infinite one
         same = (a == g) | (np.isnan(a) & np.isnan(g))
         bad = ~same & ~np.isfinite(err)
         err[same & ~np.isfinite(err)] = 0
         err[bad] = np.inf
-        top = float(err.max()) if err.size else 0.0
+        block = np.maximum.reduceat(np.maximum.reduceat(err, col_starts, axis=1), row_starts, axis=0)
+        top = float(block.max())
+    tm_flat[rows, cols] = block
+    st.max_abs = max(st.max_abs, top)
     if st.acc is not None:
         _fit_window(st.fit, a, g)
-    mism: np.ndarray | None = None
-    if top > atol:
-        tol = scratch("locate_tol", a.size, work)[: a.size].reshape(a.shape)
+    mask, where = _mismatches(err, g, bad, rtol, atol, work) if top > atol else (None, None)
+    if mask is not None:
+        st.mismatches += int(np.count_nonzero(mask))
+        counts = np.add.reduceat(mask, col_starts, axis=1, dtype=np.int32)
+        tmm_flat[rows, cols] = np.add.reduceat(counts, row_starts, axis=0)
+    elif where is not None:
+        st.mismatches += int(where.size)
+        r, c = np.divmod(where, c1 - c0)
+        tile_rows = (r // hh) * (-(-hh // th)) + (r % hh) // th
+        np.add.at(tmm_flat[rows, cols], (tile_rows, c // tw), 1)
+    if shards is not None:
+        _shard_window(st, shards, err, mask, where, place)
+
+
+def _mismatches(
+    err: np.ndarray, g: np.ndarray, bad: np.ndarray | None, rtol: float, atol: float, work: np.dtype
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Where ``err > atol + rtol * |g|`` (or a non-finite value differs): a mask, or when they are few the flat
+    positions. Only elements past ``atol`` can mismatch, and rounding noise rarely passes it: when those are few the
+    full test runs on them alone."""
+    over = np.greater(err, atol)
+    where = np.flatnonzero(over)
+    if where.size * 8 > err.size:  # dense: the whole window at once
+        tol = scratch("locate_tol", err.size, work)[: err.size].reshape(err.shape)
         np.abs(g, out=tol)
         tol *= rtol
         tol += atol
-        mism = np.greater(err, tol)
+        mask = np.greater(err, tol)
         if bad is not None:
-            mism |= bad
-        st.mismatches += int(np.count_nonzero(mism))
-    st.max_abs = max(st.max_abs, top)
-    # tiles: rows of each matrix in the window in groups of th, columns in groups of tw (the last ones partial)
-    hh = h1 - h0
-    row_starts = (np.arange(nb)[:, None] * hh + np.arange(0, hh, th)[None, :]).reshape(-1)
-    col_starts = np.arange(0, c1 - c0, tw)
-    tiles_per_matrix = grid.grid_shape[-2]
-    r0 = b0 * tiles_per_matrix + h0 // th
-    cols = slice(c0 // tw, c0 // tw + col_starts.size)
-    rows = slice(r0, r0 + row_starts.size)
-    tm_flat[rows, cols] = np.maximum.reduceat(np.maximum.reduceat(err, col_starts, axis=1), row_starts, axis=0)
-    if mism is not None:
-        counts = np.add.reduceat(mism, col_starts, axis=1, dtype=np.int32)
-        tmm_flat[rows, cols] = np.add.reduceat(counts, row_starts, axis=0)
-    if shards is not None:
-        _shard_window(st, shards, err, mism, place)
+            mask |= bad
+        return mask, None
+    keep = err.reshape(-1)[where] > atol + rtol * np.abs(g.reshape(-1)[where])
+    if bad is not None:
+        keep |= bad.reshape(-1)[where]
+    return None, where[keep]
 
 
 def _fit_window(fit: _Fit, a: np.ndarray, g: np.ndarray) -> None:
@@ -276,9 +297,11 @@ def _fit_window(fit: _Fit, a: np.ndarray, g: np.ndarray) -> None:
 
 
 def _shard_window(
-    st: _State, shards: ShardLayout, err: np.ndarray, mism: np.ndarray | None, place: tuple[int, int, int, int, int, int]
-) -> None:
-    """Fold one window's errors into its shards: columns grouped by column shard, rows by row key."""
+    st: _State, shards: ShardLayout, err: np.ndarray, mask: np.ndarray | None, where: np.ndarray | None,
+    place: tuple[int, int, int, int, int, int],
+) -> None:  # fmt: skip
+    """Fold one window's errors into its shards: columns grouped by column shard, rows by row key; mismatches from
+    their mask or their positions."""
     assert st.shard_max is not None and st.shard_mm is not None and st.shard_elems is not None
     b0, nb, h0, h1, c0, c1 = place
     sw = shards.shard_width
@@ -294,6 +317,9 @@ def _shard_window(
     nrows = np.diff(np.append(rstarts, keys.size))
     ncols = np.diff(np.append(cstarts, col_shard.size))
     np.add.at(st.shard_elems, ids, nrows[:, None] * ncols[None, :])
-    if mism is not None:
-        counts = np.add.reduceat(np.add.reduceat(mism, cstarts, axis=1, dtype=np.int64), rstarts, axis=0)
+    if mask is not None:
+        counts = np.add.reduceat(np.add.reduceat(mask, cstarts, axis=1, dtype=np.int64), rstarts, axis=0)
         np.add.at(st.shard_mm, ids, counts)
+    elif where is not None and where.size:
+        r, c = np.divmod(where, c1 - c0)
+        np.add.at(st.shard_mm, keys[r] * shards.col_shards + col_shard[c], 1)
