@@ -353,3 +353,22 @@ def test_golden_record_and_errors(tmp_path: Path) -> None:
             reportdb.locate(report, 1, against=3)
         with pytest.raises(reportdb.TensorNotFoundError):
             reportdb.locate(report, 1, against=9)
+
+
+def test_policy_file_and_bad_shard_spec(tmp_path: Path) -> None:
+    golden = RNG.standard_normal((1, 2048, 1024)).astype(np.float32)
+    actual = golden.astype(ml_dtypes.bfloat16)
+    mc = _memory_config("HEIGHT_SHARDED", [[[0, 0], [7, 7]]], [1, 1], "ROW_MAJOR")  # 2M shards: more than tracked
+    path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="TILE", ttnn_dtype="BFLOAT16", memory_config=mc),
+                                         2: dict(array=golden)})  # fmt: skip
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rules]]\nop = "*"\ndtype = "BFLOAT16"\nrtol = 0.0\natol = 0.001\n')
+    with reportdb.open(path) as report:
+        default = reportdb.locate(report, 1, against=2)
+        strict = reportdb.locate(report, 1, against=2, policy=policy)
+        with pytest.raises(reportdb.TensorNotFoundError, match="no shard at mesh coordinate"):
+            reportdb.locate(report, 1, against=2, device=(0, 0))
+    err = np.abs(actual.astype(np.float64) - golden)
+    assert (strict.rtol, strict.atol) == (0.0, 0.001)
+    assert strict.mismatches == int((err > 0.001).sum()) > default.mismatches == int(mismatches(actual, golden, "BFLOAT16")[1].sum())
+    assert default.cores == () and any("cores not located" in n for n in default.notes)

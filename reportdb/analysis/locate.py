@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 import numpy as np
 
 from ..dtypes import numpy_dtype
-from ..errors import AssemblyError, ComparisonError, InvalidArgumentError, ReportDBError, TensorNotFoundError
+from ..errors import (
+    AssemblyError,
+    ComparisonError,
+    InvalidArgumentError,
+    ReportDBError,
+    SpecError,
+    TensorNotFoundError,
+)
 from ..results import Result, jsonable
 from ..spec import distribution_coordinate
 from .golden import golden_records, table_columns
@@ -316,6 +323,8 @@ def _origins(info: "TensorInfo") -> dict[int, tuple[int, ...]]:
     """Where each shard starts in the global tensor by the distribution (a replicated mesh axis adds nothing: the
     shard spans the whole golden along every dim it is not sharded on); AssemblyError when it cannot be said."""
     dist = info.spec.distribution
+    if len(info.shards) == 1 and info.shape is not None:
+        return {0: (0,) * len(info.shape)}
     if info.shape is None or dist is None or dist.placements is None:
         raise AssemblyError(
             f"tensor {info.tensor_id} (rank {info.rank}) has {len(info.shards)} device shards without a distribution "
@@ -347,7 +356,11 @@ def _origins(info: "TensorInfo") -> dict[int, tuple[int, ...]]:
 def _shard_layout(info: "TensorInfo", shape: tuple[int, ...], tile: tuple[int, ...], notes: list[str]) -> ShardLayout | None:
     """The sharded memory config's layout of a part of ``shape`` (the spec is per device), None when not sharded."""
     padded_tile = (int(tile[0]), int(tile[1])) if (info.spec.layout or "").upper() == "TILE" else None
-    layout = shard_layout(info.spec.memory_config, shape, padded_tile)
+    try:
+        layout = shard_layout(info.spec.memory_config, shape, padded_tile)
+    except SpecError as exc:  # a shard spec that cannot describe this tensor: the rest can still be located
+        notes.append(f"cores not located: {exc}")
+        return None
     if layout is not None and layout.kind == "ND_SHARDED":
         nd = (info.spec.memory_config or {}).get("nd_shard_spec") or {}
         strategy = nd.get("shard_distribution_strategy") or nd.get("distribution_strategy")
