@@ -372,3 +372,22 @@ def test_policy_file_and_bad_shard_spec(tmp_path: Path) -> None:
     assert (strict.rtol, strict.atol) == (0.0, 0.001)
     assert strict.mismatches == int((err > 0.001).sum()) > default.mismatches == int(mismatches(actual, golden, "BFLOAT16")[1].sum())
     assert default.cores == () and any("cores not located" in n for n in default.notes)
+
+
+def test_empty_scalar_vector_and_non_finite(tmp_path: Path) -> None:
+    path = store(tmp_path / "r.sqlite", {
+        1: dict(array=np.zeros((0, 32), np.float32)), 2: dict(array=np.zeros((0, 32), np.float32)),
+        3: dict(array=np.float32(2.0)), 4: dict(array=np.float32(1.0)),
+        5: dict(array=np.arange(100, dtype=np.float32)), 6: dict(array=np.arange(100, dtype=np.float32)[::-1].copy()),
+        7: dict(array=np.array([np.nan, 1, np.inf, 3, -np.inf], np.float32)),
+        8: dict(array=np.array([np.nan, 1, 2, np.inf, -np.inf], np.float32)),
+    })  # fmt: skip
+    with reportdb.open(path) as report:
+        empty, scalar, vector, special = (reportdb.locate(report, a, against=a + 1) for a in (1, 3, 5, 7))
+    assert (empty.mismatches, empty.worst_tiles, empty.tile_map.shape) == (0, (), (0, 1))  # type: ignore[union-attr]
+    assert scalar.worst_tiles[0].ranges == () and scalar.max_abs_error == 1.0
+    assert vector.worst_tiles[0].ranges == ((0, 32),) and vector.tile_map.shape == (1, 4)  # type: ignore[union-attr]
+    assert vector.max_abs_error == 99.0 and vector.mismatches == 100
+    # NaN against NaN and -inf against -inf match; inf against 3 and 2 against inf are infinitely wrong
+    assert special.mismatches == 2 and special.max_abs_error == math.inf
+    assert special.to_dict()["max_abs_error"] is None

@@ -20,7 +20,12 @@ import numpy as np
 from ..numeric.blocks import BLOCK_ELEMENTS, flat_blocks, parallel_map, scratch
 from ..numeric.metrics import Comparison, PairAccumulator, check_params
 from ..dtypes import dtype_name
+from ..errors import ComparisonError
 from .grids import ShardLayout, TileGrid, matrix_dims
+
+#: At most this many tiles are mapped (two maps of 4 bytes a tile: 128 MiB): a tensor of many tiny matrices has
+#: nearly a tile per element.
+MAX_TILES = 1 << 24
 
 #: Elements per window a side (two threads, two sides: ~16 MiB of float32 work buffers in all).
 WINDOW_ELEMENTS = 1 << 20
@@ -153,12 +158,15 @@ def scan(
     grid = TileGrid(shape, tile)
     lead, h, w = matrix_dims(shape)
     gshape = grid.grid_shape
+    if math.prod(gshape) > MAX_TILES:
+        raise ComparisonError(f"a tensor of shape {list(shape)} has {math.prod(gshape)} tiles of {list(tile)}; at most "
+                              f"{MAX_TILES} are mapped: locate one device's shard, or a part of it stored alone")
     tile_max = np.zeros(gshape, dtype=np.float32)
     tile_mm = np.zeros(gshape, dtype=np.int32)
     tm_flat, tmm_flat = tile_max.reshape(-1, gshape[-1]), tile_mm.reshape(-1, gshape[-1])
     work = _work_dtype(*dtypes)
     block = max(1, min(math.prod(shape), BLOCK_ELEMENTS))
-    boxes = windows(shape, tile)
+    boxes = windows(shape, tile) if math.prod(shape) else []
 
     def state() -> _State:
         n = shards.shards if shards is not None else 0
@@ -182,7 +190,7 @@ def scan(
                         st.acc.add(ba, bg)
         return st
 
-    halves = [boxes[: len(boxes) // 2], boxes[len(boxes) // 2 :]] if len(boxes) >= 2 else [boxes]
+    halves = [boxes[: len(boxes) // 2], boxes[len(boxes) // 2 :]] if len(boxes) >= 2 else [boxes]  # may be empty
     total, *rest = parallel_map(run, halves)
     for other in rest:
         total.max_abs = max(total.max_abs, other.max_abs)
