@@ -116,6 +116,7 @@ def test_cli_locate(tmp_path: Path) -> None:
     with reportdb.open(tmp_path / "b.sqlite", "a") as report:
         report.put_tensor(5, golden)
     path = str(tmp_path / "a.sqlite")
+    before = (Path(path).read_bytes(), os.stat(path).st_mtime_ns)
     for against in ("2", f"{tmp_path / 'b.sqlite'}:5"):
         done = run("locate", path, "1", "--against", against, "--json")
         assert done.returncode == 0, done.stderr
@@ -127,11 +128,7 @@ def test_cli_locate(tmp_path: Path) -> None:
     text = run("locate", path, "1", "--against", "2")
     assert text.returncode == 0, text.stderr
     assert "worst tiles:" in text.stdout and "HEIGHT_SHARDED" in text.stdout and "32:64" in text.stdout
-    for args, message in [
-        (("--golden",), "no local comparison record"),
-        (("--against", "2", "--golden"), "give --golden"),
-        (("--against", "x"), "--against takes"),
-        (("--against", "2", "--device", "a,b"), "--device takes"),
-    ]:
+    for args, message in [(("--golden",), "no local comparison record"), (("--against", "2", "--device", "a,b"), "--device takes")]:
         bad = run("locate", path, "1", *args)
         assert bad.returncode == 1 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert (Path(path).read_bytes(), os.stat(path).st_mtime_ns) == before  # reading changed nothing

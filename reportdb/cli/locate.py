@@ -47,7 +47,8 @@ def locate_(
 ) -> None:
     """Where TENSOR differs from its golden: the worst tiles (tile index, element ranges), each device of a
     multi-device tensor (PCC, least-squares fit actual = scale * golden + offset, verdict) and each core of a
-    sharded memory config. Reads the report only, window by window.
+    sharded memory config. Reads the report only, window by window. Exit status 0 when the tensor was located
+    (whatever it found; `reportdb compare --golden` is the pass/fail runner), 1 on an error, 2 on a usage error.
 
     \b
     Examples:
