@@ -355,10 +355,13 @@ def test_golden_record_and_errors(tmp_path: Path) -> None:
             reportdb.locate(report, 1, against=9)
 
 
-def test_policy_file_and_bad_shard_spec(tmp_path: Path) -> None:
-    golden = RNG.standard_normal((1, 2048, 1024)).astype(np.float32)
+def test_policy_file_and_bad_shard_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reportdb.analysis import grids
+
+    monkeypatch.setattr(grids, "MAX_SHARDS", 1000)
+    golden = RNG.standard_normal((1, 64, 64)).astype(np.float32)
     actual = golden.astype(ml_dtypes.bfloat16)
-    mc = _memory_config("HEIGHT_SHARDED", [[[0, 0], [7, 7]]], [1, 1], "ROW_MAJOR")  # 2M shards: more than tracked
+    mc = _memory_config("HEIGHT_SHARDED", [[[0, 0], [7, 7]]], [1, 1], "ROW_MAJOR")  # 4096 shards: more than tracked
     path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="TILE", ttnn_dtype="BFLOAT16", memory_config=mc),
                                          2: dict(array=golden)})  # fmt: skip
     policy = tmp_path / "policy.toml"
