@@ -394,3 +394,26 @@ def test_empty_scalar_vector_and_non_finite(tmp_path: Path) -> None:
     # NaN against NaN and -inf against -inf match; inf against 3 and 2 against inf are infinitely wrong
     assert special.mismatches == 2 and special.max_abs_error == math.inf
     assert special.to_dict()["max_abs_error"] is None
+
+
+def test_multi_device_sharded_memory_config_cores_per_device(tmp_path: Path) -> None:
+    golden = RNG.standard_normal((1, 1, 128, 64)).astype(np.float32)
+    halves = [golden[..., :64, :], golden[..., 64:, :]]
+    shards = [((0, c), h.astype(ml_dtypes.bfloat16)) for c, h in enumerate(halves)]
+    shards[1][1][..., 32:64, :] += 1  # device (0, 1), its second height shard
+    mc = _memory_config("HEIGHT_SHARDED", [[[0, 0], [1, 0]]], [32, 64], "ROW_MAJOR")
+    path = store(tmp_path / "r.sqlite", {1: dict(shards=shards, distribution=Distribution((1, 2), (Placement("replicate"),
+                 Placement("shard", 2))), layout="TILE", ttnn_dtype="BFLOAT16", memory_config=mc),
+                 2: dict(array=golden)})  # fmt: skip
+    with reportdb.open(path) as report:
+        result = reportdb.locate(report, 1, against=2)
+    assert [(c.device, c.shard, c.core) for c in result.cores] == [
+        ((0, 0), 0, (0, 0)), ((0, 0), 1, (1, 0)), ((0, 1), 0, (0, 0)), ((0, 1), 1, (1, 0))]
+    for entry in result.cores:
+        shard = shards[entry.device[1]][1]  # type: ignore[index]
+        err, bad = mismatches(shard, halves[entry.device[1]], "BFLOAT16")  # type: ignore[index]
+        emax, emm, elems = physical_shards(err, bad, (32, 32), (32, 64))[entry.shard]
+        assert entry.max_abs_error == pytest.approx(emax, rel=1e-6) and (entry.mismatches, entry.elements) == (emm, elems)
+    worst = max(result.cores, key=lambda c: c.max_abs_error)
+    assert (worst.device, worst.core) == ((0, 1), (1, 0))
+    assert not result.devices[1].passed and result.devices[0].passed

@@ -88,7 +88,8 @@ class CoreError(Result):
 
 @dataclass(frozen=True)
 class LocateResult(Result):
-    """What :func:`locate` found. ``tile_map`` is the per-tile max abs error grid ``(*lead, tile rows, tile
+    """What :func:`locate` found: ``shape`` is the compared tensor's (``device``'s shard with ``device``), ``golden``
+    names what it was compared with, ``op`` the operation that output it (for the policy's rules). ``tile_map`` is the per-tile max abs error grid ``(*lead, tile rows, tile
     columns)`` of the tensor compared (of ``device``'s shard with ``device``; of the global tensor for a multi-device
     tensor whose shards lie on whole tiles, else None), ``tile_mismatch_map`` its mismatch counts; ``worst_tiles`` the
     tiles with an error, worst first (at most ``top``); ``devices`` one entry per shard of a multi-device tensor;
@@ -171,7 +172,8 @@ def locate(
     layout0 = layouts[0]
     mc = info.spec.memory_config if isinstance(info.spec.memory_config, dict) else {}
     return LocateResult(
-        tensor_id=tensor_id, rank=rank, golden=label, shape=tuple(info.shape or parts[0].shape),
+        tensor_id=tensor_id, rank=rank, golden=label,
+        shape=tuple(parts[0].shape if device is not None or info.shape is None else info.shape),
         dtype=info.spec.ttnn_dtype or info.dtype, op=op, rtol=rtol, atol=atol,
         device=None if device is None else parts[0].coordinate, tile_shape=(int(tile[0]), int(tile[1])),
         max_abs_error=max(f.max_abs_error for _, f in results), mismatches=sum(f.mismatches for _, f in results),
