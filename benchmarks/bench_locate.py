@@ -8,9 +8,12 @@ Run: ``python benchmarks/bench_locate.py [--millions 64] [--repeat 3] [--sharded
   reductions, mismatches at the policy's tolerances);
 * ``tile map``: the same pass over the two arrays in memory (no file reads: the error, per-tile reduction and
   mismatch counts alone), what the map costs once the values are at hand;
+* ``reading the windows``: the same windows of both tensors read one thread alone, without any arithmetic: the
+  store's share;
 * peak RSS growth during ``locate`` (memory bounded: it must stay near the windows' size, not the tensors').
 
-Best and median of ``--repeat`` runs. The machine is shared: the 1-minute load average is printed with the figures.
+Best and median wall time of ``--repeat`` runs, and the best CPU time (all threads). The machine is shared: the
+1-minute load average is printed with the figures.
 """
 
 from __future__ import annotations
@@ -28,15 +31,16 @@ import numpy as np
 
 import reportdb
 from reportdb.analysis.grids import shard_layout
-from reportdb.analysis.scan import scan
+from reportdb.analysis.scan import scan, windows
 
 
-def timed(fn, repeat: int) -> list[float]:  # type: ignore[no-untyped-def]
+def timed(fn, repeat: int) -> list[tuple[float, float]]:  # type: ignore[no-untyped-def]
+    """(wall, CPU) seconds of each of ``repeat`` calls (CPU: this process's threads together)."""
     runs = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
-        runs.append(time.perf_counter() - start)
+        runs.append((time.perf_counter() - start, time.process_time() - cpu))
     return runs
 
 
@@ -82,12 +86,25 @@ def main() -> None:
 
         tile_map()
         mapped = timed(tile_map, args.repeat)
+        boxes = windows((rows, cols), (32, 32))
+
+        def read_only() -> None:
+            with reportdb.open(path) as report:
+                for axes, _ in boxes:
+                    window = tuple(slice(a, b) for a, b in axes)
+                    report.tensor(1, window=window)
+                    report.tensor(2, window=window)
+
+        read = timed(read_only, args.repeat)
     load = os.getloadavg()[0]
     n = rows * cols
     print(f"{n / 1e6:.0f}M elements ({n >> 20} Mi), {'block-sharded 8x8' if args.sharded else 'interleaved'}, "
           f"load average {load:.2f} on {os.cpu_count()} CPUs")
-    for name, runs in (("locate (from the file)", located), ("tile map (in memory)", mapped)):
-        print(f"  {name:<24} best {min(runs) * 1e3:7.0f} ms   median {statistics.median(runs) * 1e3:7.0f} ms")
+    for name, runs in (("locate (from the file)", located), ("tile map (in memory)", mapped),
+                       ("reading the windows", read)):
+        wall = [w for w, _ in runs]
+        print(f"  {name:<24} best {min(wall) * 1e3:7.0f} ms   median {statistics.median(wall) * 1e3:7.0f} ms   "
+              f"CPU {min(c for _, c in runs) * 1e3:7.0f} ms")
     print(f"  peak RSS growth during locate runs: {(rss1 - rss0) / 1024:.0f} MiB (after the warm-up's peak)")
 
 

@@ -135,7 +135,9 @@ class ShardLayout:
         return self.cores[shard] if shard < len(self.cores) else None
 
 
-def shard_layout(memory_config: dict[str, Any] | None, shape: Sequence[int], tile: tuple[int, int] | None) -> ShardLayout | None:
+def shard_layout(
+    memory_config: dict[str, Any] | None, shape: Sequence[int], tile: tuple[int, int] | None
+) -> ShardLayout | None:
     """The shard layout of a tensor of logical ``shape`` under ``memory_config`` (the structured form of
     ``TensorSpec.memory_config``); None when it is not sharded. ``tile`` pads the physical rows and columns (None for
     ROW_MAJOR). SpecError for a shard spec that cannot describe this tensor."""
@@ -199,7 +201,8 @@ def _nd_layout(spec: dict[str, Any], shape: Sequence[int], tile: tuple[int, int]
     counts = tuple(_ceil(p, s) for p, s in zip(padded, shard))
     shards = math.prod(counts)
     if shards > MAX_SHARDS:
-        raise SpecError(f"ND shard shape {list(shard)} cuts the tensor into {shards} shards; at most {MAX_SHARDS} are tracked")
+        raise SpecError(f"ND shard shape {list(shard)} cuts the tensor into {shards} shards; at most {MAX_SHARDS} are "
+                        "tracked")
     orientation = _orientation(spec)
     cores = corerange_to_cores(spec.get("grid") or [], None, orientation == "ROW_MAJOR")
     return ShardLayout("ND_SHARDED", orientation, shard, shards, counts[-1], shard[-1], tuple(cores), True,

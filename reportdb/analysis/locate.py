@@ -89,12 +89,13 @@ class CoreError(Result):
 @dataclass(frozen=True)
 class LocateResult(Result):
     """What :func:`locate` found: ``shape`` is the compared tensor's (``device``'s shard with ``device``), ``golden``
-    names what it was compared with, ``op`` the operation that output it (for the policy's rules). ``tile_map`` is the per-tile max abs error grid ``(*lead, tile rows, tile
-    columns)`` of the tensor compared (of ``device``'s shard with ``device``; of the global tensor for a multi-device
-    tensor whose shards lie on whole tiles, else None), ``tile_mismatch_map`` its mismatch counts; ``worst_tiles`` the
-    tiles with an error, worst first (at most ``top``); ``devices`` one entry per shard of a multi-device tensor;
-    ``cores`` one entry per shard of a sharded memory config (per device of a multi-device one). An infinite error
-    (a non-finite value where the golden differs) is null in JSON."""
+    names what it was compared with, ``op`` the operation that output it (for the policy's rules). ``tile_map`` is
+    the per-tile max abs error grid ``(*lead, tile rows, tile columns)`` of the tensor compared (of ``device``'s shard
+    with ``device``; of the global tensor for a multi-device tensor whose shards lie on whole tiles, else None),
+    ``tile_mismatch_map`` its mismatch counts; ``worst_tiles`` the tiles with an error, worst first (at most ``top``);
+    ``devices`` one entry per shard of a multi-device tensor; ``cores`` one entry per shard of a sharded memory
+    config (per device of a multi-device one). An infinite error (a non-finite value where the golden differs) is
+    null in JSON."""
 
     tensor_id: int
     rank: int
@@ -382,7 +383,9 @@ def _device_entry(part: _Part, found: PartErrors, policy: "Policy", op: str | No
     )  # fmt: skip
 
 
-def _worst_tiles(results: list[tuple[_Part, PartErrors]], tile: tuple[int, ...], multi: bool, top: int) -> tuple[TileError, ...]:
+def _worst_tiles(
+    results: list[tuple[_Part, PartErrors]], tile: tuple[int, ...], multi: bool, top: int
+) -> tuple[TileError, ...]:
     """The ``top`` tiles with an error over every part, worst (max abs error, then mismatches) first."""
     found: list[tuple[float, int, int, tuple[int, ...]]] = []
     for k, (part, errors) in enumerate(results):
@@ -394,7 +397,8 @@ def _worst_tiles(results: list[tuple[_Part, PartErrors]], tile: tuple[int, ...],
         order = np.lexsort((-flat_mm, -flat_max.astype(np.float64)))[:n]
         for i in order:
             if flat_max[i] > 0 or flat_mm[i] > 0:
-                found.append((float(flat_max[i]), int(flat_mm[i]), k, tuple(int(v) for v in np.unravel_index(i, errors.tile_max.shape))))
+                index = tuple(int(v) for v in np.unravel_index(i, errors.tile_max.shape))
+                found.append((float(flat_max[i]), int(flat_mm[i]), k, index))
     found.sort(key=lambda t: (-t[0], -t[1]))
     tiles = []
     for err, mm, k, index in found[:top]:

@@ -106,7 +106,8 @@ def _print(result: "reportdb.LocateResult") -> None:
         _echo("no tile differs")
     if result.devices:
         _echo("devices:")
-        _echo(f"  {'device':<10}{'pcc':>12}{'max abs err':>14}{'fit scale':>12}{'fit offset':>13}{'mismatches':>12}  verdict")
+        _echo(f"  {'device':<10}{'pcc':>12}{'max abs err':>14}{'fit scale':>12}{'fit offset':>13}{'mismatches':>12}"
+              "  verdict")
         for d in result.devices:
             verdict = "pass" if d.passed else "FAIL " + ",".join(d.failed)
             _echo(f"  {','.join(map(str, d.coordinate)):<10}{_num(d.pcc):>12}{_num(d.max_abs_error):>14}"
