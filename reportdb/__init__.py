@@ -72,6 +72,8 @@ _LAZY = {
     "compare_golden": "reportdb.analysis.golden",
     "compare_runs": "reportdb.analysis.runs",
     "plot_tensor": "reportdb.analysis.plot",
+    "locate": "reportdb.analysis.locate",
+    "LocateResult": "reportdb.analysis.locate",
     "Writer": "reportdb.writer",
     "migrate": "reportdb.legacy",
     "verify": "reportdb.legacy",
