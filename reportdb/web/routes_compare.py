@@ -147,9 +147,10 @@ def runs() -> Response:
         if not args.get(side):
             raise ApiError(400, f"parameter {side} is missing", "give a=<report>&b=<report> (GET api/reports lists them)")
         names[side] = lookup().get(args[side])
-    rtol = params.number(args, "rtol", tolerances.DEFAULT_RTOL, low=0.0, high=1e300)
-    atol = params.number(args, "atol", tolerances.DEFAULT_ATOL, low=0.0, high=1e300)
-    pcc = params.number(args, "pcc", tolerances.DEFAULT_PCC, low=-1.0, high=1.0)
+    # tolerances the request gives replace the policy's everywhere; absent ones stay the policy's, per dtype
+    rtol = params.optional_number(args, "rtol", low=0.0, high=1e300)
+    atol = params.optional_number(args, "atol", low=0.0, high=1e300)
+    pcc = params.optional_number(args, "pcc", low=-1.0, high=1.0)
     rank = params.integer(args, "rank", 0)
     for one in names.values():
         total = one.tensor_totals()[1]
@@ -162,7 +163,8 @@ def runs() -> Response:
     if result is None:
         cost = 2 * WINDOW_ELEMENTS * 48 + names["a"].chunk_bytes() + names["b"].chunk_bytes()
         with settings().budget.hold(cost, "run against run"):
-            result = compare_runs(names["a"].report, names["b"].report, rank=rank, rtol=rtol, atol=atol, pcc=pcc).to_dict()
+            result = compare_runs(names["a"].report, names["b"].report, rank=rank, policy=settings().policy,
+                                  rtol=rtol, atol=atol, pcc=pcc).to_dict()
         lookup().keep(key, result)
     return answer({"a": names["a"].name, "b": names["b"].name, "matched_by": result.get("matched_by"),
                    "first_divergence": result.get("first_divergence"), "items": result.get("rows", []),

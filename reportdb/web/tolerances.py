@@ -13,10 +13,6 @@ from ..analysis.policy import Criteria, Policy, Rule, Verdict
 from ..numeric.metrics import Comparison
 from . import params
 
-#: Run against run compares at these unless the request says (its verdicts are PCC-only).
-DEFAULT_RTOL, DEFAULT_ATOL, DEFAULT_PCC = 1e-5, 1e-8, 0.99
-
-
 @dataclass(frozen=True)
 class Plan:
     """What a comparison request is made and judged at, and where the tolerances came from (``request`` or
