@@ -71,6 +71,10 @@ class ComparisonError(ReportDBError, ValueError):
     """compare() was called with invalid tolerances or thresholds."""
 
 
+class PolicyError(ReportDBError, ValueError):
+    """A tolerance policy file (or object) that cannot be used: the message names the file and line."""
+
+
 class StatsError(ReportDBError, ValueError):
     """compute_stats was called with an invalid argument (bins < 1...)."""
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import ComparisonError, ReportDBError
+from ..errors import ComparisonError, PolicyError
 from ..numeric.tolerances import BLOCK_FLOATS, canonical_dtype, dtype_tolerances, significand_bits
 from ..results import Result
 
@@ -52,10 +52,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10
     import tomli as tomllib
-
-
-class PolicyError(ReportDBError, ValueError):
-    """A tolerance policy file (or object) that cannot be used: the message names the file and line."""
 
 
 _BLOCK_EXPONENT_LOSS_DB = 8.0
@@ -237,6 +233,8 @@ def _failed_criteria(m: "Comparison", c: Criteria) -> list[str]:
         ok = m.pcc >= c.pcc if m.pcc is not None else not m.allclose_mismatches  # constant input: judged by values
         if not ok:
             failed.append("pcc")
+        elif m.scale_or_offset_error:  # PCC is blind to b = k*a + c: the fitted line must be the identity too
+            failed.append("scale_or_offset")
     if c.checks_allclose:
         allowed = (c.max_mismatch_fraction or 0.0) * count
         if (m.allclose_mismatches or 0) > allowed:
