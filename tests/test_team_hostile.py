@@ -146,3 +146,17 @@ def test_cli_pull_of_a_tampered_store_fails_in_one_line(pushed: str, tmp_path: P
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "does not match the digest" in out.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_remote_read_refuses_chunk_bytes_forged_with_their_crc32_kept(pushed: str) -> None:
+    with reportdb.open(team.report_url(pushed, "r")) as remote:
+        keys = remote.tensor_keys()
+        forge_stored_chunk(pushed)
+        refused = 0
+        for key in keys:
+            try:
+                remote.tensor(*key)
+            except CorruptionError as exc:
+                assert "do not match its blake3 content address" in str(exc)
+                refused += 1
+        assert refused == 1  # the tensor that has the forged chunk; the others read as pushed

@@ -253,7 +253,7 @@ def _restore_chunks(
 
     Each row is checked (``_chunk_problem``) before anything is sized from it, and goes into the report's content
     ``digest`` (as push computed it); each chunk's bytes are checked against its crc32 and content address
-    (``_prove_chunk``) before they are written. A second thread writes them into
+    (``prove_chunk``) before they are written. A second thread writes them into
     SQLite (which releases the GIL while it writes) as this one receives the next ones, so the server's sending and
     the file's writing overlap; at most QUEUED_CHUNKS wait between the two. Where the sqlite3 module has
     ``blobopen`` (3.11+), a chunk's row is inserted with a ``zeroblob`` of its size and its bytes written into it
@@ -277,7 +277,7 @@ def _restore_chunks(
                 try:
                     data = row[6]
                     if with_data:
-                        _prove_chunk(row, address, what)
+                        prove_chunk(row, address, what)
                     params = [(len(data) if direct else data) if c == "data" else row[order[c]] for c in columns]
                     sq.execute(sql, params)
                     if direct:
@@ -328,7 +328,7 @@ def _restore_chunks(
     return n, nbytes
 
 
-def _prove_chunk(row: tuple[Any, ...], address: str, what: str) -> None:
+def prove_chunk(row: tuple[Any, ...], address: str, what: str) -> None:
     """A chunk's bytes as the store sent them are those its row names: their crc32, and the content address (of the
     report's kind ``address``) of the raw bytes, decompressed if stored compressed (to the size the row was checked
     to allow). The address is what a forged crc32 cannot fake."""
