@@ -276,8 +276,6 @@ def _restore_chunks(
                     continue
                 try:
                     data = row[6]
-                    if with_data:
-                        prove_chunk(row, address, what)
                     params = [(len(data) if direct else data) if c == "data" else row[order[c]] for c in columns]
                     sq.execute(sql, params)
                     if direct:
@@ -309,6 +307,8 @@ def _restore_chunks(
                     raise CorruptionError(f"{what}: the store sent {problem}; refused (push the report again)")
                 address_ = bytes(row[1])
                 digest.update(b"%d:%s:%s:%d:%d;" % (row[0], address_.hex().encode(), (row[4] or "").encode(), row[3], row[2]))
+                if with_data:  # here, while the writing thread writes the chunks before it
+                    prove_chunk(row, address, what)
                 pending.put((row[0], address_, row[2], row[3], row[4], row[5], row[6] if with_data else b""))
                 n += 1
                 nbytes += row[2] if with_data else 0
