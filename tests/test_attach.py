@@ -137,6 +137,21 @@ def test_refusals_name_what_is_wrong(tmp_path: Path) -> None:
         live.close()
 
 
+def test_a_report_left_in_wal_mode_is_attached_and_finished_in_rollback_mode(tmp_path: Path) -> None:
+    """The write-back goes into the report file itself: one left in WAL mode (no side files) is put back into
+    rollback-journal mode first, as reportdb finishes every report."""
+    folder, ids = ttnn_report(tmp_path)
+    arrays = values_file(tmp_path / "values.sqlite", ids)
+    conn = sqlite3.connect(folder / "db.sqlite")
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    conn.close()
+    assert attach(tmp_path / "values.sqlite", folder).attached == len(ids)
+    assert (folder / "db.sqlite").read_bytes()[18:20] == b"\x01\x01"  # rollback journal
+    with reportdb.open(folder) as r:
+        np.testing.assert_array_equal(r.tensor(ids[0]), arrays[ids[0]])
+    assert sorted(p.name for p in folder.iterdir()) == ["db.sqlite"]
+
+
 @pytest.mark.process
 def test_cli_attach_prints_what_it_did_and_fails_in_one_line(tmp_path: Path) -> None:
     folder, ids = ttnn_report(tmp_path)
