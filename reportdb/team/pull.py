@@ -9,8 +9,9 @@ What comes out of a store is proven, not trusted (a store is shared: anyone with
 rows). The report's content digest, which push computed over its tables' definitions, rows and chunk addresses, is
 computed again over what the server sends, and every chunk's bytes are checked against their crc32 and content
 address as they arrive: a row edited in ``team_rows``, a table definition or chunk list changed, a byte of
-``team_chunk.data`` flipped (even with its crc32 forged to match) fails the pull with a CorruptionError. The same builder, without the chunk bytes, makes the private copy that a remote report
-reads through (``remote.py``).
+``team_chunk.data`` flipped (even with its crc32 forged to match) fails the pull with a CorruptionError. The same
+builder, without the chunk bytes, makes the private copy that a remote report reads through (``remote.py``; its
+rows proven by the same digest, each chunk it fetches later by ``prove_chunk``).
 
 The chunk bytes go from libpq's receive buffer into the file without a copy in between (a ``bytea`` loader that gives
 memoryviews, ``zeroblob`` + ``blobopen``), through a small SQLite page cache, and the file is synced as it grows:
