@@ -137,6 +137,21 @@ def test_refusals_name_what_is_wrong(tmp_path: Path) -> None:
         live.close()
 
 
+def test_a_report_left_in_wal_mode_is_attached_and_finished_in_rollback_mode(tmp_path: Path) -> None:
+    """The write-back goes into the report file itself: one left in WAL mode (no side files) is put back into
+    rollback-journal mode first, as reportdb finishes every report."""
+    folder, ids = ttnn_report(tmp_path)
+    arrays = values_file(tmp_path / "values.sqlite", ids)
+    conn = sqlite3.connect(folder / "db.sqlite")
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    conn.close()
+    assert attach(tmp_path / "values.sqlite", folder).attached == len(ids)
+    assert (folder / "db.sqlite").read_bytes()[18:20] == b"\x01\x01"  # rollback journal
+    with reportdb.open(folder) as r:
+        np.testing.assert_array_equal(r.tensor(ids[0]), arrays[ids[0]])
+    assert sorted(p.name for p in folder.iterdir()) == ["db.sqlite"]
+
+
 @pytest.mark.process
 def test_cli_attach_prints_what_it_did_and_fails_in_one_line(tmp_path: Path) -> None:
     folder, ids = ttnn_report(tmp_path)
@@ -147,6 +162,112 @@ def test_cli_attach_prints_what_it_did_and_fails_in_one_line(tmp_path: Path) -> 
     assert json.loads(out.stdout)["attached"] == len(ids)
     bad = subprocess.run([*run, str(tmp_path / "nope.sqlite"), str(folder)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1 and "nope.sqlite" in bad.stderr
+
+
+#: ttnn's own way of writing its report: one sqlite3 connection kept open for the run (rollback journal, the module's
+#: default 5 s busy timeout), one ``operations`` row committed every 20 ms. It commits ``first`` rows and says READY;
+#: then, with a ``go`` file named, waits for it (connection open, no transaction) and commits ``then`` more rows; else
+#: it commits until the file ``stop`` appears.
+LIVE_WRITER = textwrap.dedent(
+    """
+    import pathlib, sqlite3, sys, time
+    db, first, go, then, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), pathlib.Path(sys.argv[5])
+    conn = sqlite3.connect(db)
+    committed = 0
+    def commit():
+        global committed
+        conn.execute("INSERT INTO operations (operation_id, name) VALUES (?, 'live')", (100_000 + committed,))
+        conn.commit()
+        committed += 1
+        time.sleep(0.02)
+    try:
+        for _ in range(first):
+            commit()
+        print("READY", flush=True)
+        if go == "-":
+            while not stop.exists():
+                commit()
+        else:
+            while not pathlib.Path(go).exists():
+                time.sleep(0.01)
+            for _ in range(then):
+                commit()
+    finally:
+        print("COMMITTED", committed, flush=True)
+    """
+)
+
+
+def live_writer(tmp_path: Path, db: Path, first: int, go: Path | None = None, then: int = 0) -> "subprocess.Popen[str]":
+    """The LIVE_WRITER process, once it has committed its first rows (it stops at the file ``tmp_path/stop``)."""
+    script = tmp_path / "live_writer.py"
+    script.write_text(LIVE_WRITER)
+    proc = subprocess.Popen([sys.executable, str(script), str(db), str(first), str(go or "-"), str(then),
+                             str(tmp_path / "stop")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+    return proc
+
+
+def live_rows(db: Path) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM operations WHERE name = 'live'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def finished(proc: "subprocess.Popen[str]") -> int:
+    """The rows the writer says it committed; it must have ended without an error."""
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "readonly" not in err, err
+    return int(out.split("COMMITTED")[-1])
+
+
+def cli_attach(values: Path, folder: Path) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run([sys.executable, "-m", "reportdb", "attach", str(values), str(folder), "--json"],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.process
+def test_attach_racing_a_live_writer_loses_none_of_its_commits(tmp_path: Path) -> None:
+    """A writer commits every 20 ms all the while attach works: attach either gets the report between two commits or
+    refuses in one line, and every row the writer committed is in the file; the writer never fails."""
+    folder, ids = ttnn_report(tmp_path)
+    values_file(tmp_path / "values.sqlite", ids)
+    writer = live_writer(tmp_path, folder / "db.sqlite", 10)
+    try:
+        out = cli_attach(tmp_path / "values.sqlite", folder)
+    finally:
+        (tmp_path / "stop").touch()
+        committed = finished(writer)
+    assert committed > 10 and live_rows(folder / "db.sqlite") == committed
+    if out.returncode == 0:
+        assert reportdb.verify(folder).ok and json.loads(out.stdout)["attached"] == len(ids)
+    else:
+        assert len(out.stderr.strip().splitlines()) == 1 and "written by another process" in out.stderr, out.stderr
+        assert report_rows(folder / "db.sqlite").keys() == report_rows(SCHEMA_081).keys()  # no reportdb table came in
+    assert sorted(p.name for p in folder.iterdir()) == ["db.sqlite"]
+
+
+@pytest.mark.process
+def test_attach_while_a_writer_holds_the_report_open_keeps_its_later_commits(tmp_path: Path) -> None:
+    """The writer has the report open between two commits while attach runs (the case a file replaced under it
+    breaks: its later commits went to the replaced file, then "attempt to write a readonly database"): attach
+    succeeds, and the writer's later commits land in the report beside the attached values."""
+    folder, ids = ttnn_report(tmp_path)
+    arrays = values_file(tmp_path / "values.sqlite", ids)
+    writer = live_writer(tmp_path, folder / "db.sqlite", 10, tmp_path / "go", 20)
+    try:
+        out = cli_attach(tmp_path / "values.sqlite", folder)
+    finally:
+        (tmp_path / "go").touch()
+        committed = finished(writer)
+    assert out.returncode == 0, out.stderr
+    assert committed == 30 and live_rows(folder / "db.sqlite") == 30
+    with reportdb.open(folder) as r:
+        for tid in ids:
+            np.testing.assert_array_equal(r.tensor(tid), arrays[tid])
+    assert reportdb.verify(folder).ok
 
 
 RUN_081 = textwrap.dedent(

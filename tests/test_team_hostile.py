@@ -4,6 +4,7 @@ them, and nothing is left at the destination."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import psycopg
 import pytest
 
 from pg_server import dump, make_report
+from tamper import edit_stored_rows, forge_stored_chunk
 import reportdb
 from reportdb import team
 from reportdb.errors import CorruptionError, FormatError
@@ -103,3 +105,58 @@ def test_a_remote_read_refuses_chunks_it_did_not_ask_for_or_missing_ones(pushed:
         _craft(pushed, "DELETE FROM team_chunk")
         with pytest.raises(CorruptionError, match="the store lacks 4 of its chunks"):
             remote.tensor(*key)
+
+
+def test_a_flipped_chunk_byte_is_refused_by_pull(pushed: str, tmp_path: Path) -> None:
+    forge_stored_chunk(pushed, keep=False)
+    _refused(pushed, tmp_path / "a", "fail their crc32 check")
+
+
+def test_chunk_bytes_forged_with_their_crc32_kept_are_refused_by_pull(pushed: str, tmp_path: Path) -> None:
+    """Other bytes under the same address and crc32: only the content address tells; pulled, the tensor would read
+    back as 1024.0 where the pushed report holds other values, every crc32 matching."""
+    forge_stored_chunk(pushed)
+    _refused(pushed, tmp_path / "a", "do not match its blake3 content address")
+
+
+def _renamed(row: list[Any]) -> list[Any]:
+    return [("ttnn.evil" if v == "ttnn.op1" else v) for v in row]
+
+
+def test_a_report_row_edited_in_the_store_is_refused_by_pull_and_by_a_remote_open(pushed: str, tmp_path: Path) -> None:
+    edit_stored_rows(pushed, "operations", _renamed)
+    _refused(pushed, tmp_path / "a", "does not match the digest it was pushed with")
+    with pytest.raises(CorruptionError, match="does not match the digest"):
+        reportdb.open(team.report_url(pushed, "r"))
+
+
+def test_a_chunk_list_or_table_definition_changed_in_the_store_is_refused(pushed: str, tmp_path: Path) -> None:
+    _craft(pushed, "UPDATE team_table SET ddl = regexp_replace(ddl, '\\(', '(planted INTEGER DEFAULT 7, ')"
+           " WHERE name = 'operations'")  # a table that restores, one column more
+    _refused(pushed, tmp_path / "a", "does not match the digest")
+    _craft(pushed, "UPDATE team_table SET ddl = replace(ddl, 'planted INTEGER DEFAULT 7, ', '') WHERE name = 'operations'")
+    team.pull(pushed, "r", tmp_path / "b")  # put back: pulled again
+    _craft(pushed, "UPDATE team_report_chunk SET chunk_id = -chunk_id - 1")  # the same chunks under other row ids
+    _refused(pushed, tmp_path / "c", "does not match the digest")
+
+
+def test_cli_pull_of_a_tampered_store_fails_in_one_line(pushed: str, tmp_path: Path) -> None:
+    edit_stored_rows(pushed, "operations", _renamed)
+    out = subprocess.run([sys.executable, "-m", "reportdb", "pull", pushed, "r", "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "does not match the digest" in out.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_remote_read_refuses_chunk_bytes_forged_with_their_crc32_kept(pushed: str) -> None:
+    with reportdb.open(team.report_url(pushed, "r")) as remote:
+        keys = remote.tensor_keys()
+        forge_stored_chunk(pushed)
+        refused = 0
+        for key in keys:
+            try:
+                remote.tensor(*key)
+            except CorruptionError as exc:
+                assert "do not match its blake3 content address" in str(exc)
+                refused += 1
+        assert refused == 1  # the tensor that has the forged chunk; the others read as pushed

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from reportdb.errors import InvalidArgumentError, OutputPathError
 
 WRITER = r'''
 import sys
+import zlib
 import numpy as np
 import reportdb
 path, rank = sys.argv[1], int(sys.argv[2])
@@ -114,3 +116,85 @@ def test_merge_of_legacy_reports_adds_rank_and_reports_conflicts(tmp_path: Path)
         assert conn.execute("SELECT a, rank FROM custom_table ORDER BY rank").fetchall() == [("host0", 0), ("host1", 1)]
         (source_id,) = conn.execute("SELECT id FROM source_files WHERE path = 'model.py'").fetchone()
         assert [r for (r,) in conn.execute("SELECT source_file_id FROM stack_traces")] == [source_id, source_id]
+
+
+def _honest_pair(base: Path, hostile_values: bool = False) -> tuple[Path, Path, np.ndarray]:
+    """Two rank reports written by the Writer; tensor 3 holds the same values on both (a replicated weight), unless
+    ``hostile_values`` gives rank 1 its own."""
+    x = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)  # one 4 KiB chunk: no block crc row to forge
+    paths = []
+    for rank in range(2):
+        folder = base / f"rank{rank}"
+        folder.mkdir()
+        with reportdb.Writer(folder / "db.sqlite", rank=rank) as w:
+            w.put_tensor(3, x - 7 if hostile_values and rank else x)
+            w.put_tensor(4, x + rank)
+            w.add_operation(1, "ttnn.add", outputs=[3])
+        paths.append(folder / "db.sqlite")
+    return paths[0], paths[1], x
+
+
+def _chunk_of(conn: sqlite3.Connection, tensor_id: int) -> tuple[int, bytes, bytes]:
+    return conn.execute(
+        "SELECT c.id, c.digest, c.data FROM rdb_chunk c JOIN rdb_blob_chunk bc ON bc.chunk_id = c.id JOIN rdb_shard s"
+        " ON s.blob_id = bc.blob_id JOIN rdb_tensor t ON t.id = s.tensor_pk WHERE t.tensor_id = ?", (tensor_id,)
+    ).fetchone()
+
+
+def forge_rank(db: Path, *, address_of: Path | None = None, rename: str = "RDB_CHUNK") -> None:
+    """The issue's hostile rank: the chunk of its tensor 3 holds other bytes (all 1024.0) with a matching crc32, under
+    the content address tensor 3 has in the honest rank (``address_of``: a lone extra row under that address; None:
+    its own tensor 3's chunk, whose address is the honest one already), and its chunk table renamed ``rename``."""
+    bad = np.full(1024, 1024.0, np.float32).tobytes()
+    conn = sqlite3.connect(db)
+    with conn:
+        if address_of is None:
+            chunk_id = _chunk_of(conn, 3)[0]
+            conn.execute("UPDATE rdb_chunk SET data = ?, crc32 = ? WHERE id = ?", (bad, zlib.crc32(bad), chunk_id))
+        else:
+            honest = sqlite3.connect(address_of)
+            digest = _chunk_of(honest, 3)[1]
+            honest.close()
+            conn.execute("INSERT INTO rdb_chunk (digest, nbytes, crc32, data) VALUES (?, ?, ?, ?)",
+                         (digest, len(bad), zlib.crc32(bad), bad))
+        if rename != "rdb_chunk":
+            conn.execute("ALTER TABLE rdb_chunk RENAME TO forged_tmp")  # SQLite refuses a rename to the same name
+            conn.execute(f'ALTER TABLE forged_tmp RENAME TO "{rename}"')
+    conn.close()
+
+
+@pytest.mark.parametrize("rename", ["RDB_CHUNK", "Rdb_Chunk", "rdb_chunk"])
+def test_a_forged_rank_is_refused_naming_its_file(tmp_path: Path, rename: str) -> None:
+    honest, hostile, _ = _honest_pair(tmp_path)
+    forge_rank(hostile, rename=rename)
+    with pytest.raises(reportdb.CorruptionError, match=f"{hostile}: this rank's report is damaged or forged.*tensor 3"):
+        team.merge([honest, hostile], tmp_path / "merged")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]  # nothing left behind
+
+
+@pytest.mark.parametrize("rename", ["RDB_CHUNK", "rDb_cHuNk"])
+def test_a_foreign_chunk_under_an_honest_address_never_reaches_the_merged_file(tmp_path: Path, rename: str) -> None:
+    """The hostile rank's own tensors are sound; its chunk table (under a case-folded name) also holds a lone row
+    with the honest rank's address of tensor 3 and other bytes: copied as rows it would become the honest tensor."""
+    honest, hostile, x = _honest_pair(tmp_path, hostile_values=True)
+    forge_rank(hostile, address_of=honest, rename=rename)
+    result = team.merge([honest, hostile], tmp_path / "merged")
+    with reportdb.open(result.output) as merged:
+        np.testing.assert_array_equal(merged.tensor(3, 0), x)
+        np.testing.assert_array_equal(merged.tensor(3, 1), x - 7)
+    assert reportdb.verify(result.output).ok
+    with sqlite3.connect(result.output) as conn:  # the store tables hold what the write path put there, and no rank
+        assert "rank" not in {r[1] for r in conn.execute("PRAGMA table_info(rdb_chunk)")}
+        assert conn.execute("SELECT COUNT(*) FROM rdb_chunk WHERE data = ?",
+                            (np.full(1024, 1024.0, np.float32).tobytes(),)).fetchone()[0] == 0
+
+
+@pytest.mark.process
+def test_cli_merge_of_a_forged_rank_fails_in_one_line(tmp_path: Path) -> None:
+    honest, hostile, _ = _honest_pair(tmp_path)
+    forge_rank(hostile)
+    out = subprocess.run([sys.executable, "-m", "reportdb", "merge", str(honest), str(hostile), "-o", str(tmp_path / "m")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert str(hostile) in out.stderr and "forged" in out.stderr
+    assert not (tmp_path / "m").exists()

@@ -631,9 +631,9 @@ def verify_blob(
 ) -> int:
     """Prove blob ``blob_id`` complete and intact: its rows describe ``nbytes`` bytes in complete chunks of consistent
     sizes (:func:`blob_layout`), its address is that of its chunks (as :func:`digest` computes it), and every chunk,
-    re-read and decompressed if stored compressed, matches its content address (of the file's kind ``address``, asked
-    when None) and its block crcs where it has them. Return the raw bytes checked; raise CorruptionError naming
-    ``what``. ``has_block_crc``: the file has ``rdb_chunk_crc`` (schema 0005 on).
+    re-read, matches the crc32 its reads check and, decompressed if stored compressed, its content address (of the
+    file's kind ``address``, asked when None) and its block crcs where it has them. Return the raw bytes checked;
+    raise CorruptionError naming ``what``. ``has_block_crc``: the file has ``rdb_chunk_crc`` (schema 0005 on).
 
     With ``pool``, chunks are decoded and hashed in its threads while the next ones are read (zstd, hashlib and
     blob reads release the GIL), at most a few chunks ahead, so memory stays bounded whatever the blob size.
@@ -647,6 +647,7 @@ def verify_blob(
         raise CorruptionError(f"{what}: blob {blob_id}'s address does not match its chunks; {_DAMAGED}")
 
     def check(chunk: ChunkRow, data: bytes) -> None:
+        check_crc(chunk.idx, chunk.crc32, data, what)  # every read checks it: a wrong one makes the tensor unreadable
         if chunk.codec is not None:
             data = decoded(layout, chunk, data, what, crc=False)
         elif len(data) != chunk.nbytes:

@@ -19,13 +19,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import InvalidArgumentError, OutputPathError
+from ..errors import CorruptionError, InvalidArgumentError, OutputPathError
 from ..results import Result
 from . import tables as tables_mod
 
-#: reportdb's own tables: the tensors go through the write path, the rest belongs to the new file.
-_OWN_SKIPPED = {"rdb_chunk", "rdb_blob", "rdb_blob_chunk", "rdb_tensor", "rdb_shard", "rdb_stats", "rdb_meta",
-                "rdb_chunk_crc", "reportdb_alembic_version", "sqlite_sequence"}
+#: reportdb's own tables that merge copies as rows of their rank (report facts, not the tensor store).
+_OWN_COPIED = {"rdb_comparison", "rdb_migration_log"}
+
+
+def _skipped(name: str) -> bool:
+    """Whether table ``name`` is not copied as rows: reportdb's store and version tables (the tensors go through the
+    write path, the rest belongs to the new file) and SQLite's own. SQLite's names are case-insensitive for ASCII
+    letters, so the test is too: a rank's table named ``RDB_CHUNK`` is the chunk table, and copied as rows it would
+    put that rank's bytes under content addresses the other ranks' tensors are stored by."""
+    folded = name.translate(_ASCII_LOWER)
+    return folded.startswith(("sqlite_", "reportdb_")) or folded.startswith("rdb_") and folded not in _OWN_COPIED
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 @dataclass
@@ -95,7 +106,9 @@ def merge(reports: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]
             with merged.batch(), merged.connection() as dst:
                 _merge_tables(dst, inputs, chosen, result)
             for report, rank in zip(inputs, chosen):
+                proven: set[int] = set()
                 for tensor_id, stored_rank in report.tensor_keys():
+                    _prove(report, tensor_id, stored_rank, proven)
                     copy_tensor(report, merged, tensor_id, stored_rank, to_rank=rank)
                     result.tensors += 1
             summary = merged.summary()
@@ -110,6 +123,18 @@ def merge(reports: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]
     return result
 
 
+def _prove(report: Any, tensor_id: int, rank: int, proven: set[int]) -> None:
+    """Re-hash a tensor of a rank's report before it is copied (``Report.verify_tensor``: every chunk against its
+    content address and crc32): a rank report is someone else's file, and one whose chunks are not what their
+    addresses say is refused, naming it, rather than merged (blob ids in ``proven`` were checked already)."""
+    try:
+        report.verify_tensor(tensor_id, rank, skip=proven)
+    except CorruptionError as exc:
+        raise CorruptionError(
+            f"{report.path}: this rank's report is damaged or forged, merge refused (nothing was written): {exc}"
+        ) from None
+
+
 def _merge_tables(dst: sqlite3.Connection, inputs: Sequence[Any], ranks: Sequence[int], result: MergeResult) -> None:
     """Every report table of every input into ``dst`` with its input's rank (see the module's docstring)."""
     source_ids: dict[str, int] = {}  # path -> merged source_files.id
@@ -120,7 +145,7 @@ def _merge_tables(dst: sqlite3.Connection, inputs: Sequence[Any], ranks: Sequenc
             layout = tables_mod.read_layout(src, report.path)
             remap: dict[int, int] = {}
             for table in layout.tables:
-                if table.kind != "table" or table.name in _OWN_SKIPPED:
+                if table.kind != "table" or _skipped(table.name):
                     continue
                 name = table.name
                 existing = {c for c, _ in _columns(dst, name)}
@@ -143,7 +168,7 @@ def _merge_tables(dst: sqlite3.Connection, inputs: Sequence[Any], ranks: Sequenc
                 if name == "report_metadata" and {"key", "value"} <= set(cols):
                     _merge_metadata(dst, cols, rows, metadata, rank, result)
                     continue
-                if "id" in cols and name.startswith("rdb_"):  # reportdb's own row ids: the new file assigns them
+                if "id" in cols and name.translate(_ASCII_LOWER) in _OWN_COPIED:  # their row ids: the new file's
                     keep = [i for i, c in enumerate(cols) if c != "id"]
                     cols, rows = [cols[i] for i in keep], [tuple(r[i] for i in keep) for r in rows]
                 if name == "stack_traces" and "source_file_id" in cols:

@@ -3,8 +3,15 @@
 The file is built under a temporary name beside its destination (its tables from their stored ``CREATE`` text, their
 rows, the chunks streamed out of the server with a binary ``COPY``, then the indexes), checked with ``check_store``
 and only then linked into place: a failed or interrupted pull leaves nothing at the destination, and an existing file
-there is never overwritten. The same builder, without the chunk bytes, makes the private copy that a remote report
-reads through (``remote.py``).
+there is never overwritten.
+
+What comes out of a store is proven, not trusted (a store is shared: anyone with write access to it can change its
+rows). The report's content digest, which push computed over its tables' definitions, rows and chunk addresses, is
+computed again over what the server sends, and every chunk's bytes are checked against their crc32 and content
+address as they arrive: a row edited in ``team_rows``, a table definition or chunk list changed, a byte of
+``team_chunk.data`` flipped (even with its crc32 forged to match) fails the pull with a CorruptionError. The same
+builder, without the chunk bytes, makes the private copy that a remote report reads through (``remote.py``; its
+rows proven by the same digest, each chunk it fetches later by ``prove_chunk``).
 
 The chunk bytes go from libpq's receive buffer into the file without a copy in between (a ``bytea`` loader that gives
 memoryviews, ``zeroblob`` + ``blobopen``), through a small SQLite page cache, and the file is synced as it grows:
@@ -27,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..results import Result
 from ..errors import CorruptionError, OutputPathError, ReportNotFoundError
-from ..store import blobs
+from ..store import blobs, codec as codec_mod
 from . import server, tables
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,6 +73,7 @@ class Found:
     name: str
     info: dict[str, Any]
     stored_bytes: int
+    digest: bytes  # the content digest push computed (``push.snapshot``)
 
 
 def find(conn: "psycopg.Connection[Any]", store: server.StoreURL, name: str) -> Found:
@@ -74,15 +82,16 @@ def find(conn: "psycopg.Connection[Any]", store: server.StoreURL, name: str) -> 
         raise ReportNotFoundError(f"{store.display}: no report {name!r} (the store is empty)")
     with server.mapped(store, f"looking up {name!r}"), conn.transaction():
         row = conn.execute(
-            "SELECT id, CASE WHEN octet_length(info::text) <= %s THEN info END, stored_bytes FROM team_report"
+            "SELECT id, CASE WHEN octet_length(info::text) <= %s THEN info END, stored_bytes, digest FROM team_report"
             " WHERE name = %s AND state = 'ready'", (MAX_DDL_BYTES, name)
         ).fetchone()
     if row is None:
         raise ReportNotFoundError(f"{store.display}: no report {name!r}; `reportdb reports {store.display}` lists them")
-    stored = row[2]
-    if type(row[0]) is not int or not (stored is None or type(stored) is int and stored >= 0):
+    stored, digest = row[2], row[3]
+    if type(row[0]) is not int or not (stored is None or type(stored) is int and stored >= 0) \
+            or not isinstance(digest, bytes) or len(digest) != 32:
         raise CorruptionError(f"{store.display}: the row of report {name!r} is malformed; push the report again")
-    return Found(row[0], name, row[1] if isinstance(row[1], dict) else {}, stored or 0)
+    return Found(row[0], name, row[1] if isinstance(row[1], dict) else {}, stored or 0, digest)
 
 
 #: A report's chunk rows with their stored size; the bytes only when that size fits the row (else NULL, refused).
@@ -156,6 +165,7 @@ def build(
     try:
         with server.mapped(store, f"reading {found.name!r}"), conn.transaction():
             defs = _table_defs(conn, found, what)
+            digest = tables.layout_digest(tables.Layout(defs, page_size=page_size, user_version=user_version))
             by_ord = dict(enumerate(defs))
             sq.execute("BEGIN")
             for t in defs:
@@ -174,7 +184,10 @@ def build(
                         raise CorruptionError(
                             f"{what}: part {part} of the stored rows of table {into.name!r} is {size} bytes, not a part "
                             f"a push writes (at most {tables.MAX_PART_BYTES}, sent whole); refused")
-                    tables.insert_rows(sq, into, tables.decode_rows(bytes(data), len(into.insert_columns), what), what)
+                    data = bytes(data)
+                    digest.update(f"{ord_}:{part}:{len(data)}:".encode())
+                    digest.update(data)
+                    tables.insert_rows(sq, into, tables.decode_rows(data, len(into.insert_columns), what), what)
             chunk_def = next((t for t in defs if t.kind == "chunks"), None)
             expected = conn.execute("SELECT COUNT(*), COALESCE(SUM(nbytes), 0) FROM team_report_chunk WHERE report_id = %s",
                                     (found.id,)).fetchone()
@@ -183,10 +196,14 @@ def build(
                                       f"{MAX_CHUNKS}; refused")
             if chunk_def is not None:
                 n_chunks, n_bytes = _restore_chunks(conn, sq, dest, chunk_def, found, with_data, what,
-                                                    int(expected[1]), expected[0], progress)
+                                                    int(expected[1]), expected[0], progress, digest)
             if n_chunks != expected[0]:
                 raise CorruptionError(f"{what}: {expected[0] - n_chunks} of its chunks are missing from the store; "
                                       "push the report again")
+            if digest.digest() != found.digest:
+                raise CorruptionError(
+                    f"{what}: what the store holds for it does not match the digest it was pushed with (its rows, tables "
+                    "or chunk list were changed in the store); refused: push it again from the original report")
         for t in defs:
             if t.kind == "index":
                 tables.create_table(sq, t, what)
@@ -231,11 +248,13 @@ def _chunk_problem(row: Any, with_data: bool) -> str | None:
 
 def _restore_chunks(
     conn: "psycopg.Connection[Any]", sq: Any, dest: Path, chunk_def: tables.TableDef, found: Found, with_data: bool,
-    what: str, total: int, count: int, progress: Progress | None,
+    what: str, total: int, count: int, progress: Progress | None, digest: Any,
 ) -> tuple[int, int]:
     """The report's rdb_chunk rows, their bytes streamed out with a binary COPY (or empty placeholders).
 
-    Each row is checked (``_chunk_problem``) before anything is sized from it. A second thread writes them into
+    Each row is checked (``_chunk_problem``) before anything is sized from it, and goes into the report's content
+    ``digest`` (as push computed it); each chunk's bytes are checked against its crc32 and content address
+    (``prove_chunk``) before they are written. A second thread writes them into
     SQLite (which releases the GIL while it writes) as this one receives the next ones, so the server's sending and
     the file's writing overlap; at most QUEUED_CHUNKS wait between the two. Where the sqlite3 module has
     ``blobopen`` (3.11+), a chunk's row is inserted with a ``zeroblob`` of its size and its bytes written into it
@@ -248,6 +267,7 @@ def _restore_chunks(
     n = nbytes = 0
     pending: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
     failed: list[BaseException] = []
+    address = blobs.address_kind(sq) if with_data else ""  # the report's rows (its rdb_meta) are restored by now
 
     def write() -> None:
         unsynced = 0
@@ -286,8 +306,11 @@ def _restore_chunks(
                 problem = _chunk_problem(row, with_data) if n < count else f"more than the {count} chunks it lists"
                 if problem is not None:
                     raise CorruptionError(f"{what}: the store sent {problem}; refused (push the report again)")
-                digest = bytes(row[1])
-                pending.put((row[0], digest, row[2], row[3], row[4], row[5], row[6] if with_data else b""))
+                address_ = bytes(row[1])
+                digest.update(b"%d:%s:%s:%d:%d;" % (row[0], address_.hex().encode(), (row[4] or "").encode(), row[3], row[2]))
+                if with_data:  # here, while the writing thread writes the chunks before it
+                    prove_chunk(row, address, what)
+                pending.put((row[0], address_, row[2], row[3], row[4], row[5], row[6] if with_data else b""))
                 n += 1
                 nbytes += row[2] if with_data else 0
                 if progress is not None and with_data and n % 16 == 0:
@@ -304,6 +327,20 @@ def _restore_chunks(
     if progress is not None and with_data:
         progress(nbytes, total)
     return n, nbytes
+
+
+def prove_chunk(row: tuple[Any, ...], address: str, what: str) -> None:
+    """A chunk's bytes as the store sent them are those its row names: their crc32, and the content address (of the
+    report's kind ``address``) of the raw bytes, decompressed if stored compressed (to the size the row was checked
+    to allow). The address is what a forged crc32 cannot fake."""
+    chunk_id, address_, nbytes, crc32, codec, _, data = row
+    if blobs.crc32(data) != crc32:
+        raise CorruptionError(f"{what}: the bytes the store holds for chunk {chunk_id} fail their crc32 check (changed "
+                              "in the store); refused: push the report again from the original")
+    raw = data if codec is None else codec_mod.decompress(codec, bytes(data), nbytes, f"{what}: chunk {chunk_id}")
+    if blobs.content_address(address, raw) != address_:
+        raise CorruptionError(f"{what}: the bytes the store holds for chunk {chunk_id} do not match its {address} content "
+                              "address (changed in the store); refused: push the report again from the original")
 
 
 def destination(out: str | os.PathLike[str]) -> tuple[Path, Path | None]:

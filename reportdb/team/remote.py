@@ -29,7 +29,7 @@ from ..dtypes import numpy_dtype
 from ..errors import CorruptionError, ReportDBError
 from ..store import blobs, engine as engine_mod, rows as rows_mod, windows
 from . import server
-from .pull import build, find, view_loader
+from .pull import build, find, prove_chunk, view_loader
 
 
 class RemoteReport(Report):
@@ -50,6 +50,7 @@ class RemoteReport(Report):
             self._fill.execute("PRAGMA journal_mode=OFF")  # a private cache: nothing to roll back to
             self._fill.execute("PRAGMA synchronous=OFF")
             self._filled: set[int] = set()
+            self._chunk_address = blobs.address_kind(self._fill)
             super().__init__(mirror, "r")
             self._memo.group = 1  # the mirror holds only the chunks fetched for a read: list no others
         except BaseException:
@@ -100,11 +101,13 @@ class RemoteReport(Report):
     def _fetch(self, chunk_ids: list[int], tensor_id: int) -> None:
         """Copy the bytes of chunks ``chunk_ids`` from the server, one query. Each chunk the server sends is checked
         against this copy's row before it is stored: one it was asked for, once, of the size the row gives (the
-        server does not even send bytes above that size); one missing is a CorruptionError."""
+        server does not even send bytes above that size), with the crc32 and content address the row gives
+        (``pull.prove_chunk``; the rows were proven by the report's digest at open); one missing is a CorruptionError."""
         codec = "codec" if self._has_codec else "NULL"
         expected = {
-            r[0]: (r[1], r[2]) for r in self._fill.execute(
-                f"SELECT id, nbytes, {codec} FROM rdb_chunk WHERE length(data) = 0 AND id IN (SELECT value FROM json_each(?))",
+            r[0]: (r[1], r[2], r[3], r[4]) for r in self._fill.execute(
+                f"SELECT id, nbytes, {codec}, digest, crc32 FROM rdb_chunk WHERE length(data) = 0"
+                " AND id IN (SELECT value FROM json_each(?))",
                 (json.dumps([c for c in chunk_ids if c not in self._filled]),))
         }
         if not expected:
@@ -124,12 +127,13 @@ class RemoteReport(Report):
                 added: list[int] = []
                 try:
                     for chunk_id, size, data in copy.rows():
-                        nbytes, compressed = expected.pop(chunk_id, (None, None))
+                        nbytes, compressed, address, crc = expected.pop(chunk_id, (None, None, None, None))
                         if nbytes is None or data is None or len(data) != size or not (
                                 size == nbytes if compressed is None else 0 < size <= nbytes):
                             raise CorruptionError(
                                 f"{what}: the store sent chunk {chunk_id} with {size} bytes, which its row "
                                 f"({'not asked for' if nbytes is None else f'{nbytes} bytes'}) does not allow; refused")
+                        prove_chunk((chunk_id, address, nbytes, crc, compressed, size, data), self._chunk_address, what)
                         self._fill.execute("UPDATE rdb_chunk SET data = ? WHERE id = ?", (data, chunk_id))
                         added.append(chunk_id)
                     if expected:

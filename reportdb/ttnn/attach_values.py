@@ -3,9 +3,16 @@
 Current ttnn writes its own ``db.sqlite`` (operations, tensors, graph; no values) while ``capture(writer)`` writes the
 values into a reportdb file of its own, because two writers of one SQLite file would fight over its lock and
 operation ids during the run. ``attach`` joins them afterwards: the values of the tensors whose ids the report knows
-are stored into the report's database, so ttnn-visualizer opens one folder that holds everything. The report file is
-changed atomically: the work happens on a copy beside it that replaces it only once every attached tensor has been
-read back and checked, so an interrupted or failed attach leaves the report exactly as it was.
+are stored into the report's database, so ttnn-visualizer opens one folder that holds everything.
+
+The report file is changed atomically and in place. The work happens on a copy beside it (taken under SQLite's shared
+lock, so no commit is half in it), checked tensor by tensor; the copy is then written back into the report file
+itself with SQLite's backup, one transaction under the report's exclusive lock, and only if the report is still as it
+was when copied (its header, size and modification time): a process that commits to it meanwhile (the ttnn run, still
+going) makes attach try again, then refuse, and never loses a row. The file is never replaced by another one: a process
+that holds it open (ttnn's writer between two commits) goes on writing the same file, which now holds the values too.
+An interrupted or failed attach leaves the report as it was (a kill during the write-back leaves SQLite's journal,
+which the next writable open rolls back).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -21,6 +29,13 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, NotAReportFolderError, ReportLockedError, TensorExistsError
 from ..report import Report, copy_tensor, open as open_report, resolve_path
+from ..store import engine as engine_mod
+
+#: Tries of the copy-and-write-back before a report that keeps changing is refused.
+ATTEMPTS = 3
+#: Bytes copied back per backup step; the first step takes the report's lock before the check (see _write_back).
+STEP_BYTES = 16 << 20
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
 @dataclass(frozen=True)
@@ -55,35 +70,126 @@ def attach(values: str | os.PathLike[str], report: str | os.PathLike[str], *, un
         raise InvalidArgumentError(f"{target} is both the values and the report: give the file capture() wrote first")
     with open_report(values) as source:  # checked as untrusted, read-only, like the report
         with open_report(target) as before:
-            known = _report_tensors(before)
+            _report_tensors(before)  # a file that is no ttnn report is refused before anything is copied
         keys = source.tensor_keys()
-        _check_quiet(target)
-        wanted = [k for k in keys if unmatched or k in known]
-        work = target.with_name(f".{target.name}.reportdb-attach")
-        _remove(work)  # what a killed attach left: a stale journal would otherwise be "recovered" into the fresh copy
+        for _ in range(ATTEMPTS):
+            _check_quiet(target)
+            done = _attach_once(source, keys, target, unmatched)
+            if done is not None:
+                known, (attached, already, nbytes) = done
+                return AttachResult(
+                    report=str(target), values=str(resolve_path(values)), attached=attached, already_attached=already,
+                    unmatched=tuple(k for k in keys if k not in known), bytes_attached=nbytes,
+                )  # fmt: skip
+    raise ReportLockedError(
+        f"{target} was written by another process each of the {ATTEMPTS} times attach copied it (is the run that "
+        "writes it still going?); nothing was changed: let it finish, then attach again"
+    )
+
+
+def _attach_once(
+    source: Report, keys: list[tuple[int, int]], target: Path, unmatched: bool
+) -> tuple[set[tuple[int, int]], tuple[int, int, int]] | None:
+    """One try: copy the report, store the values into the copy and check them, write the copy back into the report
+    (see the module's docstring). Returns the report's tensors and (attached, already attached, bytes), or None when
+    another process changed the report meanwhile (it was left as that process made it)."""
+    work = target.with_name(f".{target.name}.reportdb-attach")
+    _remove(work)  # what a killed attach left: a stale journal would otherwise be "recovered" into the fresh copy
+    try:
+        state = _copy_quietly(target, work)
+        attached = already = nbytes = 0
+        with open_report(work, "a") as dest:
+            known = _report_tensors(dest)
+            wanted = [k for k in keys if unmatched or k in known]
+            for tensor_id, rank in wanted:
+                if dest.has_tensor(tensor_id, rank):
+                    _check_same(source, dest, tensor_id, rank)
+                    already += 1
+                else:
+                    nbytes += copy_tensor(source, dest, tensor_id, rank).nbytes
+                    attached += 1
+            for tensor_id, rank in wanted:
+                dest.verify_tensor(tensor_id, rank)
+        if not _write_back(work, target, state):
+            return None
+    finally:
+        _remove(work)
+    return known, (attached, already, nbytes)
+
+
+def _file_state(path: Path) -> tuple[int, ...]:
+    """What changes whenever a process commits to the file: its identity, size, modification time and SQLite header
+    (whose change counter every rollback-journal commit increments), and the size of its ``-wal`` (-1: none)."""
+    with open(path, "rb") as f:
+        header = f.read(100)
+        st = os.fstat(f.fileno())
+    wal = path.with_name(path.name + "-wal")
+    wal_size = wal.stat().st_size if wal.exists() else -1
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, wal_size, *header)
+
+
+def _copy_quietly(target: Path, work: Path) -> tuple[int, ...]:
+    """Copy the report to ``work`` under SQLite's shared lock (no commit can be half in the copy); return the report's
+    state as copied (:func:`_file_state`)."""
+    guard = engine_mod.connect(target, readonly=True)
+    try:
+        guard.execute("BEGIN")
+        guard.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # takes the shared lock until the rollback
+        state = _file_state(target)
         shutil.copyfile(target, work)
+        guard.execute("ROLLBACK")
+    finally:
+        guard.close()
+    return state
+
+
+def _write_back(work: Path, target: Path, state: tuple[int, ...]) -> bool:
+    """Write ``work`` into the report file in place: one SQLite backup, a single transaction on the report under its
+    exclusive lock, taken by the first step; before any page of it can reach the file, the report is checked to be
+    as it was copied (``state``), else the backup is rolled back and False returned. Other connections to the report
+    (a writer that keeps it open) see the new content at their next transaction."""
+    with open(work, "rb+") as f:
+        os.fsync(f.fileno())
+    src = engine_mod.connect(work, readonly=True)
+    dst = engine_mod.connect(target, readonly=False)
+    try:
+        if engine_mod.journal_mode(dst) == "wal":  # a finished report is in rollback-journal mode, as reportdb leaves it
+            with contextlib.suppress(sqlite3.OperationalError), engine_mod.not_waiting(dst):
+                dst.execute("PRAGMA journal_mode=DELETE")  # refused while another process has it open in WAL mode
+            return False  # the file changed (or is in use): copy it again
+        page_size, pages = (int(src.execute(f"PRAGMA {p}").fetchone()[0]) for p in ("page_size", "page_count"))
+        step = max(1, min(STEP_BYTES // page_size, pages - 1))  # never all in the first step: the check comes after it
+        checked: list[bool] = []
+
+        def check(status: int, remaining: int, total: int) -> None:
+            if checked:
+                return
+            if status in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                raise ReportLockedError(
+                    f"{target}: another process held its lock for longer than {engine_mod.BUSY_TIMEOUT_MS // 1000} s; "
+                    "nothing was changed: attach again once it is done"
+                )
+            checked.append(True)  # the first step holds the exclusive lock; its pages are in SQLite's cache, not the file
+            if _file_state(target) != state:
+                raise _Changed
+
         try:
-            attached = already = nbytes = 0
-            with open_report(work, "a") as dest:
-                for tensor_id, rank in wanted:
-                    if dest.has_tensor(tensor_id, rank):
-                        _check_same(source, dest, tensor_id, rank)
-                        already += 1
-                    else:
-                        nbytes += copy_tensor(source, dest, tensor_id, rank).nbytes
-                        attached += 1
-                for tensor_id, rank in wanted:
-                    dest.verify_tensor(tensor_id, rank)
-            with open(work, "rb+") as f:
-                os.fsync(f.fileno())
-            shutil.copymode(target, work)
-            os.replace(work, target)
-        finally:
-            _remove(work)
-    return AttachResult(
-        report=str(target), values=str(resolve_path(values)), attached=attached, already_attached=already,
-        unmatched=tuple(k for k in keys if k not in known), bytes_attached=nbytes,
-    )  # fmt: skip
+            src.backup(dst, pages=step, progress=check)
+        except _Changed:
+            return False
+        return True
+    except sqlite3.Error as exc:
+        mapped = engine_mod.translate(exc, target, what="writing the attached values into the report")
+        if mapped is None:
+            raise
+        raise mapped from exc
+    finally:
+        src.close()
+        dst.close()
+
+
+class _Changed(Exception):
+    """The report changed between its copy and the write-back (internal: the try is repeated)."""
 
 
 def _remove(work: Path) -> None:
@@ -107,7 +213,8 @@ def _report_tensors(report: Report) -> set[tuple[int, int]]:
 
 
 def _check_quiet(target: Path) -> None:
-    """Refuse a report whose WAL still holds writes: a copy of the main file alone would miss them."""
+    """Refuse a report whose WAL still holds writes (a run writes it in WAL mode): a copy of the main file alone
+    would miss them."""
     wal = target.with_name(target.name + "-wal")
     if wal.exists() and wal.stat().st_size > 0:
         raise ReportLockedError(
