@@ -208,3 +208,16 @@ def test_quantiles_of_stored_tensors_streamed_in_windows(tmp_path, monkeypatch: 
     assert result.sqnr_db == pytest.approx(10 * np.log10(np.sum(b.astype(np.float64) ** 2) / np.sum(error**2)))
     for name, q in (("abs_error_p50", 0.5), ("abs_error_p99", 0.99), ("abs_error_p999", 0.999)):
         assert getattr(result, name) == pytest.approx(np.quantile(error, q), rel=0.005), name
+
+
+def test_a_scale_error_that_pcc_and_sqnr_pass_fails_by_its_fit() -> None:
+    """One device 7% off in scale: PCC 0.99999 and SQNR 23 dB clear bfloat16's defaults; the fit does not."""
+    rng = np.random.default_rng(7)
+    golden = rng.standard_normal((128, 256)).astype(np.float32)
+    scaled = (golden * 1.07).astype(BF16)
+    metrics = reportdb.compare(scaled, golden, rtol=2**-6, atol=2**-7)
+    assert metrics.pcc > 0.9999 and metrics.sqnr_db > Policy.default().criteria_for(None, "bfloat16").sqnr_db
+    verdict = _judge(Policy.default(), scaled, golden, op="ttnn.multiply", dtype="bfloat16")
+    assert not verdict.passed and verdict.failed == ("scale_or_offset",)
+    rounded = golden.astype(BF16)  # rounding alone is no scale error
+    assert _judge(Policy.default(), rounded, golden, op="ttnn.multiply", dtype="bfloat16").passed
