@@ -154,7 +154,7 @@ def _bind_tensors(ref: Reference, slots: list[tuple[int, int, Param, str]], inpu
     """Give each tensor-valued slot its inputs (see :func:`bind`); refuse inputs nothing accounts for."""
     if not slots:  # nothing recorded says where the tensors went: the required ones, in input order
         slots = [(0, 0, p, "") for p in sorted(ref.params, key=lambda p: p.position or 0)
-                 if p.kind in ("tensor", "tensors", "number") and p.required]  # fmt: skip
+                 if p.kind in ("tensor", "tensors", "number") and p.required and values.get(p.name) is None]  # fmt: skip
         singles = sum(1 for s in slots if s[2].kind != "tensors")
         counts = [len(inputs) - singles if s[2].kind == "tensors" else 1 for s in slots]
     else:

@@ -19,7 +19,7 @@ _PARAMS = (
 
 def _operand(name: str, value: Any) -> np.ndarray:
     """A tensor operand as float32, or a scalar as a float32 0-d array."""
-    return floats(name, value) if isinstance(value, np.ndarray) else np.float32(value)
+    return floats(name, value) if isinstance(value, np.ndarray) else np.asarray(value, dtype=np.float32)
 
 
 def _binary(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:

@@ -37,12 +37,12 @@ def _reduction(function: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]
 
 def _mean(x: np.ndarray, axis: tuple[int, ...] | None, keepdims: bool) -> np.ndarray:
     """The mean accumulated in float64 and rounded once (torch's float32 mean is that close)."""
-    return np.mean(x, axis=axis, keepdims=keepdims, dtype=np.float64).astype(np.float32)
+    return np.asarray(np.mean(x, axis=axis, keepdims=keepdims, dtype=np.float64), dtype=np.float32)
 
 
 def _sum(x: np.ndarray, axis: tuple[int, ...] | None, keepdims: bool) -> np.ndarray:
     """The sum accumulated in float64 and rounded once."""
-    return np.sum(x, axis=axis, keepdims=keepdims, dtype=np.float64).astype(np.float32)
+    return np.asarray(np.sum(x, axis=axis, keepdims=keepdims, dtype=np.float64), dtype=np.float32)
 
 
 reference("ttnn.mean", params=_PARAMS)(_reduction(_mean))

@@ -11,7 +11,7 @@ from . import Param, floats, reference
 
 def _value(name: str, value: Any) -> np.ndarray:
     """A branch as float32: a tensor widened, a scalar as a 0-d array."""
-    return floats(name, value) if isinstance(value, np.ndarray) else np.float32(value)
+    return floats(name, value) if isinstance(value, np.ndarray) else np.asarray(value, dtype=np.float32)
 
 
 @reference("ttnn.where", params=(
