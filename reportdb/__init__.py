@@ -84,6 +84,14 @@ _LAZY = {
     "ReportSummary": "reportdb.results",
     "VerifyResult": "reportdb.legacy.verification",
     "MigrationSummary": "reportdb.legacy.summary",
+    "Policy": "reportdb.analysis.policy",
+    "PolicyError": "reportdb.analysis.policy",
+    "Criteria": "reportdb.analysis.policy",
+    "Verdict": "reportdb.analysis.policy",
+    "GoldenComparison": "reportdb.analysis.culprits",
+    "Culprit": "reportdb.analysis.culprits",
+    "operation_context": "reportdb.analysis.ops",
+    "OperationContext": "reportdb.analysis.ops",
 }
 
 _ERRORS = [

@@ -112,7 +112,7 @@ def test_cli_compare_golden_and_runs(migrated: dict[str, Path], tmp_path: Path) 
     _differ_in_one_output(work, b, operation_id=6)
     run = lambda *args: subprocess.run([sys.executable, "-m", "reportdb", *args], capture_output=True, text=True, timeout=300)  # noqa: E731
     golden = run("compare", str(work), "--golden")  # records below their desired PCC fail, as in a test runner
-    assert golden.returncode == 1 and "pcc below threshold" in golden.stdout and "golden tensor not stored" in golden.stdout
+    assert golden.returncode == 1 and "FAIL pcc" in golden.stdout and "golden tensor not stored" in golden.stdout
     runs = run("compare", str(work), str(b), "--json")
     assert runs.returncode == 1, runs.stderr
     assert json.loads(runs.stdout)["first_divergence"]["operation_id_a"] == 6
@@ -189,7 +189,7 @@ def test_compare_golden_without_records_stores_nothing_and_raises_nothing(tmp_pa
     empty = _bare_report(tmp_path / "empty.sqlite", "CREATE TABLE local_tensor_comparison_records (tensor_id int, golden_tensor_id int)")
     for path in (no_tables, empty):
         with reportdb.open(path, "a") as report:
-            assert reportdb.compare_golden(report) == []  # with store=True: an empty insert used to raise ProgrammingError
+            assert list(reportdb.compare_golden(report)) == []  # with store=True: an empty insert used to raise ProgrammingError
             with report.connection() as conn:
                 assert conn.execute("SELECT COUNT(*) FROM rdb_comparison").fetchone()[0] == 0
 

@@ -27,6 +27,7 @@ COMPARISON_KEYS = [
     "pcc", "pcc_ttmetal", "cosine", "max_abs_error", "mean_abs_error", "max_rel_error", "mean_rel_error", "ulp_dtype",
     "ulp_max", "ulp_mean", "allclose_mismatches", "nan_mismatches", "inf_mismatches", "fit_scale", "fit_offset",
     "constant_input", "scale_or_offset_error", "nonfinite_mismatch", "shape_mismatch", "passed", "notes",
+    "sqnr_db", "abs_error_p50", "abs_error_p99", "abs_error_p999", "bitwise_equal",  # added after the others
 ]  # fmt: skip
 
 

@@ -1,23 +1,30 @@
-"""Device tensors against their golden records: every local and global comparison record a run wrote, recomputed.
+"""Device tensors against their golden records: every local and global comparison record a run wrote, recomputed
+and judged by one tolerance policy, and each output's role: the culprit that introduced an error, or its victims.
 
 Built on :func:`reportdb.compare`, so every row carries the full metric vector beside the recorded PCC, not PCC
-alone; the results can be kept in the report's ``rdb_comparison`` table.
+alone; the results can be kept in the report's ``rdb_comparison`` table. Roles (``analysis/culprits.py``): an output
+whose local comparison fails is a ``culprit``, one whose global comparison fails while its local passes a ``victim``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, ReportDBError
 from ..numeric.metrics import Comparison
 from ..numeric.streamed import compare_stored
 from ..results import Result
+from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
+from .policy import Policy, as_policy
 
 if TYPE_CHECKING:
     from ..report import Report
+    from .culprits import GoldenComparison
 
 RECORD_TABLES = {"local": "local_tensor_comparison_records", "global": "global_tensor_comparison_records"}
 
@@ -39,15 +46,25 @@ class GoldenRecord(Result):
 @dataclass(frozen=True)
 class GoldenResult(GoldenRecord):
     """A golden comparison record recomputed: the record and, when both tensors are stored, the full metric vector;
-    ``status`` says ``"compared"`` or why not."""
+    ``status`` says ``"compared"`` or why not. The producing operation (``operation_id``, ``name``), the policy's
+    ``verdict`` (``"pass"`` or ``"fail"``, None when not compared) with the ``failed`` criteria, and the output's
+    ``role`` (``culprit``, ``victim``, ``pass``; None when it cannot be told); ``error_growth_db`` is the output's
+    global error over the worst global error of the producing operation's inputs, in dB (reports with global records
+    only are ranked by it)."""
 
     metrics: Comparison | None
     status: str
+    operation_id: int | None = None
+    name: str | None = None
+    verdict: str | None = None
+    failed: tuple[str, ...] = ()
+    role: str | None = None
+    error_growth_db: float | None = None
 
     @property
     def passed(self) -> bool | None:
-        """Whether the recomputed comparison passed; None when it was not compared."""
-        return None if self.metrics is None else self.metrics.passed
+        """Whether the recomputed comparison passed the policy; None when it was not compared."""
+        return None if self.verdict is None else self.verdict == "pass"
 
     def _html_fields(self) -> list[tuple[str, Any]]:
         """The record's fields, then the headline metrics instead of the whole vector."""
@@ -55,7 +72,7 @@ class GoldenResult(GoldenRecord):
         m = self.metrics
         return head if m is None else head + [
             ("pcc", m.pcc), ("pcc_ttmetal", m.pcc_ttmetal), ("max_abs_error", m.max_abs_error), ("ulp_max", m.ulp_max),
-            ("passed", m.passed), ("flags", ", ".join(m.flags)),
+            ("sqnr_db", m.sqnr_db), ("flags", ", ".join(m.flags)),
         ]  # fmt: skip
 
 
@@ -69,40 +86,64 @@ def golden_records(report: "Report") -> list[GoldenRecord]:
 
 
 def compare_golden(
-    report: "Report", *, rtol: float = 1e-5, atol: float = 1e-8, pcc: float | None = None, store: bool = True
-) -> list[GoldenResult]:
-    """Recompute every local and global comparison record whose two tensors are stored, one result per record.
+    report: "Report | str | Path", *, policy: "Policy | str | Path | None" = None, rtol: float | None = None,
+    atol: float | None = None, pcc: float | None = None, store: bool = True,
+) -> "GoldenComparison":
+    """Recompute every local and global comparison record whose two tensors are stored, judge each by ``policy`` (a
+    :class:`Policy`, a TOML file's path, or None for the dtype-aware defaults) and tell culprits from victims.
 
-    ``pcc`` overrides each record's desired PCC. With ``store`` (and the report open with mode ``"a"``) the
-    results go into ``rdb_comparison``.
+    ``report`` is a Report or a path (opened for reading). Each record is held to its desired PCC unless ``pcc`` is
+    given or a policy rule sets one; ``rtol``/``atol``/``pcc``, when given, replace the policy's criteria everywhere.
+    With ``store`` (and the report open with mode ``"a"``) the results go into ``rdb_comparison``.
     """
-    results = [_recompute(report, record, rtol, atol, pcc) for record in golden_records(report)]
-    if store and report.mode == "a":
-        _store(report, results)
-    return results
+    from .culprits import GoldenComparison, assign_roles
+
+    judge = as_policy(policy).with_overrides(rtol=rtol, atol=atol, pcc=pcc)
+    with opened(report) as rep:
+        graphs: dict[int, TensorGraph] = {}
+        results = []
+        for record in golden_records(rep):
+            if record.rank not in graphs:
+                graphs[record.rank] = tensor_graph(rep, record.rank)
+            results.append(_recompute(rep, record, judge, graphs[record.rank], explicit_pcc=pcc is not None))
+        comparison = assign_roles(results, graphs)
+        if store and rep.mode == "a":
+            _store(rep, comparison.records)
+    return comparison
 
 
-def _recompute(report: "Report", record: GoldenRecord, rtol: float, atol: float, pcc: float | None) -> GoldenResult:
-    """One record's result: its metric vector when both tensors are stored, else why it was not compared."""
+def _recompute(
+    report: "Report", record: GoldenRecord, policy: Policy, graph: TensorGraph, *, explicit_pcc: bool
+) -> GoldenResult:
+    """One record's result: its metric vector and verdict when both tensors are stored, else why it was not compared."""
     tensor_id, golden_id, rank = record.tensor_id, record.golden_tensor_id, record.rank
-    threshold = pcc if pcc is not None else (record.desired_pcc if record.desired_pcc is not None else 0.99)
-    metrics: Comparison | None = None
+    made = graph.producer.get(tensor_id)
+    op_name = graph.op_name(tensor_id)
+    base: dict[str, Any] = {f.name: getattr(record, f.name) for f in fields(record)}
+    base.update(operation_id=None if made is None else made[0], name=op_name)
     if not report.has_tensor(tensor_id, rank):
-        status = "tensor not stored"
-    elif golden_id is None or not report.has_tensor(golden_id, rank):
-        status = "golden tensor not stored"
-    else:
-        try:
-            metrics = compare_stored(report, tensor_id, report, golden_id, rank, rtol=rtol, atol=atol, pcc=threshold)
-            status = "compared"
-        except ReportDBError as exc:  # e.g. a multi-device tensor that cannot be assembled
-            status = f"not compared: {exc}"
-    return GoldenResult(**{f.name: getattr(record, f.name) for f in fields(record)}, metrics=metrics, status=status)
+        return GoldenResult(**base, metrics=None, status="tensor not stored")
+    if golden_id is None or not report.has_tensor(golden_id, rank):
+        return GoldenResult(**base, metrics=None, status="golden tensor not stored")
+    dtype = judged_dtype(report, graph, tensor_id, rank)
+    rule = policy.rule_for(op_name, dtype)
+    if not explicit_pcc and (rule is None or rule.criteria.pcc is None) and _usable_pcc(record.desired_pcc):
+        policy = policy.with_overrides(pcc=record.desired_pcc)  # held to the PCC the run asked for
+    rtol, atol = policy.tolerances(op_name, dtype)
+    try:
+        metrics = compare_stored(report, tensor_id, report, golden_id, rank, rtol=rtol, atol=atol,
+                                 pcc=policy.pcc_threshold(op_name, dtype))  # fmt: skip
+    except ReportDBError as exc:  # e.g. a multi-device tensor that cannot be assembled
+        return GoldenResult(**base, metrics=None, status=f"not compared: {exc}")
+    verdict = policy.judge(metrics, op=op_name, dtype=dtype)
+    return GoldenResult(
+        **base, metrics=metrics, status="compared", verdict="pass" if verdict.passed else "fail", failed=verdict.failed
+    )
 
 
-def table_columns(conn: Any, table: str) -> set[str]:
-    """The columns a report table has (none when it is absent): older reports lack ``rank`` and some tables."""
-    return {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({table})")}
+def _usable_pcc(value: float | None) -> bool:
+    """Whether a record's desired PCC (someone else's number) can be a threshold."""
+    return value is not None and math.isfinite(value) and -1.0 <= value <= 1.0
 
 
 def _records(report: "Report", table: str) -> list[tuple[Any, ...]]:
@@ -123,13 +164,13 @@ def _records(report: "Report", table: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in conn.exec_driver_sql(f"SELECT tensor_id, {selected} FROM {table} ORDER BY rowid")]
 
 
-def _store(report: "Report", results: list[GoldenResult]) -> None:
+def _store(report: "Report", results: "tuple[GoldenResult, ...]") -> None:
     """Keep the compared results in ``rdb_comparison``, one row per record (a rerun replaces its rows)."""
     now = time.time()
     rows = [
         (
             r.kind, r.tensor_id, r.rank, r.golden_tensor_id, r.desired_pcc, r.recorded_pcc,
-            r.metrics.pcc, int(r.metrics.passed), json.dumps(r.metrics.to_dict(), allow_nan=False), now,
+            r.metrics.pcc, int(bool(r.passed)), json.dumps(r.metrics.to_dict(), allow_nan=False), now,
         )
         for r in results
         if r.metrics is not None

@@ -1,23 +1,33 @@
-"""One run against another: the outputs of matched operations compared, and the first divergence marked.
+"""One run against another: the outputs of matched operations compared by value, judged, and the first divergence
+marked.
 
 Built on :func:`reportdb.compare`'s metrics, streamed window by window (``numeric/streamed.py``), so every row
-carries the full metric vector, not PCC alone, and memory stays bounded whatever the tensors' size.
+carries the full metric vector, not PCC alone, and memory stays bounded whatever the tensors' size. Each compared
+output gets a ``verdict`` under one tolerance policy (``analysis/policy.py``, its defaults by dtype): ``identical``
+(the same dtype and bytes), ``within_tolerance`` (every criterion holds), or ``diverges`` (``failed`` names the
+criteria that do not). The first divergence is the first ``diverges`` output in A's execution order.
 """
 
 from __future__ import annotations
 
 import difflib
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ReportDBError
 from ..numeric.metrics import Comparison
 from ..numeric.streamed import compare_stored
 from ..results import Result, html_table
-from .golden import table_columns
+from .graph import TensorGraph, judged_dtype, opened, tensor_graph
+from .policy import Policy, as_policy
 
 if TYPE_CHECKING:
     from ..report import Report
+
+#: The verdicts of a compared output, best first.
+VERDICTS = ("identical", "within_tolerance", "diverges")
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,9 @@ class _Op:
 class RunRow(Result):
     """One matched operation output of two runs: the operations (A's and B's ids, A's name), the output index, the
     two tensors, the headline figures and flags beside the full metric vector, or (``status``) why it was not
-    compared; ``first_divergence`` marks the first row that does not pass."""
+    compared; ``verdict`` (``identical``, ``within_tolerance``, ``diverges``; None when not compared) with the names of
+    the ``failed`` criteria; ``passed`` is False exactly for ``diverges``; ``first_divergence`` marks the first
+    diverging row in execution order."""
 
     operation_id_a: int
     operation_id_b: int
@@ -50,6 +62,8 @@ class RunRow(Result):
     metrics: Comparison | None = None
     status: str = "compared"
     first_divergence: bool = False
+    verdict: str | None = None
+    failed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,8 +77,10 @@ class OperationRef(Result):
 @dataclass(frozen=True)
 class RunComparison(Result):
     """Run B against the reference run A: how operations were matched (``"id"`` or ``"name order"``), one row
-    per matched output, the first divergence (the first row that does not pass, None when all do) and the
-    operations of each run left unmatched."""
+    per matched output, the first divergence (the first diverging row in execution order, None when none
+    diverges) and the operations of each run left unmatched. ``compared`` counts the rows compared; the others
+    (a tensor not stored, one that cannot be assembled) are ``not_compared``: a run of nothing compared passes
+    nothing."""
 
     matched_by: str
     rows: tuple[RunRow, ...]
@@ -72,12 +88,38 @@ class RunComparison(Result):
     unmatched_a: tuple[OperationRef, ...]
     unmatched_b: tuple[OperationRef, ...]
 
+    @property
+    def compared(self) -> int:
+        """The rows whose tensors were compared."""
+        return sum(1 for r in self.rows if r.verdict is not None)
+
+    @property
+    def not_compared(self) -> int:
+        """The rows that could not be compared (``status`` says why)."""
+        return len(self.rows) - self.compared
+
+    def counts(self) -> dict[str, int]:
+        """How many rows got each verdict, and how many were not compared."""
+        return {**{v: sum(1 for r in self.rows if r.verdict == v) for v in VERDICTS}, "not_compared": self.not_compared}
+
+    def to_dict(self) -> dict[str, Any]:
+        """``first_divergence`` first (A's and B's operation and tensor, the name and the failed criteria; None when
+        nothing diverges; its row is marked in ``rows``), the verdict counts, then every other field as before."""
+        first = self.first_divergence
+        head = None if first is None else {
+            "operation_id_a": first.operation_id_a, "operation_id_b": first.operation_id_b,
+            "tensor_a": first.tensor_a, "tensor_b": first.tensor_b, "name": first.name,
+            "output_index": first.output_index, "failed": list(first.failed),
+        }  # fmt: skip
+        rest = {k: v for k, v in super().to_dict().items() if k != "first_divergence"}
+        return {"first_divergence": head, "counts": self.counts(), **rest}
+
     def _repr_html_(self) -> str:
         """The rows as one table, the first divergence marked."""
-        header = ("", "op A", "op B", "name", "out", "shape", "pcc", "max abs err", "ulp max", "flags", "status")
+        header = ("", "op A", "op B", "name", "out", "shape", "pcc", "max abs err", "ulp max", "verdict", "status")
         rows = [
             (">>" if r.first_divergence else "", r.operation_id_a, r.operation_id_b, r.name, r.output_index, r.shape,
-             r.pcc, r.max_abs_error, r.ulp_max, ", ".join(r.flags), r.status)
+             r.pcc, r.max_abs_error, r.ulp_max, r.verdict or "-", ", ".join(r.failed) or r.status)
             for r in self.rows
         ]  # fmt: skip
         caption = f"RunComparison: {len(self.rows)} outputs, operations matched by {self.matched_by}"
@@ -85,22 +127,28 @@ class RunComparison(Result):
 
 
 def compare_runs(
-    a: "Report", b: "Report", *, rank: int = 0, rtol: float = 1e-5, atol: float = 1e-8, pcc: float = 0.99
+    a: "Report | str | Path", b: "Report | str | Path", *, rank: int = 0, policy: "Policy | str | Path | None" = None,
+    rtol: float | None = None, atol: float | None = None, pcc: float | None = None,
 ) -> RunComparison:
-    """Compare run ``b`` against the reference run ``a``, one row per matched operation output.
+    """Compare run ``b`` against the reference run ``a`` (each a Report or a path), one row per matched output.
 
     Operations match by id when every operation of the shorter run has the same name under the same id
     in the other; otherwise by the order of their names (a longest-common-subsequence alignment), so an
-    inserted or removed operation shifts nothing. Outputs match by output index. The first row that
-    does not pass is marked ``first_divergence``.
+    inserted or removed operation shifts nothing. Outputs match by output index. Each output is judged by
+    ``policy`` (a :class:`Policy`, a TOML file's path, or None for the dtype-aware defaults), by A's operation
+    name and tensor dtype; ``rtol``/``atol``/``pcc``, when given, replace the policy's criteria everywhere.
     """
-    ops_a, ops_b = _operations(a, rank), _operations(b, rank)
-    pairs, matched_by = _match(ops_a, ops_b)
-    rows: list[RunRow] = []
-    for op_a, op_b in pairs:
-        for index in sorted(op_a.outputs.keys() & op_b.outputs.keys()):
-            rows.append(_compare_output(a, b, op_a, op_b, index, rank, rtol, atol, pcc))
-    first = next((i for i, r in enumerate(rows) if r.passed is False), None)
+    judge = as_policy(policy).with_overrides(rtol=rtol, atol=atol, pcc=pcc)
+    with ExitStack() as stack:
+        report_a, report_b = stack.enter_context(opened(a)), stack.enter_context(opened(b))
+        graph_a = tensor_graph(report_a, rank)
+        ops_a, ops_b = _operations(graph_a), _operations(tensor_graph(report_b, rank))
+        pairs, matched_by = _match(ops_a, ops_b)
+        rows: list[RunRow] = []
+        for op_a, op_b in pairs:
+            for index in sorted(op_a.outputs.keys() & op_b.outputs.keys()):
+                rows.append(_compare_output(report_a, report_b, graph_a, op_a, op_b, index, rank, judge))
+    first = next((i for i, r in enumerate(rows) if r.verdict == "diverges"), None)
     if first is not None:
         rows[first] = replace(rows[first], first_divergence=True)
     paired_a = {p[0].operation_id for p in pairs}
@@ -114,22 +162,9 @@ def compare_runs(
     )
 
 
-def _operations(report: "Report", rank: int) -> list[_Op]:
-    """The operations of ``rank`` in id order with their outputs; reports without a ``rank`` column hold one rank."""
-    with report.session() as session:
-        conn = session.connection()
-
-        def rows(sql: str, table: str) -> Any:
-            ranked = "rank" in table_columns(conn, table)
-            return conn.exec_driver_sql(sql.format(where=" WHERE rank=?" if ranked else ""), (rank,) if ranked else ())
-
-        outputs: dict[int, dict[int, int]] = {}
-        for op_id, index, tensor_id in rows("SELECT operation_id, output_index, tensor_id FROM output_tensors{where}", "output_tensors"):
-            outputs.setdefault(op_id, {})[index] = tensor_id
-        return [
-            _Op(op_id, name or "", outputs.get(op_id, {}))
-            for op_id, name in rows("SELECT operation_id, name FROM operations{where} ORDER BY operation_id", "operations")
-        ]
+def _operations(graph: TensorGraph) -> list[_Op]:
+    """The operations of a rank's graph in id order with their outputs."""
+    return [_Op(op_id, name, graph.outputs.get(op_id, {})) for op_id, name in sorted(graph.names.items())]
 
 
 def _match(ops_a: list[_Op], ops_b: list[_Op]) -> tuple[list[tuple[_Op, _Op]], str]:
@@ -144,20 +179,25 @@ def _match(ops_a: list[_Op], ops_b: list[_Op]) -> tuple[list[tuple[_Op, _Op]], s
 
 
 def _compare_output(
-    a: "Report", b: "Report", op_a: _Op, op_b: _Op, index: int, rank: int, rtol: float, atol: float, pcc: float
+    a: "Report", b: "Report", graph_a: TensorGraph, op_a: _Op, op_b: _Op, index: int, rank: int, policy: Policy
 ) -> RunRow:
-    """The row of one matched output: the headline figures and flags beside the full metrics, or why it was not
+    """The row of one matched output: the headline figures, the verdict and the full metrics, or why it was not
     compared (a tensor not stored, or one that cannot be assembled)."""
     ta, tb = op_a.outputs[index], op_b.outputs[index]
     row = RunRow(op_a.operation_id, op_b.operation_id, op_a.name, index, ta, tb)
     missing = [side for side, report, tensor_id in (("A", a, ta), ("B", b, tb)) if not report.has_tensor(tensor_id, rank)]
     if missing:
         return replace(row, status="tensor not stored in " + " and ".join(missing))
+    dtype = judged_dtype(a, graph_a, ta, rank)
+    rtol, atol = policy.tolerances(op_a.name, dtype)
     try:  # window by window: memory stays bounded by a few windows whatever the tensors' size
-        metrics = compare_stored(b, tb, a, ta, rank, rtol=rtol, atol=atol, pcc=pcc)
+        metrics = compare_stored(b, tb, a, ta, rank, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op_a.name, dtype))
     except ReportDBError as exc:
         return replace(row, status=f"not compared: {exc}")
+    verdict = policy.judge(metrics, op=op_a.name, dtype=dtype)
+    name = "identical" if metrics.bitwise_equal else "within_tolerance" if verdict.passed else "diverges"
     return replace(
         row, shape=metrics.shape_a, pcc=metrics.pcc, max_abs_error=metrics.max_abs_error, ulp_max=metrics.ulp_max,
-        flags=metrics.flags, passed=metrics.passed, metrics=metrics,
+        flags=metrics.flags, passed=name != "diverges", metrics=metrics, verdict=name,
+        failed=() if name == "identical" else verdict.failed,
     )  # fmt: skip

@@ -1,0 +1,103 @@
+"""The operations of a report as a graph of tensors: which operation produced each tensor, which consume it, and the
+dtype a policy judges it by. Read from the report tables (``operations``, ``input_tensors``, ``output_tensors``,
+``tensors``) of every report age: a missing table or column reads as empty, never as an error.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+
+def table_columns(conn: Any, table: str) -> set[str]:
+    """The columns a report table has (none when it is absent): older reports lack ``rank`` and some tables."""
+    return {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({table})")}
+
+
+def ranked_rows(conn: Any, sql: str, table: str, rank: int) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (its ``{where}`` replaced by a rank filter when ``table`` has a ``rank`` column), none when
+    ``table`` is absent; reports without a ``rank`` column hold one rank."""
+    columns = table_columns(conn, table)
+    if not columns:
+        return []
+    ranked = "rank" in columns
+    sql = sql.format(where=" WHERE rank=?" if ranked else "")
+    return [tuple(r) for r in conn.exec_driver_sql(sql, (rank,) if ranked else ())]
+
+
+@dataclass
+class TensorGraph:
+    """One rank of a report: operation names in id order, each tensor's producer (operation id, output index), the
+    operations consuming it, and each tensor's dtype as recorded (``DataType.BFLOAT8_B``), where the report says."""
+
+    names: dict[int, str] = field(default_factory=dict)
+    producer: dict[int, tuple[int, int]] = field(default_factory=dict)
+    consumers: dict[int, list[int]] = field(default_factory=dict)
+    inputs: dict[int, list[int]] = field(default_factory=dict)
+    outputs: dict[int, dict[int, int]] = field(default_factory=dict)
+    dtypes: dict[int, str] = field(default_factory=dict)
+
+    def op_name(self, tensor_id: int) -> str | None:
+        """The name of the operation that produced ``tensor_id``, None when no operation lists it as an output."""
+        made = self.producer.get(tensor_id)
+        return None if made is None else self.names.get(made[0])
+
+    def order(self, tensor_id: int) -> tuple[int, int]:
+        """The execution-order key of a tensor: its producer's id and output index (unproduced tensors last)."""
+        return self.producer.get(tensor_id, (1 << 62, tensor_id))
+
+
+def tensor_graph(report: "Report", rank: int = 0) -> TensorGraph:
+    """The graph of one rank of ``report`` (see :class:`TensorGraph`)."""
+    graph = TensorGraph()
+    with report.session() as session:
+        conn = session.connection()
+        for op_id, name in ranked_rows(conn, "SELECT operation_id, name FROM operations{where} ORDER BY operation_id",
+                                       "operations", rank):  # fmt: skip
+            graph.names[int(op_id)] = name or ""
+        for op_id, index, tensor_id in ranked_rows(
+            conn, "SELECT operation_id, output_index, tensor_id FROM output_tensors{where}", "output_tensors", rank
+        ):
+            graph.outputs.setdefault(int(op_id), {})[int(index)] = int(tensor_id)
+            graph.producer.setdefault(int(tensor_id), (int(op_id), int(index)))
+        for op_id, _index, tensor_id in ranked_rows(
+            conn, "SELECT operation_id, input_index, tensor_id FROM input_tensors{where} ORDER BY operation_id, input_index",
+            "input_tensors", rank,
+        ):  # fmt: skip
+            graph.inputs.setdefault(int(op_id), []).append(int(tensor_id))
+            users = graph.consumers.setdefault(int(tensor_id), [])
+            if int(op_id) not in users:
+                users.append(int(op_id))
+        if "dtype" in table_columns(conn, "tensors"):
+            for tensor_id, dtype in ranked_rows(conn, "SELECT tensor_id, dtype FROM tensors{where}", "tensors", rank):
+                if dtype:
+                    graph.dtypes[int(tensor_id)] = str(dtype)
+    return graph
+
+
+def judged_dtype(report: "Report", graph: TensorGraph, tensor_id: int, rank: int) -> str:
+    """The dtype a policy judges a stored tensor by: the hardware dtype where known (BFLOAT8_B stays BFLOAT8_B although
+    its values are stored as bfloat16), else the stored one."""
+    recorded = graph.dtypes.get(tensor_id)
+    if recorded:
+        return recorded
+    info = report.tensor_info(tensor_id, rank)
+    return info.spec.ttnn_dtype or info.dtype
+
+
+@contextmanager
+def opened(report: "Report | str | Path") -> Iterator["Report"]:
+    """The report itself, or the report at a path opened for reading (and closed afterwards): the analysis functions
+    take either, as ``verify`` and ``migrate`` take paths."""
+    if isinstance(report, (str, Path)):
+        from ..report import open as open_report
+
+        with open_report(report, "r") as opened_report:
+            yield opened_report
+    else:
+        yield report

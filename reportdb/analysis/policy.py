@@ -1,0 +1,328 @@
+"""One tolerance policy decides every pass/fail verdict: in the CLI, the Python API, the page and the team store.
+
+A policy is a list of rules matched in order by operation name (a glob) and dtype, each holding criteria; an output
+is judged by the first rule that matches it, else by its dtype's defaults. All of a rule's criteria must hold, and
+whatever the criteria, a shape change or a NaN/Inf where the other side has none fails (``"shape"``, ``"nonfinite"``).
+
+Criteria (each optional): ``pcc`` (the minimum Pearson correlation), ``rtol``/``atol`` with ``max_mismatch_fraction``
+(at most that fraction of elements outside ``|a - b| <= atol + rtol * |b|``; 0 when only rtol/atol are given),
+``max_abs_error``, ``max_ulp`` (in the coarser dtype's units in the last place) and ``sqnr_db`` (the minimum of
+10 log10 of the golden's energy over the error's).
+
+Dtype-aware defaults, derived from each dtype's precision (``p`` significand bits counting the leading one, so
+``eps = 2**(1-p)``: float32 2^-23, bfloat16 2^-7, BFLOAT8_B 2^-6, BFLOAT4_B 2^-2 relative to its block's largest
+value, since a block float's 16 values share one exponent and store sign + p bits each):
+
+* ``rtol = max(2 eps, 1e-5)``, ``atol = eps``: two results that each round to the nearest value differ by up to
+  one ``eps`` relative; a second one allows reassociation. float32 keeps numpy's 1e-5 (about 84 float32 ulps):
+  device float32 runs at reduced-fidelity multiplies and other summation orders. These count ``allclose`` mismatches
+  for every comparison but are only a criterion where a rule asks (with ``max_mismatch_fraction``), because an
+  absolute ``atol`` depends on the tensor's scale: a bfloat16 matmul whose outputs are ~64 has errors of ~0.25 on
+  its near-zero outputs, and the element-wise test would fail a correct result.
+* ``pcc = 0.99``, ttnn's comparison-mode default, except BFLOAT4_B, whose 3 bits alone cost about 0.01 of PCC on a
+  Gaussian tensor (its rounding SQNR is ~15 dB): 0.97.
+* ``sqnr_db = min(6.02 p + 4.77 - 30, 30)`` (None when not positive): ``6.02 p + 4.77`` dB is the SQNR of rounding a
+  value to ``p`` bits once (relative error uniform in +-eps/2); the default allows 1000x (30 dB) that error energy for
+  the accumulation of a chain of operations, capped at 30 dB (PCC ~0.9995 for noise-like error) for float32, whose
+  device results are not IEEE-exact. bfloat16: 22.9 dB; block floats lose ~8 dB to the shared exponent first
+  (BFLOAT8_B: 9 dB; BFLOAT4_B: none, PCC alone judges). Scale-free like PCC, SQNR also sees a scale or offset
+  error and an error confined to a few elements: a sign-flipped 64x64 block of a 256x256 tensor has PCC 0.875 but
+  a 32x32 block of a 1024x1024 one 0.998 (SQNR 24 dB) -- a rule with ``max_mismatch_fraction`` catches that.
+* integers (and bool): exact: ``rtol = atol = 0`` and ``max_mismatch_fraction = 0``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import ComparisonError, ReportDBError
+from ..results import Result
+
+if TYPE_CHECKING:
+    from ..numeric.metrics import Comparison
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10
+    import tomli as tomllib
+
+
+class PolicyError(ReportDBError, ValueError):
+    """A tolerance policy file (or object) that cannot be used: the message names the file and line."""
+
+
+#: Significand bits (counting the leading one) of each float dtype, by canonical name.
+_SIGNIFICAND_BITS = {
+    "FLOAT64": 53, "FLOAT32": 24, "FLOAT16": 11, "BFLOAT16": 8, "BFLOAT8_B": 7, "BFLOAT4_B": 3,
+    "FLOAT8_E4M3FN": 4, "FLOAT8_E5M2": 3,
+}  # fmt: skip
+_BLOCK_FLOATS = {"BFLOAT8_B", "BFLOAT4_B"}
+_BLOCK_EXPONENT_LOSS_DB = 8.0
+_INTEGERS = {"BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "INTEGER"}
+_CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db")
+
+
+def canonical_dtype(dtype: str | None) -> str:
+    """A dtype name as policies match it: ttnn's and reportdb's spellings alike (``DataType.BFLOAT16``, ``bfloat16``,
+    ``BFLOAT16``) become the upper-case ttnn name; None or "" becomes ``"UNKNOWN"``."""
+    if not dtype:
+        return "UNKNOWN"
+    name = str(dtype).strip().rsplit(".", 1)[-1].upper()
+    return name
+
+
+@dataclass(frozen=True)
+class Criteria(Result):
+    """What a verdict requires (each None: not a criterion; see the module docstring for each one's meaning)."""
+
+    pcc: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    max_abs_error: float | None = None
+    max_ulp: float | None = None
+    max_mismatch_fraction: float | None = None
+    sqnr_db: float | None = None
+
+    @property
+    def checks_allclose(self) -> bool:
+        """Whether the element-wise ``|a - b| <= atol + rtol |b|`` test is a criterion here."""
+        return self.rtol is not None or self.atol is not None or self.max_mismatch_fraction is not None
+
+
+@dataclass(frozen=True)
+class Verdict(Result):
+    """A comparison judged by a policy: whether it passed, the names of the criteria that failed (``"shape"`` and
+    ``"nonfinite"`` besides the criteria's own names) and the criteria applied."""
+
+    passed: bool
+    failed: tuple[str, ...]
+    criteria: Criteria
+
+
+def dtype_defaults(dtype: str | None) -> tuple[Criteria, tuple[float, float]]:
+    """The default criteria of a dtype and the (rtol, atol) its allclose counts use (see the module docstring)."""
+    name = canonical_dtype(dtype)
+    if name in _INTEGERS:
+        return Criteria(rtol=0.0, atol=0.0, max_mismatch_fraction=0.0), (0.0, 0.0)
+    bits = _SIGNIFICAND_BITS.get(name, 24)  # an unknown float dtype is held to float32's defaults
+    eps = 2.0 ** (1 - bits)
+    sqnr = min(6.02 * bits + 4.77 - 30.0 - (_BLOCK_EXPONENT_LOSS_DB if name in _BLOCK_FLOATS else 0.0), 30.0)
+    criteria = Criteria(pcc=0.97 if name == "BFLOAT4_B" else 0.99, sqnr_db=round(sqnr, 2) if sqnr > 0 else None)
+    return criteria, (max(2 * eps, 1e-5), eps)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ``[[rules]]`` table: an operation-name glob, an optional dtype, the criteria, and where it was written."""
+
+    op: str
+    dtype: str | None
+    criteria: Criteria
+    source: str = ""
+
+    def matches(self, op: str | None, dtype: str) -> bool:
+        """Whether this rule applies to an output of operation ``op`` (None: unknown, matched by ``*`` only)."""
+        if self.dtype is not None and canonical_dtype(self.dtype) != canonical_dtype(dtype):
+            return False
+        return fnmatch.fnmatchcase(op or "", self.op) if op is not None else self.op == "*"
+
+
+class Policy:
+    """Rules matched in order, then the dtype-aware defaults; see the module docstring."""
+
+    def __init__(
+        self, rules: tuple[Rule, ...] = (), *, source: str | None = None, overrides: Criteria | None = None
+    ) -> None:
+        self.rules = tuple(rules)
+        self.source = source
+        self.overrides = overrides
+
+    def __repr__(self) -> str:
+        extra = f", overridden by {self.overrides}" if self.overrides else ""
+        return f"Policy({len(self.rules)} rules from {self.source or 'defaults'}{extra})"
+
+    def with_overrides(self, *, rtol: float | None = None, atol: float | None = None, pcc: float | None = None) -> Policy:
+        """This policy with the criteria given here replacing every rule's and default's (a command line's
+        ``--rtol/--atol/--pcc``); None leaves a criterion as the policy has it."""
+        given = {k: float(v) for k, v in (("rtol", rtol), ("atol", atol), ("pcc", pcc)) if v is not None}
+        if not given:
+            return self
+        table = _rule({"op": "*", **given}, "the tolerances given")  # the same checks as a file's values
+        merged = {**({} if self.overrides is None else self.overrides.to_dict()), **table.criteria.to_dict()}
+        return Policy(self.rules, source=self.source, overrides=Criteria(**{k: v for k, v in merged.items() if v is not None}))
+
+    @classmethod
+    def default(cls) -> Policy:
+        """The dtype-aware defaults alone, the same in the API, the CLI and the page."""
+        return cls()
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        """Read a TOML policy file; PolicyError naming the file (and the line) when it cannot be used."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyError(f"{path}: cannot read the policy file ({exc})") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"{path}: not valid TOML: {exc}") from None
+        return cls.from_dict(data, source=str(path), lines=_rule_lines(text))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "policy", lines: list[int] | None = None) -> Policy:
+        """A policy from parsed TOML (``{"rules": [{"op": ..., "dtype": ..., criteria...}, ...]}``)."""
+        unknown = set(data) - {"rules"}
+        if unknown:
+            raise PolicyError(f"{source}: unknown top-level key {sorted(unknown)[0]!r}; a policy holds [[rules]] tables")
+        raw = data.get("rules", [])
+        if not isinstance(raw, list):
+            raise PolicyError(f"{source}: 'rules' must be an array of tables ([[rules]])")
+        rules = []
+        for i, table in enumerate(raw):
+            where = f"{source}, line {lines[i]}" if lines is not None and i < len(lines) else f"{source}, rule {i + 1}"
+            rules.append(_rule(table, where))
+        return cls(tuple(rules), source=source)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rules as JSON-ready data (the form ``from_dict`` reads)."""
+        return {"rules": [
+            {"op": r.op, **({"dtype": r.dtype} if r.dtype else {}),
+             **{k: v for k, v in r.criteria.to_dict().items() if v is not None}}
+            for r in self.rules
+        ]}  # fmt: skip
+
+    def rule_for(self, op: str | None, dtype: str) -> Rule | None:
+        """The first rule matching ``op`` and ``dtype``, None when the defaults apply."""
+        return next((r for r in self.rules if r.matches(op, dtype)), None)
+
+    def criteria_for(self, op: str | None, dtype: str) -> Criteria:
+        """The criteria of the first matching rule, else the dtype's defaults."""
+        rule = self.rule_for(op, dtype)
+        criteria = rule.criteria if rule is not None else dtype_defaults(dtype)[0]
+        if self.overrides is None:
+            return criteria
+        return replace(criteria, **{k: v for k, v in self.overrides.to_dict().items() if v is not None})
+
+    def tolerances(self, op: str | None, dtype: str) -> tuple[float, float]:
+        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's."""
+        criteria = self.criteria_for(op, dtype)
+        rtol, atol = dtype_defaults(dtype)[1]
+        return (rtol if criteria.rtol is None else criteria.rtol, atol if criteria.atol is None else criteria.atol)
+
+    def pcc_threshold(self, op: str | None, dtype: str) -> float:
+        """The PCC threshold a comparison's own ``passed`` uses: the criteria's, else 0.99."""
+        pcc = self.criteria_for(op, dtype).pcc
+        return 0.99 if pcc is None else pcc
+
+    def judge(self, comparison: "Comparison", *, op: str | None, dtype: str) -> Verdict:
+        """Judge a comparison (made at :meth:`tolerances`, as every reportdb comparison under a policy is).
+
+        ComparisonError when an element-wise criterion applies but the comparison counted its mismatches at other
+        tolerances: its count would not answer the policy's question.
+        """
+        criteria = self.criteria_for(op, dtype)
+        if comparison.shape_mismatch:
+            return Verdict(False, ("shape",), criteria)
+        failed: list[str] = []
+        if comparison.nonfinite_mismatch:
+            failed.append("nonfinite")
+        if criteria.checks_allclose:
+            rtol, atol = self.tolerances(op, dtype)
+            if not (math.isclose(comparison.rtol, rtol) and math.isclose(comparison.atol, atol, abs_tol=1e-300)):
+                raise ComparisonError(
+                    f"the comparison counted mismatches at rtol={comparison.rtol}, atol={comparison.atol}; the policy "
+                    f"asks for rtol={rtol}, atol={atol}: compare at policy.tolerances(op, dtype)"
+                )
+        failed.extend(_failed_criteria(comparison, criteria))
+        return Verdict(not failed, tuple(failed), criteria)
+
+
+def _failed_criteria(m: "Comparison", c: Criteria) -> list[str]:
+    """The names of the criteria ``m`` fails (shape and non-finite checks aside)."""
+    failed = []
+    count = m.count or 0
+    if c.pcc is not None:
+        ok = m.pcc >= c.pcc if m.pcc is not None else not m.allclose_mismatches  # constant input: judged by values
+        if not ok:
+            failed.append("pcc")
+    if c.checks_allclose:
+        allowed = (c.max_mismatch_fraction or 0.0) * count
+        if (m.allclose_mismatches or 0) > allowed:
+            failed.append("max_mismatch_fraction" if c.max_mismatch_fraction else "rtol/atol")
+    if c.max_abs_error is not None and (m.max_abs_error or 0.0) > c.max_abs_error:
+        failed.append("max_abs_error")
+    if c.max_ulp is not None and (m.ulp_max or 0) > c.max_ulp:
+        failed.append("max_ulp")
+    if c.sqnr_db is not None and count:
+        sqnr = getattr(m, "sqnr_db", None)
+        if sqnr is None:  # undefined: no error at all (passes), or a zero golden with errors (fails)
+            ok = not m.max_abs_error
+        else:
+            ok = sqnr >= c.sqnr_db
+        if not ok:
+            failed.append("sqnr_db")
+    return failed
+
+
+_RULE_HEADER = re.compile(r"^\s*\[\[\s*rules\s*\]\]")
+
+
+def _rule_lines(text: str) -> list[int]:
+    """The 1-based line of each ``[[rules]]`` header, in order, so errors can name the line of a bad rule."""
+    return [i for i, line in enumerate(text.splitlines(), 1) if _RULE_HEADER.match(line)]
+
+
+def _rule(table: Any, where: str) -> Rule:
+    """One rule from its TOML table; PolicyError naming ``where`` when a key or value is wrong."""
+    if not isinstance(table, dict):
+        raise PolicyError(f"{where}: a rule must be a table")
+    unknown = set(table) - {"op", "dtype", *_CRITERIA}
+    if unknown:
+        raise PolicyError(
+            f"{where}: unknown key {sorted(unknown)[0]!r}; a rule has op, dtype and criteria {', '.join(_CRITERIA)}"
+        )
+    op = table.get("op", "*")
+    dtype = table.get("dtype")
+    if not isinstance(op, str) or not op:
+        raise PolicyError(f"{where}: 'op' must be a non-empty glob string, like \"ttnn.matmul\" or \"*\"")
+    if dtype is not None and not isinstance(dtype, str):
+        raise PolicyError(f"{where}: 'dtype' must be a string, like \"BFLOAT16\"")
+    values: dict[str, float] = {}
+    for key in _CRITERIA:
+        if key not in table:
+            continue
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise PolicyError(f"{where}: {key} must be a finite number, not {value!r}")
+        if key == "pcc" and not -1.0 <= value <= 1.0:
+            raise PolicyError(f"{where}: pcc must lie in [-1, 1], not {value!r}")
+        if key not in ("pcc", "sqnr_db") and value < 0:
+            raise PolicyError(f"{where}: {key} must be >= 0, not {value!r}")
+        if key == "max_mismatch_fraction" and value > 1:
+            raise PolicyError(f"{where}: max_mismatch_fraction is a fraction in [0, 1], not {value!r}")
+        values[key] = float(value)
+    if not values:
+        raise PolicyError(f"{where}: the rule has no criteria; give any of {', '.join(_CRITERIA)}")
+    return Rule(op, dtype, Criteria(**values), where)
+
+
+def as_policy(policy: "Policy | str | Path | None") -> Policy:
+    """A policy object from what the API accepts: a Policy, a TOML file's path, or None for the defaults."""
+    if policy is None:
+        return Policy.default()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, (str, Path)):
+        return Policy.load(policy)
+    raise PolicyError(f"a policy is a reportdb Policy or a TOML file's path, not {type(policy).__name__}")
+
+
+__all__ = ["Criteria", "Policy", "PolicyError", "Rule", "Verdict", "as_policy", "canonical_dtype", "dtype_defaults"]

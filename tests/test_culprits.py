@@ -1,0 +1,120 @@
+"""Culprits and victims: on a report where one operation is wrong by itself and the ones after it inherit the error
+(local and global records), on the same report with global records only, and on the real fixture reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reportdb
+
+from conftest import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _chain(path: Path, *, local: bool) -> Path:
+    """Five float32 operations in a chain: 1 and 2 close to golden, 3 wrong by itself (a flipped quarter), 4 doubles
+    its input and 5 adds one, exactly, so they inherit op 3's error. Device outputs are tensors 1-5, local goldens
+    101-105 (the op applied to the device's input), global goldens 201-205 (the golden chain from the start)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    noise = lambda: rng.standard_normal((64, 64)).astype(np.float32) * 1e-4  # noqa: E731
+    steps = [np.tanh, np.sin, lambda v: v * 3, lambda v: v * 2, lambda v: v + 1]
+    device, local_golden, global_golden = {}, {}, {}
+    prev_device, prev_golden = x, x
+    for k, step in enumerate(steps, 1):
+        local_golden[k] = step(prev_device).astype(np.float32)
+        global_golden[k] = step(prev_golden).astype(np.float32)
+        out = local_golden[k] + (noise() if k <= 2 else 0)
+        if k == 3:
+            out = out.copy()
+            out[:32, :32] *= -1
+        device[k] = out.astype(np.float32)
+        prev_device, prev_golden = device[k], global_golden[k]
+    with reportdb.Writer(path) as w:
+        w.put_tensor(0, x, ttnn_dtype="FLOAT32")
+        for k in range(1, 6):
+            w.put_tensor(k, device[k], ttnn_dtype="FLOAT32")
+            w.put_tensor(100 + k, local_golden[k])
+            w.put_tensor(200 + k, global_golden[k])
+            w.add_operation(k, f"ttnn.step{k}", inputs=[k - 1], outputs=[k])
+        record = lambda t, g: {"tensor_id": t, "golden_tensor_id": g, "desired_pcc": 0.99}  # noqa: E731
+        if local:
+            w.add_rows("local_tensor_comparison_records", [record(k, 100 + k) for k in range(1, 6)])
+        w.add_rows("global_tensor_comparison_records", [record(k, 200 + k) for k in range(1, 6)])
+    return path
+
+
+def _roles(result: reportdb.GoldenComparison, kind: str) -> dict[int, str | None]:
+    return {r.tensor_id: r.role for r in result if r.kind == kind}
+
+
+def test_the_op_wrong_by_itself_is_the_culprit_and_the_later_ones_victims(tmp_path: Path) -> None:
+    result = reportdb.compare_golden(_chain(tmp_path / "r", local=True))  # a path
+    assert not result.global_only
+    expected = {1: "pass", 2: "pass", 3: "culprit", 4: "victim", 5: "victim"}
+    assert _roles(result, "local") == _roles(result, "global") == expected
+    local = {r.tensor_id: r for r in result if r.kind == "local"}
+    assert [local[k].verdict for k in range(1, 6)] == ["pass", "pass", "fail", "pass", "pass"]
+    glob = {r.tensor_id: r for r in result if r.kind == "global"}
+    assert [glob[k].verdict for k in range(1, 6)] == ["pass", "pass", "fail", "fail", "fail"]
+    assert result.first_culprit == reportdb.Culprit(3, 3, "ttnn.step3", 0)
+    assert result.counts()["culprits"] == 1 and result.counts()["victims"] == 2
+    ranked = result.ranked()
+    assert (ranked[0].tensor_id, ranked[0].kind) == (3, "local")  # worst-first by local error: the culprit leads
+    assert all(r.tensor_id != 4 for r in ranked[:2])
+
+
+def test_global_records_only_rank_by_where_the_error_grows(tmp_path: Path) -> None:
+    result = reportdb.compare_golden(_chain(tmp_path / "r", local=False))
+    assert result.global_only
+    assert _roles(result, "global") == {1: "pass", 2: "pass", 3: "culprit", 4: "victim", 5: "victim"}
+    growth = {r.tensor_id: r.error_growth_db for r in result}
+    assert growth[3] is not None and growth[3] > 40  # error ~1e-8 of the energy before, ~0.25 after
+    assert growth[4] == pytest.approx(0.0, abs=0.01)  # doubling keeps the error's share
+    assert growth[5] is not None and growth[5] < 0  # adding one grows the golden's energy, not the error
+    assert result.first_culprit is not None and result.first_culprit.operation_id == 3
+    assert result.ranked()[0].tensor_id == 3
+
+
+@pytest.mark.process
+def test_cli_golden_json_object(tmp_path: Path) -> None:
+    path = _chain(tmp_path / "r", local=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "reportdb", "compare", str(path), "--golden", "--json"],
+                         capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)
+    assert data["first_culprit"] == {"operation_id": 3, "tensor_id": 3, "name": "ttnn.step3", "rank": 0}
+    assert [r["role"] for r in data["records"] if r["kind"] == "global"] == ["pass", "pass", "culprit", "victim", "victim"]
+    assert data["records"][2]["failed"] == ["pcc", "sqnr_db"] and data["global_only"] is False
+    text = subprocess.run([sys.executable, "-m", "reportdb", "compare", str(path), "--golden"],
+                          capture_output=True, text=True, timeout=300, env=env).stdout  # fmt: skip
+    assert "first culprit: operation 3 ttnn.step3 (tensor 3)" in text and "[victim]" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "first"),
+    [("ttnn-0.64.5-report-tensorbin", (3, 7, "ttnn.embedding")), ("ttnn-0.62.2-bin", (4, 10, "ttnn.linear"))],
+)
+def test_real_fixture_reports(tmp_path: Path, name: str, first: tuple[int, int, str]) -> None:
+    migrated = tmp_path / "report"
+    reportdb.migrate(FIXTURES / name / "report", migrated)
+    result = reportdb.compare_golden(migrated, store=False)
+    assert result.first_culprit is not None
+    assert (result.first_culprit.operation_id, result.first_culprit.tensor_id, result.first_culprit.name) == first
+    for r in result:
+        if r.metrics is None:
+            assert r.role is None and r.verdict is None
+            continue
+        assert r.role in ("culprit", "pass")  # these runs' local and global records are the same pairs
+        assert (r.role == "culprit") == (r.verdict == "fail")
+        if r.recorded_matches is not None:  # ttnn judged by PCC alone; so does the policy here, with SQNR besides
+            assert r.recorded_matches == (r.verdict == "pass")
