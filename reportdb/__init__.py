@@ -92,6 +92,9 @@ _LAZY = {
     "Culprit": "reportdb.analysis.culprits",
     "operation_context": "reportdb.analysis.ops",
     "OperationContext": "reportdb.analysis.ops",
+    "replay": "reportdb.analysis.replay",
+    "ReplayResult": "reportdb.analysis.replay",
+    "ReplayRow": "reportdb.analysis.replay",
 }
 
 _ERRORS = [

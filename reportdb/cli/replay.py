@@ -1,0 +1,67 @@
+"""``reportdb replay``: every operation's reference computed from its stored device inputs, judged against its output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+import reportdb
+from reportdb.cli.common import _echo, _emit, _friendly, _migrate_hint, _not_migrated, _num, cli
+
+
+@cli.command(name="replay")
+@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path))
+@click.option("--ops", "ops_glob", metavar="GLOB", help="Only operations whose name matches (e.g. 'ttnn.matmul', 'ttnn.*norm').")
+@click.option(
+    "--policy", "policy_path", type=click.Path(path_type=Path),
+    help="A tolerance policy (TOML [[rules]] with op, dtype and criteria); default: the dtype-aware defaults.",
+)
+@click.option("--rank", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (printed in full whatever the exit status).")
+@_friendly
+def replay_(report_path: Path, ops_glob: str | None, policy_path: Path | None, rank: int, as_json: bool) -> None:
+    """Replay each operation on the inputs the device had: its reference output against its stored output.
+
+    The isolated (local) error of every operation whose inputs and output are stored, with no comparison mode:
+    an operation wrong by itself fails, the ones after it are judged on their own device inputs. Reads the
+    report only. Exit status 0 when every compared operation passes its policy, 1 when one fails or on an
+    error. Operations without a reference, with arguments no reference reads (named) or with values not
+    stored are listed, not failed.
+
+    \b
+    Examples:
+        reportdb replay reports/1234
+        reportdb replay reports/1234 --ops 'ttnn.matmul' --policy tolerances.toml --json
+    """
+    policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
+    if as_json:
+        result = reportdb.replay(report_path, ops=ops_glob, policy=policy, rank=rank)
+        _emit(result.to_dict())
+        if result.first_failure is not None:
+            raise click.exceptions.Exit(1)
+        return
+    from reportdb.analysis.replay import iter_replay
+
+    _echo(f"{'op':>6}  {'name':<28}{'status':<23}{'pcc':>12}{'max abs err':>13}{'ulp max':>9}  result")
+    first = None
+    counts = dict.fromkeys(("compared", "no_reference", "missing_inputs", "unsupported_arguments"), 0)
+    for row in iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank):  # printed as each is replayed
+        counts[row.status] += 1
+        m = row.metrics
+        if m is None:
+            result = ", ".join(row.unsupported) if row.unsupported else row.detail
+        else:
+            result = "pass" if row.passed else "FAIL " + ",".join(row.failed)
+        if row.passed is False and first is None:
+            first = row
+        _echo(f"{row.operation_id:>6}  {row.name[:27]:<28}{row.status:<23}{_num(m.pcc if m else None):>12}"
+              f"{_num(m.max_abs_error if m else None):>13}{_num(m.ulp_max if m else None):>9}  {result}")
+    _echo("first failure: " + ("none" if first is None else f"operation {first.operation_id} {first.name}"))
+    _echo(", ".join(f"{n} {status}" for status, n in counts.items()))
+    if counts["compared"] == 0 and counts["missing_inputs"]:
+        pending = _not_migrated(report_path)
+        if pending:
+            _echo(f"reportdb: {_migrate_hint(report_path, pending)}", err=True)
+    if first is not None:
+        raise click.exceptions.Exit(1)
