@@ -50,6 +50,7 @@ from .errors import (  # every error class, so callers can catch each by name
     UnsafeFolderError,
     UnsafePickleError,
     UnsafeReportError,
+    UnsupportedArgumentsError,
     UnsupportedDTypeError,
     VerificationError,
     WriterError,
@@ -95,6 +96,7 @@ _LAZY = {
     "replay": "reportdb.analysis.replay",
     "ReplayResult": "reportdb.analysis.replay",
     "ReplayRow": "reportdb.analysis.replay",
+    "make_repro": "reportdb.analysis.repro",
 }
 
 _ERRORS = [
@@ -104,7 +106,7 @@ _ERRORS = [
     "QueryTimeoutError", "ReadOnlyError", "ReportDBError", "ReportExistsError", "ReportLockedError", "ReportNotFoundError", "RowError",
     "RowsRefusedError", "SchemaError", "SchemaTooNewError", "SpecError", "StatsError", "TensorExistsError",
     "TeamStoreError", "TensorNotFoundError", "TtnnError", "UnreadableTensorFileError", "UnsafeFolderError", "UnsafePickleError",
-    "UnsafeReportError", "UnsupportedDTypeError", "VerificationError", "WriterError",
+    "UnsafeReportError", "UnsupportedArgumentsError", "UnsupportedDTypeError", "VerificationError", "WriterError",
 ]
 
 __all__ = ["__version__", *_LAZY, *_ERRORS]

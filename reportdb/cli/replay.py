@@ -65,3 +65,29 @@ def replay_(report_path: Path, ops_glob: str | None, policy_path: Path | None, r
             _echo(f"reportdb: {_migrate_hint(report_path, pending)}", err=True)
     if first is not None:
         raise click.exceptions.Exit(1)
+
+
+@cli.command(name="repro")
+@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path))
+@click.argument("operation_id", metavar="OP_ID", type=int)
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path), help="The new folder (default: ./repro-OP_ID).")
+@click.option(
+    "--policy", "policy_path", type=click.Path(path_type=Path),
+    help="A tolerance policy (TOML [[rules]] with op, dtype and criteria); default: the dtype-aware defaults.",
+)
+@click.option("--rank", type=int, default=0, show_default=True)
+@_friendly
+def repro_(report_path: Path, operation_id: int, out: Path | None, policy_path: Path | None, rank: int) -> None:
+    """Write one operation as a folder that reproduces its verdict anywhere (numpy, ml_dtypes, pytest).
+
+    The folder holds its stored inputs and device output (.npy, dtype kept), its arguments, the reference
+    output, the policy's criteria, a README and test_repro.py, which fails exactly when the operation fails
+    its policy. Reads the report only.
+
+    \b
+    Example:
+        reportdb repro reports/1234 17 -o repro-17 && cd repro-17 && python -m pytest -q
+    """
+    policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
+    folder = reportdb.make_repro(report_path, operation_id, out or Path(f"repro-{operation_id}"), policy=policy, rank=rank)
+    _echo(f"wrote {folder} (run `python -m pytest` in it)")

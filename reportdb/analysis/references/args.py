@@ -5,6 +5,9 @@ under its index (``"0"``, ``"1"``...) and of each keyword under its name; ttnn 0
 the same way (keywords first), tensors summarised as ``ttnn.Tensor(shape=..., tensor_id=N, ...)``, and ``arg_N`` for
 an operation C++ started with no Python record. This module turns those texts back into values, and refuses
 (:class:`UnsupportedArguments`) any text it cannot read: a reference is never fed a guess.
+
+The package imports nothing of reportdb beyond its error base class (and runs without it), so ``reportdb repro``
+can copy it into a folder that needs only numpy and ml_dtypes.
 """
 
 from __future__ import annotations
@@ -14,17 +17,16 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ...errors import InvalidArgumentError
+try:
+    from ...errors import UnsupportedArgumentsError as UnsupportedArguments
+except ImportError:  # a ``reportdb repro`` folder's copy of this package runs without reportdb: the same class there
 
+    def _init(self: ValueError, names: list[str], reason: str) -> None:
+        ValueError.__init__(self, f"unsupported arguments {', '.join(names)}: {reason}")
+        self.names = tuple(names)  # type: ignore[attr-defined]
+        self.reason = reason  # type: ignore[attr-defined]
 
-class UnsupportedArguments(InvalidArgumentError):
-    """An operation's recorded arguments (or inputs) that its reference cannot read or does not model; ``names``
-    lists each one, so replay can report them."""
-
-    def __init__(self, names: list[str], reason: str) -> None:
-        super().__init__(f"unsupported arguments {', '.join(names)}: {reason}")
-        self.names = tuple(names)
-        self.reason = reason
+    UnsupportedArguments = type("UnsupportedArguments", (ValueError,), {"__init__": _init})  # type: ignore[misc,assignment]
 
 
 _TENSOR_TEXT = re.compile(r"^\s*(?:ttnn\.Tensor|torch\.Tensor|Tensor)\(")
