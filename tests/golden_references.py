@@ -131,7 +131,10 @@ def main() -> None:
             db_args, db_kwargs = database.convert_arguments_to_strings(tt_args, tt_kwargs)
             rows["database"] = [[str(i), a] for i, a in enumerate(db_args)] + [[k, v] for k, v in db_kwargs.items()]
         golden = ttnn.get_golden_function(getattr(ttnn, op.split(".", 1)[1]))
-        output = golden(*walk(args, torch.from_numpy), **{k: walk(v, torch.from_numpy) for k, v in kwargs.items()})
+        def to_torch(array: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(array.copy())  # a golden may update its input in place (layer_norm's residual)
+
+        output = golden(*walk(args, to_torch), **{k: walk(v, to_torch) for k, v in kwargs.items()})
         result = output.detach().numpy() if output.dtype != torch.bfloat16 else output.float().numpy()
         np.savez(options.out / f"{n}.npz", golden=result, golden_dtype=np.array(str(output.dtype)),
                  **{f"input{i}": array for i, (_, array) in enumerate(inputs)})

@@ -87,13 +87,14 @@ def parse_float(text: str) -> float:
 
 
 def parse_ints(text: str) -> tuple[int, ...]:
-    """A sequence of integers: ``[0, 2, 1, 3]``, ``(1, 2)``, ``Shape([1, 32])``, ``ttnn.Shape([...])`` or one int."""
+    """A sequence of integers: ``[0, 2, 1, 3]``, ``(1, 2)``, ``Shape([1, 32])``, ``ttnn.Shape([...])``, one int, or
+    ``0, 2, 1, 3`` (ttnn 0.6x's ``database.py`` joins a list's elements with ", ", brackets dropped)."""
     value = text.strip()
     shape = re.fullmatch(r"(?:ttnn\.)?Shape\((.*)\)", value)
     if shape:
         value = shape.group(1).strip()
-    if re.fullmatch(r"[+-]?\d+", value):
-        return (int(value),)
+    if re.fullmatch(r"[+-]?\d+(?:\s*,\s*[+-]?\d+)*", value):  # one int, or ttnn 0.6x's list joined by ", "
+        return tuple(int(p) for p in value.split(","))
     inner = re.fullmatch(r"[\[(]\s*([+-]?\d+(?:\s*,\s*[+-]?\d+)*)?\s*,?\s*[\])]", value)
     if not inner:
         raise ValueError(f"not a sequence of integers: {text!r}")
