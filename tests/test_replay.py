@@ -134,3 +134,33 @@ def test_cli_table_json_and_exit_status(chain: Path, tmp_path: Path) -> None:
     bad.write_text("[[rules]]\nop = 3\n")
     refused = _cli(str(chain), "--policy", str(bad))
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "bad.toml" in refused.stderr
+
+
+def test_store_keeps_references_as_local_records(chain: Path, tmp_path: Path) -> None:
+    report = tmp_path / "stored.sqlite"
+    report.write_bytes(chain.read_bytes())
+    first = reportdb.replay(report, store=True)
+    again = reportdb.replay(report, store=True)  # a rerun reuses the references it stored
+    with reportdb.open(report) as rep, rep.connection() as conn:
+        rows = conn.execute("SELECT tensor_id, golden_tensor_id, passed, metrics FROM rdb_comparison WHERE kind='replay'"
+                            " ORDER BY tensor_id").fetchall()  # fmt: skip
+        local = conn.execute("SELECT tensor_id, golden_tensor_id, matches FROM local_tensor_comparison_records"
+                             " ORDER BY tensor_id").fetchall()  # fmt: skip
+        assert [(r[0], r[2]) for r in rows] == [(4, 1), (5, 1), (6, 0), (8, 1)]
+        assert [tuple(r) for r in local] == [(r[0], r[1], r[2]) for r in rows]
+        assert all(g > 10 for _, g, _, _ in rows) and len(rep.tensor_ids()) == 10 + 4
+        assert json.loads(rows[2][3])["replay"]["operation"] == "ttnn.softmax"
+        np.testing.assert_array_equal(rep.tensor(rows[0][1]), rep.tensor(rows[0][1]).astype(np.float32))
+    assert [r.passed for r in first.rows] == [r.passed for r in again.rows]
+    golden = reportdb.compare_golden(report)  # compare --golden reads the stored records back
+    local_results = {r.tensor_id: r for r in golden.records if r.kind == "local"}
+    assert {t: r.status for t, r in local_results.items()} == {4: "compared", 5: "compared", 6: "compared", 8: "compared"}
+    assert [local_results[t].verdict for t in (4, 5, 6, 8)] == ["pass", "pass", "fail", "pass"]
+
+
+def test_store_refuses_a_legacy_original(tmp_path: Path) -> None:
+    legacy = FIXTURES / "ttnn-0.62.2-bin" / "report"
+    before = (legacy / "db.sqlite").read_bytes()
+    with pytest.raises(reportdb.ReadOnlyError, match="migrate"):
+        reportdb.replay(legacy, store=True)
+    assert (legacy / "db.sqlite").read_bytes() == before

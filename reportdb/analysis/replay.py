@@ -10,6 +10,7 @@ one operation's inputs, output and reference at a time, whatever the report's si
 from __future__ import annotations
 
 import fnmatch
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -22,6 +23,7 @@ from ..results import Result, html_table
 from . import references
 from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
 from .policy import Policy, as_policy, canonical_dtype
+from .replay_store import ReplayStore
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -72,34 +74,55 @@ class ReplayResult(Result):
 
 
 def replay(
-    report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0
-) -> ReplayResult:
+    report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
+    store: bool = False,
+) -> ReplayResult:  # fmt: skip
     """Replay every operation of ``report`` (one ``rank``) whose name matches the glob ``ops`` (all when None): its
     reference from its stored inputs and recorded arguments against its stored output, judged by ``policy`` (a
-    Policy, a TOML file, or None for the dtype-aware defaults). See :func:`iter_replay` for one row at a time."""
-    rows = list(iter_replay(report, ops=ops, policy=policy, rank=rank))
+    Policy, a TOML file, or None for the dtype-aware defaults). With ``store`` the references and results are kept in
+    the report (:mod:`.replay_store`; a path is then opened with mode ``"a"``, a legacy original refused). See
+    :func:`iter_replay` for one row at a time."""
+    rows = list(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store))
     first = next((r for r in rows if r.passed is False), None)
     return ReplayResult(tuple(rows), first)
 
 
 def iter_replay(
-    report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0
-) -> Iterator[ReplayRow]:
+    report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
+    store: bool = False,
+) -> Iterator[ReplayRow]:  # fmt: skip
     """The rows of :func:`replay`, each as soon as its operation is replayed (execution order: operation id)."""
     judge = as_policy(policy)
-    with opened(report) as rep:
+    with _opened(report, store) as rep:
+        keeper = ReplayStore(rep, rank) if store else None
         graph = tensor_graph(rep, rank)
         arguments = _arguments(rep, rank)
         for op_id, name in sorted(graph.names.items()):
             if ops is not None and not fnmatch.fnmatchcase(name, ops):
                 continue
-            yield replay_operation(rep, graph, op_id, arguments.get(op_id, []), judge, rank)
+            yield replay_operation(rep, graph, op_id, arguments.get(op_id, []), judge, rank, keeper)
+
+
+@contextmanager
+def _opened(report: "Report | str | Path", store: bool) -> Iterator["Report"]:
+    """The report (a path opened for reading, or with mode ``"a"`` to store: a legacy original is refused first)."""
+    if not store or not isinstance(report, (str, Path)):
+        with opened(report) as rep:
+            yield rep
+        return
+    from ..report import open as open_report
+
+    with open_report(report, "r") as probe:
+        ReplayStore.check(probe, "r")
+    with open_report(report, "a") as rep:
+        yield rep
 
 
 def replay_operation(
-    report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int
-) -> ReplayRow:
-    """One operation's row (see :class:`ReplayRow`)."""
+    report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
+    keeper: ReplayStore | None = None,
+) -> ReplayRow:  # fmt: skip
+    """One operation's row (see :class:`ReplayRow`); ``keeper`` stores a compared one's reference and result."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     prepared = prepare(report, graph, op_id, arguments, rank)
     if isinstance(prepared, ReplayRow):
@@ -108,8 +131,11 @@ def replay_operation(
     device = report.tensor(output_id, rank)
     dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
     metrics, verdict = judged(policy, row.name, dtype, device, expected)
-    return replace(row, passed=verdict.passed, output_tensor_id=output_id, dtype=dtype, failed=verdict.failed,
-                   metrics=metrics)  # fmt: skip
+    row = replace(row, passed=verdict.passed, output_tensor_id=output_id, dtype=dtype, failed=verdict.failed,
+                  metrics=metrics)  # fmt: skip
+    if keeper is not None:
+        keeper.keep(row, expected, policy)
+    return row
 
 
 def judged(policy: Policy, op: str, dtype: str, device: np.ndarray, expected: np.ndarray) -> tuple[Comparison, Any]:
