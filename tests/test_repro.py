@@ -66,3 +66,26 @@ def test_copied_folder_fails_exactly_when_the_op_fails(chain: Path, tmp_path: Pa
     proc = run_copy(tmp_path / "r", tmp_path / "elsewhere")
     assert (proc.returncode == 0) == passes, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "2 passed" in proc.stdout if passes else "1 failed, 1 passed" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_copied_folder_runs_in_a_venv_with_only_numpy_ml_dtypes_and_pytest(chain: Path, tmp_path: Path) -> None:
+    """The issue's check as written: a venv holding numpy, ml_dtypes and pytest and nothing else runs the copies."""
+    from ttnn_env import EnvBuildError, EnvUnavailable, cached_venv
+
+    minor = f"{sys.version_info.major}{sys.version_info.minor}"
+    try:
+        python = cached_venv(f"repro-py{minor}-numpy-ml_dtypes-pytest", Path(sys.executable).resolve(),
+                             ["numpy", "ml_dtypes", "pytest"], "numpy, ml_dtypes and pytest")  # fmt: skip
+    except EnvUnavailable as exc:
+        pytest.skip(str(exc))
+    except EnvBuildError as exc:
+        pytest.fail(str(exc))
+    for op_id, passes in ((3, False), (1, True)):
+        folder = reportdb.make_repro(chain, op_id, tmp_path / f"r{op_id}")
+        copy = shutil.copytree(folder, tmp_path / "elsewhere" / f"r{op_id}")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=copy, capture_output=True,
+                              text=True, env=env, timeout=300)  # fmt: skip
+        assert (proc.returncode == 0) == passes, proc.stdout[-3000:] + proc.stderr[-2000:]
