@@ -43,7 +43,7 @@ def make_chain(path: Path) -> None:
     y3 = (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
     y3[:, 32:] = y3[:, 32:][::-1]  # the device's bug: one tile of the output comes from the wrong rows
     y3 = bf16(y3)
-    r = bf16(rng.standard_normal((32, 64)))
+    r = bf16(rng.standard_normal((32, 64)) / 1000)  # small beside the softmax: op 3's error dominates op 4's output
     y4 = bf16(y3.astype(np.float32) + r.astype(np.float32))
     with reportdb.Writer(path) as w_:
         for tensor_id, array in ((1, x), (2, w), (3, bias), (4, y1), (5, y2), (6, y3), (7, r), (8, y4), (9, y4), (10, y4)):
@@ -164,3 +164,23 @@ def test_store_refuses_a_legacy_original(tmp_path: Path) -> None:
     with pytest.raises(reportdb.ReadOnlyError, match="migrate"):
         reportdb.replay(legacy, store=True)
     assert (legacy / "db.sqlite").read_bytes() == before
+
+
+def test_chain_gives_global_errors(chain: Path, tmp_path: Path) -> None:
+    """Chained from the model's inputs, op 3's wrong output also fails op 4 (a victim), where isolated replay passes
+    op 4 on its device input; ttnn's global records receive the chain with --store."""
+    result = reportdb.replay(chain, chain=True)
+    by_id = {r.operation_id: r for r in result.rows}
+    assert [(i, by_id[i].status, by_id[i].passed) for i in (1, 2, 3, 4)] == [
+        (1, "compared", True), (2, "compared", True), (3, "compared", False), (4, "compared", False)]
+    assert result.first_failure is by_id[3]
+    assert by_id[6].status == "unsupported_arguments" and by_id[7].status == "missing_inputs"
+    only = reportdb.replay(chain, chain=True, ops="ttnn.add")  # the chain still runs through every operation
+    assert [(r.operation_id, r.passed) for r in only.rows] == [(4, False)]
+    report = tmp_path / "stored.sqlite"
+    report.write_bytes(chain.read_bytes())
+    reportdb.replay(report, chain=True, store=True)
+    with reportdb.open(report) as rep, rep.connection() as conn:
+        rows = conn.execute("SELECT tensor_id, matches FROM global_tensor_comparison_records ORDER BY tensor_id").fetchall()
+        assert [tuple(r) for r in rows] == [(4, 1), (5, 1), (6, 0), (8, 0)]
+        assert conn.execute("SELECT count(*) FROM rdb_comparison WHERE kind='replay_chain'").fetchone()[0] == 4

@@ -75,32 +75,47 @@ class ReplayResult(Result):
 
 def replay(
     report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
-    store: bool = False,
+    store: bool = False, chain: bool = False,
 ) -> ReplayResult:  # fmt: skip
     """Replay every operation of ``report`` (one ``rank``) whose name matches the glob ``ops`` (all when None): its
     reference from its stored inputs and recorded arguments against its stored output, judged by ``policy`` (a
     Policy, a TOML file, or None for the dtype-aware defaults). With ``store`` the references and results are kept in
     the report (:mod:`.replay_store`; a path is then opened with mode ``"a"``, a legacy original refused). See
-    :func:`iter_replay` for one row at a time."""
-    rows = list(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store))
+    :func:`iter_replay` for one row at a time.
+
+    With ``chain`` each reference takes the *chained* references of the operations before it instead of the device's
+    values (the stored values only for tensors no operation produced: the model's inputs and weights), so each output
+    is compared with the global golden, the error accumulated from the start; an operation fed by one the chain does
+    not cover is ``missing_inputs``. Stored (``store``) as global comparison records."""
+    rows = list(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain))
     first = next((r for r in rows if r.passed is False), None)
     return ReplayResult(tuple(rows), first)
 
 
 def iter_replay(
     report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
-    store: bool = False,
+    store: bool = False, chain: bool = False,
 ) -> Iterator[ReplayRow]:  # fmt: skip
-    """The rows of :func:`replay`, each as soon as its operation is replayed (execution order: operation id)."""
+    """The rows of :func:`replay`, each as soon as its operation is replayed (execution order: operation id). A chain
+    keeps each chained reference only until its last consumer has run."""
     judge = as_policy(policy)
     with _opened(report, store) as rep:
-        keeper = ReplayStore(rep, rank) if store else None
+        keeper = ReplayStore(rep, rank, chain=chain) if store else None
         graph = tensor_graph(rep, rank)
         arguments = _arguments(rep, rank)
+        chained: dict[int, np.ndarray] | None = {} if chain else None
+        uses = {t: len(users) for t, users in graph.consumers.items()}
         for op_id, name in sorted(graph.names.items()):
-            if ops is not None and not fnmatch.fnmatchcase(name, ops):
-                continue
-            yield replay_operation(rep, graph, op_id, arguments.get(op_id, []), judge, rank, keeper)
+            wanted = ops is None or fnmatch.fnmatchcase(name, ops)
+            if wanted or chained is not None:  # a chain runs every operation, and shows those asked for
+                row = replay_operation(rep, graph, op_id, arguments.get(op_id, []), judge, rank,
+                                       keeper if wanted else None, chained)  # fmt: skip
+                if wanted:
+                    yield row
+            for t in graph.inputs.get(op_id, []) if chained is not None else []:
+                uses[t] -= 1
+                if uses[t] <= 0:
+                    chained.pop(t, None)  # type: ignore[union-attr]
 
 
 @contextmanager
@@ -120,14 +135,22 @@ def _opened(report: "Report | str | Path", store: bool) -> Iterator["Report"]:
 
 def replay_operation(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
-    keeper: ReplayStore | None = None,
+    keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None,
 ) -> ReplayRow:  # fmt: skip
-    """One operation's row (see :class:`ReplayRow`); ``keeper`` stores a compared one's reference and result."""
+    """One operation's row (see :class:`ReplayRow`); ``keeper`` stores a compared one's reference and result;
+    ``chained`` (chain mode) gives the references of produced inputs and receives this operation's."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
-    prepared = prepare(report, graph, op_id, arguments, rank)
+    if chained is not None:
+        broken = [t for t in graph.inputs.get(op_id, []) if t in graph.producer and t not in chained]
+        if broken:
+            return replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
+                           + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))  # fmt: skip
+    prepared = prepare(report, graph, op_id, arguments, rank, chained)
     if isinstance(prepared, ReplayRow):
         return replace(prepared, operation_id=op_id, name=row.name)
     output_id, expected = prepared
+    if chained is not None:
+        chained[output_id] = expected
     device = report.tensor(output_id, rank)
     dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
     metrics, verdict = judged(policy, row.name, dtype, device, expected)
@@ -147,9 +170,12 @@ def judged(policy: Policy, op: str, dtype: str, device: np.ndarray, expected: np
 
 
 def prepare(
-    report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], rank: int
+    report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], rank: int,
+    given: dict[int, np.ndarray] | None = None,
 ) -> "tuple[int, np.ndarray] | ReplayRow":
-    """The output's tensor id and the reference output of one operation, or the row saying why there is none."""
+    """The output's tensor id and the reference output of one operation (its inputs read from the report, or taken
+    from ``given`` where it holds them), or the row saying why there is none."""
+    given = given or {}
     name = graph.names.get(op_id, "")
     if references.lookup(name) is None:
         return ReplayRow(op_id, name, "no_reference", detail=f"no reference for {name or 'an unnamed operation'}")
@@ -157,12 +183,12 @@ def prepare(
     if 0 not in outputs:
         return ReplayRow(op_id, name, "missing_inputs", detail="the report lists no output for it")
     input_ids = graph.inputs.get(op_id, [])
-    absent = [t for t in [*input_ids, outputs[0]] if not report.has_tensor(t, rank)]
+    absent = [t for t in [*input_ids, outputs[0]] if t not in given and not report.has_tensor(t, rank)]
     if absent:
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=outputs[0],
                          detail="tensors not stored: " + ", ".join(map(str, absent)))  # fmt: skip
     try:
-        inputs = [(t, report.tensor(t, rank)) for t in input_ids]
+        inputs = [(t, given[t] if t in given else report.tensor(t, rank)) for t in input_ids]
     except ReportDBError as exc:  # e.g. a multi-device input whose shards do not assemble
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=outputs[0], detail=str(exc))
     try:

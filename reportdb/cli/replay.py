@@ -23,9 +23,16 @@ from reportdb.cli.common import _echo, _emit, _friendly, _migrate_hint, _not_mig
     help="Keep each reference as a tensor and each result as a local comparison record (rdb_comparison kind 'replay', "
     "and ttnn's local_tensor_comparison_records where it has none): a reportdb database, never a legacy original.",
 )
+@click.option(
+    "--chain", is_flag=True,
+    help="Feed each reference the chained references before it (stored values only for the model's inputs and weights): "
+    "each output against its global golden, the error accumulated from the start.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (printed in full whatever the exit status).")
 @_friendly
-def replay_(report_path: Path, ops_glob: str | None, policy_path: Path | None, rank: int, store: bool, as_json: bool) -> None:
+def replay_(
+    report_path: Path, ops_glob: str | None, policy_path: Path | None, rank: int, store: bool, chain: bool, as_json: bool
+) -> None:
     """Replay each operation on the inputs the device had: its reference output against its stored output.
 
     The isolated (local) error of every operation whose inputs and output are stored, with no comparison mode:
@@ -41,7 +48,7 @@ def replay_(report_path: Path, ops_glob: str | None, policy_path: Path | None, r
     """
     policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
     if as_json:
-        result = reportdb.replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store)
+        result = reportdb.replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain)
         _emit(result.to_dict())
         if result.first_failure is not None:
             raise click.exceptions.Exit(1)
@@ -51,7 +58,7 @@ def replay_(report_path: Path, ops_glob: str | None, policy_path: Path | None, r
     _echo(f"{'op':>6}  {'name':<28}{'status':<23}{'pcc':>12}{'max abs err':>13}{'ulp max':>9}  result")
     first = None
     counts = dict.fromkeys(("compared", "no_reference", "missing_inputs", "unsupported_arguments"), 0)
-    for row in iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store):  # printed as each is replayed
+    for row in iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain):  # printed as each is replayed
         counts[row.status] += 1
         m = row.metrics
         if m is None:
