@@ -110,6 +110,7 @@ def main() -> None:
     options = parser.parse_args()
     database = None
     if options.database_py:
+        sys.dont_write_bytecode = True  # no __pycache__ beside the cached download
         spec = importlib.util.spec_from_file_location("ttnn_064_database", options.database_py)
         database = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(database)

@@ -14,6 +14,8 @@ import pytest
 
 import reportdb
 from conftest import FIXTURES
+from test_visualizer_queries import answers as visualizer_answers
+from test_visualizer_queries import runner, visualizer_python  # noqa: F401  (fixtures of the visualizer's venv)
 
 BF16 = ml_dtypes.bfloat16
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,3 +186,17 @@ def test_chain_gives_global_errors(chain: Path, tmp_path: Path) -> None:
         rows = conn.execute("SELECT tensor_id, matches FROM global_tensor_comparison_records ORDER BY tensor_id").fetchall()
         assert [tuple(r) for r in rows] == [(4, 1), (5, 1), (6, 0), (8, 0)]
         assert conn.execute("SELECT count(*) FROM rdb_comparison WHERE kind='replay_chain'").fetchone()[0] == 4
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_stored_replay_reads_in_ttnn_visualizer(chain: Path, tmp_path: Path, visualizer_python: str, runner: Path) -> None:
+    """ttnn-visualizer's own query layer lists the stored replay results as the report's local and global records."""
+    report = tmp_path / "stored.sqlite"
+    report.write_bytes(chain.read_bytes())
+    reportdb.replay(report, store=True)
+    reportdb.replay(report, store=True, chain=True)
+    local, global_, _ = visualizer_answers(visualizer_python, runner, report)["query_tensor_comparisons"]
+    assert sorted((r["tensor_id"], r["matches"]) for r in local) == [(4, True), (5, True), (6, False), (8, True)]
+    assert sorted((r["tensor_id"], r["matches"]) for r in global_) == [(4, True), (5, True), (6, False), (8, False)]
+    assert all(r["golden_tensor_id"] > 10 and r["actual_pcc"] is not None for r in local + global_)
