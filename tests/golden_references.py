@@ -15,6 +15,7 @@ the call: ``graph`` by ttnn 0.81's ``ttnn.graph.record_python_operation`` (the g
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import pathlib
@@ -91,6 +92,11 @@ def cases() -> list[tuple[str, list, dict]]:
         ("ttnn.embedding", [RNG.integers(0, 1000, (1, 32)).astype(np.int64), normal(1000, 64)], {}),
         ("ttnn.where", [(normal(1, 1, 32, 64) > 0).astype(np.float32), x4, normal(1, 1, 32, 64)], {}),
         ("ttnn.where", [(normal(1, 1, 32, 64) > 0).astype(np.float32), x4, 0.0], {}),
+        ("ttnn.transformer.scaled_dot_product_attention", [normal(1, 8, 64, 32), normal(1, 2, 64, 32), normal(1, 2, 64, 32)], {}),
+        ("ttnn.transformer.scaled_dot_product_attention", [normal(1, 4, 32, 32), normal(1, 4, 32, 32), normal(1, 4, 32, 32)],
+         {"attn_mask": np.triu(np.full((1, 1, 32, 32), -1e9, np.float32), 1), "is_causal": False, "scale": 0.25}),
+        # ttnn's rotary golden requires token_idx (it cannot express the prefill call without one): decode calls only
+        ("ttnn.experimental.rotary_embedding", [normal(1, 8, 1, 64), normal(1, 1, 128, 64), normal(1, 1, 128, 64), 5], {}),
     ]
 
 
@@ -131,7 +137,7 @@ def main() -> None:
         if database is not None:
             db_args, db_kwargs = database.convert_arguments_to_strings(tt_args, tt_kwargs)
             rows["database"] = [[str(i), a] for i, a in enumerate(db_args)] + [[k, v] for k, v in db_kwargs.items()]
-        golden = ttnn.get_golden_function(getattr(ttnn, op.split(".", 1)[1]))
+        golden = ttnn.get_golden_function(functools.reduce(getattr, op.split(".")[1:], ttnn))
         def to_torch(array: np.ndarray) -> torch.Tensor:
             return torch.from_numpy(array.copy())  # a golden may update its input in place (layer_norm's residual)
 

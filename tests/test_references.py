@@ -98,6 +98,15 @@ HAND = [  # (op, inputs, arguments, expected)
     ("ttnn.where", [np.array([1, 0, 2], np.uint32), np.array([1, 2, 3], F), np.array([-1, -2, -3], F)], [], [1, -2, 3]),
     ("ttnn.where", [np.array([0.0, 1.0], F), np.array([5, 6], F)], [A("2", "0.0"), A("0", SUMMARY.format(1)),
                                                                    A("1", SUMMARY.format(2))], [0, 6]),
+    # one query at the last of two keys, causal: it sees both; scores 0 and 1*1*0.5 -> weights 1/(1+e^.5), e^.5/(1+e^.5)
+    ("ttnn.transformer.scaled_dot_product_attention", [np.ones((1, 1, 1, 4), F), np.array([[[[0, 0, 0, 0], [1, 0, 0, 0]]]], F),
+     np.array([[[[2, 0, 0, 0], [0, 4, 0, 0]]]], F)], [],
+     [[[[2 / (1 + math.exp(0.5)), 4 * math.exp(0.5) / (1 + math.exp(0.5)), 0, 0]]]]),
+    ("ttnn.transformer.scaled_dot_product_attention", [np.ones((1, 1, 2, 4), F), np.array([[[[0, 0, 0, 0], [1, 0, 0, 0]]]], F),
+     np.array([[[[2, 0, 0, 0], [0, 4, 0, 0]]]], F)], [],  # causal: the first query sees the first key only
+     [[[[2, 0, 0, 0], [2 / (1 + math.exp(0.5)), 4 * math.exp(0.5) / (1 + math.exp(0.5)), 0, 0]]]]),
+    ("ttnn.experimental.rotary_embedding", [np.array([[[[1, 2, 3, 4]]]], F), np.full((1, 1, 1, 4), 0.5, F),
+     np.full((1, 1, 1, 4), 2.0, F)], [], [[[[0.5 - 6, 1 - 8, 1.5 + 2, 2 + 4]]]]),
 ]  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tenso
 
 __all__ = ["Argument", "Param", "Reference", "UnsupportedArguments", "compute", "lookup", "names", "reference"]
 
-_FAMILIES = ("matmul", "binary", "unary", "reduction", "normalization", "data_movement", "ternary")
+_FAMILIES = ("matmul", "binary", "unary", "reduction", "normalization", "data_movement", "ternary", "transformer")
 
 #: Arguments that place or schedule an operation and never change its output's values: accepted by every reference.
 PLACEMENT = frozenset({
