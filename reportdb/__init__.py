@@ -94,6 +94,7 @@ _LAZY = {
     "operation_context": "reportdb.analysis.ops",
     "OperationContext": "reportdb.analysis.ops",
     "replay": "reportdb.analysis.replay",
+    "iter_replay": "reportdb.analysis.replay",
     "ReplayResult": "reportdb.analysis.replay",
     "ReplayRow": "reportdb.analysis.replay",
     "make_repro": "reportdb.analysis.repro",

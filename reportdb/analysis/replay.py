@@ -28,16 +28,14 @@ from .replay_store import ReplayStore
 if TYPE_CHECKING:
     from ..report import Report
 
-#: Statuses of a replayed operation.
-STATUSES = ("compared", "no_reference", "missing_inputs", "unsupported_arguments")
-
 #: Longest argument text read (ttnn 0.6x stores tensors' printed values; the reference needs only their start).
 ARGUMENT_TEXT_LIMIT = 1 << 16
 
 
 @dataclass(frozen=True)
 class ReplayRow(Result):
-    """One operation replayed: its id and name, ``status`` (one of :data:`STATUSES`), the output compared (tensor id
+    """One operation replayed: its id and name, ``status`` (``compared``, ``no_reference``, ``missing_inputs`` or
+    ``unsupported_arguments``), the output compared (tensor id
     and the dtype it was judged by), ``passed`` (None when not compared), the criteria that failed, the full metric
     vector, the unsupported arguments' names, and a sentence saying what was not compared and why."""
 

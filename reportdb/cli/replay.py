@@ -36,10 +36,11 @@ def replay_(
     """Replay each operation on the inputs the device had: its reference output against its stored output.
 
     The isolated (local) error of every operation whose inputs and output are stored, with no comparison mode:
-    an operation wrong by itself fails, the ones after it are judged on their own device inputs. Reads the
-    report only (--store writes it). Exit status 0 when every compared operation passes its policy, 1 when one fails or on an
-    error. Operations without a reference, with arguments no reference reads (named) or with values not
-    stored are listed, not failed.
+    an operation wrong by itself fails, the ones after it are judged on their own device inputs (--chain:
+    against the chained references, the global golden). Reads the report only (--store writes it). Exit
+    status 0 when every compared operation passes its policy, 1 when one fails or on an error. Operations
+    without a reference, with arguments no reference reads (named) or with values not stored are listed,
+    not failed.
 
     \b
     Examples:
@@ -53,12 +54,11 @@ def replay_(
         if result.first_failure is not None:
             raise click.exceptions.Exit(1)
         return
-    from reportdb.analysis.replay import iter_replay
-
     _echo(f"{'op':>6}  {'name':<28}{'status':<23}{'pcc':>12}{'max abs err':>13}{'ulp max':>9}  result")
     first = None
     counts = dict.fromkeys(("compared", "no_reference", "missing_inputs", "unsupported_arguments"), 0)
-    for row in iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain):  # printed as each is replayed
+    rows = reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain)
+    for row in rows:  # printed as each operation is replayed
         counts[row.status] += 1
         m = row.metrics
         if m is None:
