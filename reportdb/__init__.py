@@ -51,6 +51,7 @@ from .errors import (  # every error class, so callers can catch each by name
     UnsafeFolderError,
     UnsafePickleError,
     UnsafeReportError,
+    UnsupportedArgumentsError,
     UnsupportedDTypeError,
     VerificationError,
     WriterError,
@@ -94,6 +95,11 @@ _LAZY = {
     "Culprit": "reportdb.analysis.culprits",
     "operation_context": "reportdb.analysis.ops",
     "OperationContext": "reportdb.analysis.ops",
+    "replay": "reportdb.analysis.replay",
+    "iter_replay": "reportdb.analysis.replay",
+    "ReplayResult": "reportdb.analysis.replay",
+    "ReplayRow": "reportdb.analysis.replay",
+    "make_repro": "reportdb.analysis.repro",
 }
 
 _ERRORS = [
@@ -103,7 +109,7 @@ _ERRORS = [
     "PolicyError",    "QueryTimeoutError", "ReadOnlyError", "ReportDBError", "ReportExistsError", "ReportLockedError", "ReportNotFoundError", "RowError",
     "RowsRefusedError", "SchemaError", "SchemaTooNewError", "SpecError", "StatsError", "TensorExistsError",
     "TeamStoreError", "TensorNotFoundError", "TtnnError", "UnreadableTensorFileError", "UnsafeFolderError", "UnsafePickleError",
-    "UnsafeReportError", "UnsupportedDTypeError", "VerificationError", "WriterError",
+    "UnsafeReportError", "UnsupportedArgumentsError", "UnsupportedDTypeError", "VerificationError", "WriterError",
 ]
 
 __all__ = ["__version__", *_LAZY, *_ERRORS]

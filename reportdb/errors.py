@@ -135,6 +135,16 @@ class SpecError(InvalidArgumentError):
     CorruptionError naming the tensor."""
 
 
+class UnsupportedArgumentsError(InvalidArgumentError):
+    """An operation's recorded arguments (or inputs) that its replay reference cannot read or does not model;
+    ``names`` lists each one, never guessed at (``reportdb replay`` reports them as ``unsupported_arguments``)."""
+
+    def __init__(self, names: list[str], reason: str) -> None:
+        super().__init__(f"unsupported arguments {', '.join(names)}: {reason}")
+        self.names = tuple(names)
+        self.reason = reason
+
+
 class ConfigError(InvalidArgumentError):
     """A Writer setting, given as an argument or a ``REPORTDB_*`` environment variable, has an invalid value."""
 

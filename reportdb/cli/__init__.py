@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from reportdb.cli import compare, files, locate, ops, reports, serve, team  # noqa: F401  (each registers its commands)
+from reportdb.cli import compare, files, locate, ops, replay, reports, serve, team  # noqa: F401  (each registers its commands)
 from reportdb.cli.common import _stdout_closed, _StdoutClosed, cli
 
 __all__ = ["cli", "main"]

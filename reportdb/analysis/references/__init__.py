@@ -1,0 +1,193 @@
+"""Numpy references of ttnn operations, keyed by operation name: the output an operation should have given for the
+inputs the device actually had, computed in float32 (float64 where ttnn's own golden function computes in it).
+
+One small module per family (``matmul``, ``binary``, ``unary``, ``reduction``, ``normalization``, ``data_movement``,
+``ternary``); each reference is a numpy function registered with :func:`reference` and its parameters as the ttnn
+operation's Python signature has them, so recorded arguments (:mod:`.args`) bind to it by position or by name.
+Every reference is checked against ttnn 0.81.1's golden function in the slow tests. Adding an operation is one
+function here and one test in ``tests/test_references.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tensor_count, tensor_ids
+
+__all__ = ["Argument", "Param", "Reference", "UnsupportedArguments", "compute", "lookup", "names", "reference"]
+
+_FAMILIES = ("matmul", "binary", "unary", "reduction", "normalization", "data_movement", "ternary", "transformer")
+
+#: Arguments that place or schedule an operation and never change its output's values: accepted by every reference.
+PLACEMENT = frozenset({
+    "memory_config", "compute_kernel_config", "core_grid", "queue_id", "cq_id", "sub_core_grids", "use_multicore",
+    "output_memory_config",
+})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A registered reference: the operation names it answers to, its parameters and its numpy function."""
+
+    names: tuple[str, ...]
+    params: tuple[Param, ...]
+    function: Callable[..., np.ndarray]
+
+    def param(self, argument: Argument) -> Param | None:
+        """The parameter a recorded argument binds to: by position, else by name."""
+        position = argument.position
+        for p in self.params:
+            if (position is not None and p.position == position) or (position is None and p.name == argument.name):
+                return p
+        return None
+
+
+_REGISTRY: dict[str, Reference] = {}
+_LOADED = False
+
+
+def reference(*op_names: str, params: Sequence[Param]) -> Callable[[Callable[..., np.ndarray]], Callable[..., np.ndarray]]:
+    """Register a numpy function as the reference of ``op_names`` (``ttnn.add``...), taking ``params`` by name."""
+
+    def register(function: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+        entry = Reference(tuple(op_names), tuple(params), function)
+        for name in op_names:
+            _REGISTRY[name] = entry
+        return function
+
+    return register
+
+
+def _load() -> None:
+    """Import every family module once (each registers its references)."""
+    global _LOADED
+    if not _LOADED:
+        for family in _FAMILIES:
+            importlib.import_module(f"{__name__}.{family}")
+        _LOADED = True
+
+
+def canonical_name(name: str) -> str:
+    """An operation name as the registry keys it: ``ttnn.add`` for ``ttnn.add``, ``ttnn::add`` or ``add``."""
+    name = name.strip().replace("::", ".")
+    return name if name.startswith("ttnn.") else f"ttnn.{name}"
+
+
+def lookup(name: str) -> Reference | None:
+    """The reference of an operation, or None when there is none."""
+    _load()
+    return _REGISTRY.get(canonical_name(name))
+
+
+def names() -> list[str]:
+    """Every operation name that has a reference, sorted."""
+    _load()
+    return sorted(_REGISTRY)
+
+
+def compute(name: str, inputs: Sequence[tuple[int, np.ndarray]], arguments: Sequence[Argument]) -> np.ndarray:
+    """The reference output of operation ``name`` for its ``inputs`` (``(tensor_id, array)`` in ``input_tensors``
+    order) and recorded ``arguments``. Raises :class:`UnsupportedArguments` naming what cannot be read, and
+    KeyError when the operation has no reference."""
+    ref = lookup(name)
+    if ref is None:
+        raise KeyError(name)
+    return np.asarray(ref.function(**bind(ref, inputs, arguments)))
+
+
+def bind(ref: Reference, inputs: Sequence[tuple[int, np.ndarray]], arguments: Sequence[Argument]) -> dict[str, Any]:
+    """The keyword arguments of ``ref``'s function: recorded values parsed, tensors taken from ``inputs``.
+
+    Tensor-valued arguments take the inputs whose ids their text names (ttnn 0.81), else the inputs in call order
+    (positional ones by index, then keywords as recorded: the order ttnn 0.6x listed them in ``input_tensors``).
+    With no tensor-valued argument recorded, the required tensor parameters take the inputs in order. An input no
+    argument accounts for, or an argument that cannot be read, raises :class:`UnsupportedArguments`.
+    """
+    cxx = [a.name for a in arguments if a.name.startswith("arg_")]
+    if cxx:
+        raise UnsupportedArguments(cxx, "recorded in C++'s argument order, which no reference reads")
+    values: dict[str, Any] = {p.name: p.default for p in ref.params if p.kind not in ("ignored", "output")}
+    slots: list[tuple[int, int, Param, str]] = []  # (order key, row index, param, text) of tensor-valued arguments
+    bad: list[str] = []
+    for row, argument in enumerate(arguments):
+        param = ref.param(argument)
+        if param is None:
+            if argument.name not in PLACEMENT:
+                bad.append(argument.name)
+            continue
+        text = argument.text
+        if param.kind in ("tensor", "tensors", "number", "output") and tensor_count(text):
+            key = param.position if argument.position is not None and param.position is not None else 1000 + row
+            slots.append((key, row, param, text))
+        elif param.kind == "ignored" or is_none(text):
+            continue
+        elif param.kind == "number":
+            values[param.name] = _parse(argument, PARSERS["float"], bad)
+        elif param.kind in PARSERS:
+            values[param.name] = _parse(argument, PARSERS[param.kind], bad)
+        else:  # a tensor parameter whose text is no tensor
+            bad.append(argument.name)
+    if bad:
+        raise UnsupportedArguments(bad, "not arguments its reference can read")
+    _bind_tensors(ref, sorted(slots, key=lambda s: (s[0], s[1])), list(inputs), values)
+    missing = [p.name for p in ref.params if p.required and values.get(p.name) is None]
+    if missing:
+        raise UnsupportedArguments(missing, "required but not recorded")
+    return values
+
+
+def _parse(argument: Argument, parser: Callable[[str], Any], bad: list[str]) -> Any:
+    """One argument's value, or its name added to ``bad`` when its text cannot be read."""
+    try:
+        return parser(argument.text)
+    except ValueError:
+        bad.append(argument.name)
+        return None
+
+
+def _bind_tensors(ref: Reference, slots: list[tuple[int, int, Param, str]], inputs: list[tuple[int, np.ndarray]],
+                  values: dict[str, Any]) -> None:  # fmt: skip
+    """Give each tensor-valued slot its inputs (see :func:`bind`); refuse inputs nothing accounts for."""
+    if not slots:  # nothing recorded says where the tensors went: the required ones, in input order
+        slots = [(0, 0, p, "") for p in sorted(ref.params, key=lambda p: p.position or 0)
+                 if p.kind in ("tensor", "tensors", "number") and p.required and values.get(p.name) is None]  # fmt: skip
+        singles = sum(1 for s in slots if s[2].kind != "tensors")
+        counts = [len(inputs) - singles if s[2].kind == "tensors" else 1 for s in slots]
+    else:
+        counts = [tensor_count(text) for _, _, _, text in slots]
+    by_id = {tensor_id: array for tensor_id, array in inputs}
+    ids = [tensor_ids(text) for _, _, _, text in slots]
+    use_ids = all(len(i) == c and all(t in by_id for t in i) for i, c in zip(ids, counts)) and any(ids)
+    cursor = 0
+    for (_, _, param, _), count, wanted in zip(slots, counts, ids):
+        if use_ids:
+            arrays = [by_id[t] for t in wanted]
+        else:
+            arrays = [array for _, array in inputs[cursor : cursor + count]]
+            cursor += count
+        if len(arrays) != count or count < 1:
+            raise UnsupportedArguments([param.name], "its tensor is not among the operation's stored inputs")
+        if param.kind != "output":
+            values[param.name] = arrays if param.kind == "tensors" else arrays[0]
+    if not use_ids and cursor < len(inputs):
+        extra = [f"input {i}" for i in range(cursor, len(inputs))]
+        raise UnsupportedArguments(extra, "no recorded argument says which parameter these inputs are")
+
+
+def floats(name: str, array: Any) -> np.ndarray:
+    """An input as float32 for a reference that computes in float32: float inputs of any width (bfloat16, float8,
+    float16, float32) are widened or kept exactly; an integer or bool input is refused (its arithmetic wraps on the
+    device, which float32 does not model)."""
+    arr = np.asarray(array)
+    if arr.dtype.kind == "f" or arr.dtype.name in ("bfloat16",) or arr.dtype.name.startswith("float8"):
+        return arr.astype(np.float32)
+    raise UnsupportedArguments([name], f"an input of dtype {arr.dtype.name}, which this reference computes only in float")
+
+
+def float64s(name: str, array: Any) -> np.ndarray:
+    """As :func:`floats`, in float64 (for references whose golden computes in float64)."""
+    return floats(name, array).astype(np.float64)

@@ -1,0 +1,129 @@
+"""Operations that move values without arithmetic: transpose, permute, reshape, concat, slice, to_layout, tilize,
+untilize, embedding, and typecast between float dtypes. Values keep their stored dtype (nothing to round), so
+integer tensors are covered too. reportdb stores tensors in their logical shape, so a layout change is the identity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import ml_dtypes
+
+from . import Param, UnsupportedArguments, reference
+
+_IN = Param("input_tensor", "tensor", 0, required=True)
+
+
+def _rank_check(name: str, axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+    """Axes counted from the end made non-negative; one outside the rank is refused."""
+    if any(not -ndim <= a < ndim for a in axes):
+        raise UnsupportedArguments([name], f"{axes} is outside a tensor of rank {ndim}")
+    return tuple(a % ndim for a in axes)
+
+
+@reference("ttnn.transpose", params=(_IN, Param("dim1", "int", 1, required=True), Param("dim2", "int", 2, required=True)))
+def transpose(input_tensor: Any, dim1: int, dim2: int, **_: Any) -> np.ndarray:
+    """ttnn.transpose: two axes swapped."""
+    x = np.asarray(input_tensor)
+    a, b = _rank_check("dim1", (dim1, dim2), x.ndim)
+    return np.swapaxes(x, a, b)
+
+
+@reference("ttnn.permute", params=(_IN, Param("dims", "ints", 1, required=True), Param("pad_value", "ignored")))
+def permute(input_tensor: Any, dims: tuple[int, ...], **_: Any) -> np.ndarray:
+    """ttnn.permute: the axes in the order ``dims``."""
+    x = np.asarray(input_tensor)
+    if len(dims) != x.ndim:
+        raise UnsupportedArguments(["dims"], f"{len(dims)} axes for a tensor of rank {x.ndim}")
+    return np.transpose(x, _rank_check("dims", dims, x.ndim))
+
+
+@reference("ttnn.reshape", "ttnn.view", params=(_IN, Param("shape", "ints", 1, required=True),
+                                                Param("padded_shape", "ignored", 2)))  # fmt: skip
+def reshape(input_tensor: Any, shape: tuple[int, ...], **_: Any) -> np.ndarray:
+    """ttnn.reshape: the same values in C order under ``shape`` (one -1 inferred)."""
+    x = np.asarray(input_tensor)
+    try:
+        return x.reshape(shape)
+    except ValueError as exc:
+        raise UnsupportedArguments(["shape"], str(exc)) from None
+
+
+@reference("ttnn.concat", params=(Param("tensors", "tensors", 0, required=True), Param("dim", "int", 1, 0),
+                                  Param("groups", "int", default=1), Param("output_tensor", "output")))  # fmt: skip
+def concat(tensors: list[np.ndarray], dim: int, groups: int, **_: Any) -> np.ndarray:
+    """ttnn.concat along ``dim`` (grouped concatenation is not modelled)."""
+    if groups != 1:
+        raise UnsupportedArguments(["groups"], "grouped concatenation")
+    arrays = [np.asarray(t) for t in tensors]
+    if len({a.dtype for a in arrays}) > 1:
+        arrays = [a.astype(np.float32) for a in arrays]
+    try:
+        return np.concatenate(arrays, axis=dim)
+    except (ValueError, np.exceptions.AxisError if hasattr(np, "exceptions") else ValueError) as exc:
+        raise UnsupportedArguments(["dim"], str(exc)) from None
+
+
+@reference("ttnn.slice", params=(
+    _IN, Param("slice_start", "ints", 1), Param("slice_end", "ints", 2), Param("slice_step", "ints", 3),
+    Param("starts", "ints"), Param("ends", "ints"), Param("steps", "ints"), Param("pad_value", "ignored"),
+))  # fmt: skip
+def slice_(input_tensor: Any, slice_start: Any, slice_end: Any, slice_step: Any, starts: Any, ends: Any,
+           steps: Any, **_: Any) -> np.ndarray:  # fmt: skip
+    """ttnn.slice: ``input[start:end:step]`` per leading axis, bounds as positional or keyword arguments."""
+    begin, end, step = slice_start or starts, slice_end or ends, slice_step or steps
+    if begin is None or end is None:
+        raise UnsupportedArguments(["slice_start" if begin is None else "slice_end"], "required but not recorded")
+    step = step or (1,) * len(begin)
+    if not len(begin) == len(end) == len(step) or any(s <= 0 for s in step):
+        raise UnsupportedArguments(["slice_step"], "bounds of different lengths or a step that is not positive")
+    return np.asarray(input_tensor)[tuple(slice(b, e, s) for b, e, s in zip(begin, end, step))]
+
+
+_LAYOUT = (_IN, Param("layout", "ignored", 1), Param("dtype", "dtype"), Param("use_multicore", "ignored"),
+           Param("device", "ignored"), Param("pad_value", "ignored"), Param("use_pack_untilize", "ignored"))  # fmt: skip
+
+
+@reference("ttnn.to_layout", "ttnn.tilize", "ttnn.untilize", "ttnn.tilize_with_zero_padding", "ttnn.to_memory_config",
+           params=_LAYOUT)  # fmt: skip
+def to_layout(input_tensor: Any, dtype: str | None = None, **_: Any) -> np.ndarray:
+    """A change of layout or memory: the logical values are unchanged (a ``dtype`` asked for as well is refused)."""
+    if dtype is not None:
+        raise UnsupportedArguments(["dtype"], "a layout change that also converts the dtype")
+    return np.asarray(input_tensor)
+
+
+_FLOAT_TARGETS = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
+
+
+@reference("ttnn.typecast", params=(_IN, Param("dtype", "dtype", 1, required=True), Param("output_tensor", "output")))
+def typecast(input_tensor: Any, dtype: str, **_: Any) -> np.ndarray:
+    """ttnn.typecast to a float dtype: round to nearest even. Integer targets (whose rounding depends on the source,
+    the host and the architecture) and block floats are refused."""
+    if dtype not in _FLOAT_TARGETS:
+        raise UnsupportedArguments(["dtype"], f"a cast to {dtype}, whose rounding ttnn defines per architecture")
+    x = np.asarray(input_tensor)
+    source = x if x.dtype.kind in "iub" else x.astype(np.float32)
+    return source.astype(_FLOAT_TARGETS[dtype])
+
+
+@reference("ttnn.embedding", params=(
+    _IN, Param("weight", "tensor", 1, required=True), Param("padding_idx", "ignored"), Param("layout", "ignored"),
+    Param("embeddings_type", "ignored"), Param("dtype", "dtype"), Param("output_tensor", "output"),
+))  # fmt: skip
+def embedding(input_tensor: Any, weight: Any, **_: Any) -> np.ndarray:
+    """ttnn.embedding: the rows of ``weight`` the indices name (an index outside the table is refused)."""
+    indices = np.asarray(input_tensor)
+    table = np.asarray(weight)
+    if indices.dtype.kind not in "iu":
+        if indices.dtype.kind == "f" and np.all(np.mod(indices, 1) == 0):
+            indices = indices.astype(np.int64)
+        else:
+            raise UnsupportedArguments(["input_tensor"], f"indices of dtype {indices.dtype.name}")
+    if table.ndim != 2 and not (table.ndim == 4 and table.shape[0] == table.shape[1] == 1):
+        raise UnsupportedArguments(["weight"], f"an embedding table of shape {table.shape}")
+    table = table.reshape(table.shape[-2], table.shape[-1])
+    if indices.size and (indices.min() < 0 or indices.max() >= table.shape[0]):
+        raise UnsupportedArguments(["input_tensor"], "an index outside the embedding table")
+    return table[indices.astype(np.int64)]

@@ -1,0 +1,56 @@
+"""matmul and linear: ``a @ b`` in float32 (transposes of the last two axes, a bias row, a fused activation), as
+ttnn's golden functions compute them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import Param, floats, reference
+from .activations import apply_activation
+
+_COMMON = (
+    Param("input_tensor_a", "tensor", 0, required=True), Param("input_tensor_b", "tensor", 1, required=True),
+    Param("transpose_a", "bool", 2, False), Param("transpose_b", "bool", 3, False),
+    Param("activation", "activation"), Param("program_config", "program_config"), Param("dtype", "dtype"),
+    Param("output_tile", "ignored"), Param("optional_output_tensor", "output"), Param("global_cb", "ignored"),
+)  # fmt: skip
+
+
+def _product(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+    """``a @ b`` in float32 after the requested transposes, with leading unit axes of the result beyond ``a``'s rank
+    squeezed as the golden does."""
+    x, y = floats("input_tensor_a", a), floats("input_tensor_b", b)
+    if transpose_a:
+        x = np.swapaxes(x, -1, -2)
+    if transpose_b:
+        y = np.swapaxes(y, -1, -2)
+    out = np.matmul(x, y)
+    while out.ndim > x.ndim and out.shape[0] == 1:
+        out = out[0]
+    return out
+
+
+@reference("ttnn.matmul", params=_COMMON + (Param("bias", "tensor"),))
+def matmul(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpose_b: bool, activation: str | None,
+           program_config: None, dtype: str | None, bias: Any) -> np.ndarray:  # fmt: skip
+    """ttnn.matmul: its golden ignores ``bias`` (ttnn.linear applies one), so a matmul with a bias is refused."""
+    if bias is not None:
+        from . import UnsupportedArguments
+
+        raise UnsupportedArguments(["bias"], "ttnn.matmul's golden function does not add a bias")
+    return apply_activation(_product(input_tensor_a, input_tensor_b, transpose_a, transpose_b), activation)
+
+
+@reference("ttnn.linear", params=_COMMON + (Param("bias", "tensor"),))
+def linear(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpose_b: bool, activation: str | None,
+           program_config: None, dtype: str | None, bias: Any) -> np.ndarray:  # fmt: skip
+    """ttnn.linear: the product plus ``bias`` (a ``[1, n]`` bias is its row), then the activation."""
+    out = _product(input_tensor_a, input_tensor_b, transpose_a, transpose_b)
+    if bias is not None:
+        b = floats("bias", bias)
+        if b.ndim == 2 and b.shape[0] == 1:
+            b = b[0]
+        out = out + b
+    return apply_activation(out, activation)

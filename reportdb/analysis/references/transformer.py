@@ -1,0 +1,68 @@
+"""Attention: scaled dot-product attention (causal or not, an additive or boolean mask, grouped-query heads, a sliding
+window) and the rotary embedding, in float64 rounded once to float32, as ttnn's golden functions define them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import Param, UnsupportedArguments, float64s, reference
+
+
+def _allowed(query_length: int, key_length: int, causal: bool, window: int | None) -> np.ndarray:
+    """Which key each query may attend to: queries sit at the end of the keys, as ttnn's golden places them."""
+    q = np.arange(max(0, key_length - query_length), max(0, key_length - query_length) + query_length)[:, None]
+    k = np.arange(key_length)[None, :]
+    allowed = np.ones((query_length, key_length), dtype=bool)
+    if causal:
+        allowed &= k <= q
+    if window is not None:
+        allowed &= (k > q - window) if causal else ((k >= q - window // 2) & (k <= q + window // 2))
+    return allowed
+
+
+@reference("ttnn.transformer.scaled_dot_product_attention", params=(
+    Param("input_tensor_q", "tensor", 0, required=True), Param("input_tensor_k", "tensor", 1, required=True),
+    Param("input_tensor_v", "tensor", 2, required=True), Param("attn_mask", "tensor"), Param("is_causal", "bool", default=True),
+    Param("scale", "float"), Param("sliding_window_size", "int"), Param("attention_sink", "tensor"),
+    Param("cu_window_seqlens", "tensor"), Param("program_config", "ignored"),
+))  # fmt: skip
+def scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: Any, input_tensor_v: Any, attn_mask: Any,
+                                 is_causal: bool, scale: float | None, sliding_window_size: int | None,
+                                 attention_sink: Any, cu_window_seqlens: Any, **_: Any) -> np.ndarray:  # fmt: skip
+    """softmax(q k^T * scale + mask) v over [batch, heads, sequence, head_dim]; K/V heads repeated for grouped queries."""
+    for name, value in (("attention_sink", attention_sink), ("cu_window_seqlens", cu_window_seqlens)):
+        if value is not None:
+            raise UnsupportedArguments([name], "not modelled by this reference")
+    q, k, v = (float64s(n, t) for n, t in (("input_tensor_q", input_tensor_q), ("input_tensor_k", input_tensor_k),
+                                             ("input_tensor_v", input_tensor_v)))  # fmt: skip
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or q.shape[1] % k.shape[1] or k.shape[1] != v.shape[1]:
+        raise UnsupportedArguments(["input_tensor_q"], f"shapes {q.shape}, {k.shape}, {v.shape} are not [b, heads, s, d]")
+    k, v = (np.repeat(t, q.shape[1] // t.shape[1], axis=1) for t in (k, v))
+    scores = q @ np.swapaxes(k, -1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if attn_mask is not None:
+        mask = np.asarray(attn_mask)
+        scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + float64s("attn_mask", mask)
+    if is_causal or sliding_window_size is not None:
+        scores = np.where(_allowed(q.shape[-2], k.shape[-2], is_causal, sliding_window_size), scores, -np.inf)
+    with np.errstate(invalid="ignore"):
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights /= weights.sum(axis=-1, keepdims=True)
+    return (weights @ v).astype(np.float32)
+
+
+@reference("ttnn.experimental.rotary_embedding", params=(
+    Param("input_tensor", "tensor", 0, required=True), Param("cos_cache", "tensor", 1, required=True),
+    Param("sin_cache", "tensor", 2, required=True), Param("token_index", "int", 3), Param("token_idx", "int"),
+))  # fmt: skip
+def rotary_embedding(input_tensor: Any, cos_cache: Any, sin_cache: Any, token_index: int | None,
+                     token_idx: int | None, **_: Any) -> np.ndarray:  # fmt: skip
+    """x * cos + rotate_half(x) * sin, with cos/sin taken at ``token_index`` (one row) when it is given."""
+    x, cos, sin = float64s("input_tensor", input_tensor), float64s("cos_cache", cos_cache), float64s("sin_cache", sin_cache)
+    index = token_index if token_index is not None else token_idx
+    if index is not None:
+        cos, sin = cos[:, :, index : index + 1, ...], sin[:, :, index : index + 1, ...]
+    half = x.shape[-1] // 2
+    rotated = np.concatenate((-x[..., half:], x[..., :half]), axis=-1)
+    return (x * cos + rotated * sin).astype(np.float32)

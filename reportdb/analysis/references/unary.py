@@ -1,0 +1,67 @@
+"""The elementwise unary operations in float32: relu, gelu (exact or tanh), silu, sigmoid, tanh, exp, log, sqrt,
+rsqrt, reciprocal, neg, abs, clamp and pow. A fast/approximate device mode leaves the reference exact: it is the
+value the approximation aims at, and the tolerance policy judges how far the device may be from it."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from . import Param, UnsupportedArguments, floats, reference
+from .activations import ACTIVATIONS, gelu as _gelu
+
+_BASE = (
+    Param("input_tensor", "tensor", 0, required=True), Param("output_tensor", "output"), Param("dtype", "dtype"),
+    Param("fast_and_approximate_mode", "bool", default=False), Param("vector_mode", "ignored"),
+)  # fmt: skip
+
+
+def _unary(function: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    """A reference applying ``function`` to the float32 input (IEEE results for log(0), sqrt(-1)...)."""
+
+    def run(input_tensor: Any, **_: Any) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return np.asarray(function(floats("input_tensor", input_tensor)), dtype=np.float32)
+
+    return run
+
+
+_SIMPLE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relu": ACTIVATIONS["relu"], "silu": ACTIVATIONS["silu"], "sigmoid": ACTIVATIONS["sigmoid"], "tanh": np.tanh,
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "neg": np.negative, "abs": np.abs,
+    "rsqrt": lambda x: np.float32(1) / np.sqrt(x), "reciprocal": lambda x: np.float32(1) / x,
+}  # fmt: skip
+
+for _name, _function in _SIMPLE.items():
+    reference(f"ttnn.{_name}", params=_BASE)(_unary(_function))
+
+
+@reference("ttnn.gelu", params=_BASE + (Param("variant", "gelu_variant"), Param("approximate", "bool")))
+def gelu(input_tensor: Any, variant: str | None = None, approximate: bool | None = None, **_: Any) -> np.ndarray:
+    """ttnn.gelu: the tanh approximation when ttnn 0.81's ``variant`` is ``GeluVariant.Tanh``, else exact GELU
+    (``fast_and_approximate_mode`` and the ``FastLut`` variant approximate exact GELU on the device)."""
+    if approximate is not None:
+        raise UnsupportedArguments(["approximate"], "ttnn.gelu takes no such argument")
+    return _gelu(floats("input_tensor", input_tensor), "tanh" if variant == "tanh" else "none")
+
+
+@reference("ttnn.clamp", "ttnn.clip", params=_BASE + (Param("min", "number", 1), Param("max", "number", 2)))
+def clamp(input_tensor: Any, min: Any = None, max: Any = None, **_: Any) -> np.ndarray:
+    """ttnn.clamp: torch.clamp's order (the lower bound first, then the upper, so min > max gives max)."""
+    x = floats("input_tensor", input_tensor)
+    if min is None and max is None:
+        raise UnsupportedArguments(["min", "max"], "neither bound was recorded")
+    if min is not None:
+        x = np.maximum(x, floats("min", min) if isinstance(min, np.ndarray) else np.float32(min))
+    if max is not None:
+        x = np.minimum(x, floats("max", max) if isinstance(max, np.ndarray) else np.float32(max))
+    return x.astype(np.float32)
+
+
+@reference("ttnn.pow", params=_BASE + (Param("exponent", "number", 1, required=True),))
+def pow(input_tensor: Any, exponent: Any, **_: Any) -> np.ndarray:
+    """ttnn.pow: ``input ** exponent`` in float32 (a tensor exponent broadcasts)."""
+    e = floats("exponent", exponent) if isinstance(exponent, np.ndarray) else np.float32(exponent)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.power(floats("input_tensor", input_tensor), e).astype(np.float32)

@@ -1,0 +1,220 @@
+"""Replay: each operation's reference computed from the inputs the device actually had, compared with its stored output.
+
+This is the operation's *local* (isolated) error on any report that kept inputs and outputs, no comparison mode
+needed: an operation wrong by itself fails, and the operations after it, replayed on their own (already wrong)
+device inputs, pass. References come from :mod:`reportdb.analysis.references`; every verdict is the tolerance
+policy's (:mod:`reportdb.analysis.policy`). Operations are replayed one at a time in execution order, so memory holds
+one operation's inputs, output and reference at a time, whatever the report's size.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+import numpy as np
+
+from ..errors import ReportDBError
+from ..numeric.metrics import Comparison, compare
+from ..results import Result, html_table
+from . import references
+from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
+from .policy import Policy, as_policy, canonical_dtype
+from .replay_store import ReplayStore
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+#: Longest argument text read (ttnn 0.6x stores tensors' printed values; the reference needs only their start).
+ARGUMENT_TEXT_LIMIT = 1 << 16
+
+
+@dataclass(frozen=True)
+class ReplayRow(Result):
+    """One operation replayed: its id and name, ``status`` (``compared``, ``no_reference``, ``missing_inputs`` or
+    ``unsupported_arguments``), the output compared (tensor id
+    and the dtype it was judged by), ``passed`` (None when not compared), the criteria that failed, the full metric
+    vector, the unsupported arguments' names, and a sentence saying what was not compared and why."""
+
+    operation_id: int
+    name: str
+    status: str
+    passed: bool | None = None
+    output_tensor_id: int | None = None
+    dtype: str | None = None
+    failed: tuple[str, ...] = ()
+    metrics: Comparison | None = None
+    unsupported: tuple[str, ...] = ()
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ReplayResult(Result):
+    """Every operation replayed, in execution order, and the first that failed its policy (None when none did)."""
+
+    rows: tuple[ReplayRow, ...]
+    first_failure: ReplayRow | None
+
+    @property
+    def failed(self) -> tuple[ReplayRow, ...]:
+        """The operations that failed their policy."""
+        return tuple(r for r in self.rows if r.passed is False)
+
+    def _repr_html_(self) -> str:
+        """The rows as one table."""
+        header = ("op", "name", "status", "passed", "pcc", "max abs err", "failed", "detail")
+        rows = [(r.operation_id, r.name, r.status, r.passed, r.metrics.pcc if r.metrics else None,
+                 r.metrics.max_abs_error if r.metrics else None, ", ".join(r.failed), r.detail) for r in self.rows]  # fmt: skip
+        return html_table(header, rows, caption=f"Replay: {len(self.rows)} operations, {len(self.failed)} failed")
+
+
+def replay(
+    report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
+    store: bool = False, chain: bool = False,
+) -> ReplayResult:  # fmt: skip
+    """Replay every operation of ``report`` (one ``rank``) whose name matches the glob ``ops`` (all when None): its
+    reference from its stored inputs and recorded arguments against its stored output, judged by ``policy`` (a
+    Policy, a TOML file, or None for the dtype-aware defaults). With ``store`` the references and results are kept in
+    the report (:mod:`.replay_store`; a path is then opened with mode ``"a"``, a legacy original refused). See
+    :func:`iter_replay` for one row at a time.
+
+    With ``chain`` each reference takes the *chained* references of the operations before it instead of the device's
+    values (the stored values only for tensors no operation produced: the model's inputs and weights), so each output
+    is compared with the global golden, the error accumulated from the start; an operation fed by one the chain does
+    not cover is ``missing_inputs``. Stored (``store``) as global comparison records."""
+    rows = list(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain))
+    first = next((r for r in rows if r.passed is False), None)
+    return ReplayResult(tuple(rows), first)
+
+
+def iter_replay(
+    report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
+    store: bool = False, chain: bool = False,
+) -> Iterator[ReplayRow]:  # fmt: skip
+    """The rows of :func:`replay`, each as soon as its operation is replayed (execution order: operation id). A chain
+    keeps each chained reference only until its last consumer has run."""
+    judge = as_policy(policy)
+    with _opened(report, store) as rep:
+        keeper = ReplayStore(rep, rank, chain=chain) if store else None
+        graph = tensor_graph(rep, rank)
+        arguments = _arguments(rep, rank)
+        chained: dict[int, np.ndarray] | None = {} if chain else None
+        uses = {t: len(users) for t, users in graph.consumers.items()}
+        for op_id, name in sorted(graph.names.items()):
+            wanted = ops is None or fnmatch.fnmatchcase(name, ops)
+            if wanted or chained is not None:  # a chain runs every operation, and shows those asked for
+                row = replay_operation(rep, graph, op_id, arguments.get(op_id, []), judge, rank,
+                                       keeper if wanted else None, chained)  # fmt: skip
+                if wanted:
+                    yield row
+            for t in graph.inputs.get(op_id, []) if chained is not None else []:
+                uses[t] -= 1
+                if uses[t] <= 0:
+                    chained.pop(t, None)  # type: ignore[union-attr]
+
+
+@contextmanager
+def _opened(report: "Report | str | Path", store: bool) -> Iterator["Report"]:
+    """The report (a path opened for reading, or with mode ``"a"`` to store: a legacy original is refused first)."""
+    if not store or not isinstance(report, (str, Path)):
+        with opened(report) as rep:
+            yield rep
+        return
+    from ..report import open as open_report
+
+    with open_report(report, "r") as probe:
+        ReplayStore.check(probe, "r")
+    with open_report(report, "a") as rep:
+        yield rep
+
+
+def replay_operation(
+    report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
+    keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None,
+) -> ReplayRow:  # fmt: skip
+    """One operation's row (see :class:`ReplayRow`); ``keeper`` stores a compared one's reference and result;
+    ``chained`` (chain mode) gives the references of produced inputs and receives this operation's."""
+    row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
+    if chained is not None:
+        broken = [t for t in graph.inputs.get(op_id, []) if t in graph.producer and t not in chained]
+        if broken:
+            return replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
+                           + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))  # fmt: skip
+    prepared = prepare(report, graph, op_id, arguments, rank, chained)
+    if isinstance(prepared, ReplayRow):
+        return replace(prepared, operation_id=op_id, name=row.name)
+    output_id, expected = prepared
+    if chained is not None:
+        chained[output_id] = expected
+    device = report.tensor(output_id, rank)
+    dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
+    metrics, verdict = judged(policy, row.name, dtype, device, expected)
+    row = replace(row, passed=verdict.passed, output_tensor_id=output_id, dtype=dtype, failed=verdict.failed,
+                  metrics=metrics)  # fmt: skip
+    if keeper is not None:
+        keeper.keep(row, expected, policy)
+    return row
+
+
+def judged(policy: Policy, op: str, dtype: str, device: np.ndarray, expected: np.ndarray) -> tuple[Comparison, Any]:
+    """The metric vector of the device output against the reference, made at the policy's tolerances, and the policy's
+    verdict on it: the one place replay and repro decide pass or fail."""
+    rtol, atol = policy.tolerances(op, dtype)
+    metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op, dtype))
+    return metrics, policy.judge(metrics, op=op, dtype=dtype)
+
+
+def prepare(
+    report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], rank: int,
+    given: dict[int, np.ndarray] | None = None,
+) -> "tuple[int, np.ndarray] | ReplayRow":
+    """The output's tensor id and the reference output of one operation (its inputs read from the report, or taken
+    from ``given`` where it holds them), or the row saying why there is none."""
+    given = given or {}
+    name = graph.names.get(op_id, "")
+    if references.lookup(name) is None:
+        return ReplayRow(op_id, name, "no_reference", detail=f"no reference for {name or 'an unnamed operation'}")
+    outputs = graph.outputs.get(op_id, {})
+    if 0 not in outputs:
+        return ReplayRow(op_id, name, "missing_inputs", detail="the report lists no output for it")
+    input_ids = graph.inputs.get(op_id, [])
+    absent = [t for t in [*input_ids, outputs[0]] if t not in given and not report.has_tensor(t, rank)]
+    if absent:
+        return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=outputs[0],
+                         detail="tensors not stored: " + ", ".join(map(str, absent)))  # fmt: skip
+    try:
+        inputs = [(t, given[t] if t in given else report.tensor(t, rank)) for t in input_ids]
+    except ReportDBError as exc:  # e.g. a multi-device input whose shards do not assemble
+        return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=outputs[0], detail=str(exc))
+    try:
+        with np.errstate(all="ignore"):
+            expected = references.compute(name, inputs, arguments)
+    except references.UnsupportedArguments as exc:
+        return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=outputs[0], unsupported=exc.names,
+                         detail=str(exc))  # fmt: skip
+    except (ValueError, IndexError) as exc:  # the stored inputs do not fit the operation as its reference reads it
+        return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=outputs[0], unsupported=("inputs",),
+                         detail=f"the stored inputs do not fit {name}: {exc}")  # fmt: skip
+    return outputs[0], expected
+
+
+def _arguments(report: "Report", rank: int) -> dict[int, list[references.Argument]]:
+    """Every operation's recorded arguments in the order ttnn wrote them (texts cut at ARGUMENT_TEXT_LIMIT)."""
+    with report.session() as session:
+        conn = session.connection()
+        columns = table_columns(conn, "operation_arguments")
+        if not {"operation_id", "name", "value"} <= columns:
+            return {}
+        where = " WHERE rank=?" if "rank" in columns else ""
+        result: dict[int, list[references.Argument]] = {}
+        rows = conn.exec_driver_sql(
+            f"SELECT operation_id, name, substr(value, 1, {ARGUMENT_TEXT_LIMIT}) FROM operation_arguments{where}"
+            " ORDER BY rowid", (rank,) if where else ()
+        )  # fmt: skip
+        for op_id, name, value in rows:
+            if op_id is not None:
+                result.setdefault(int(op_id), []).append(references.Argument(str(name), "" if value is None else str(value)))
+        return result

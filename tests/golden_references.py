@@ -1,0 +1,154 @@
+"""Run ttnn's own golden functions on seeded inputs and record each call's arguments with ttnn's own code.
+
+Run with the python of a venv holding ttnn 0.81.1 and torch (tests/test_references_golden.py builds it):
+
+    python golden_references.py OUT [--database-py FILE]
+
+For every case below (an operation called as a model calls it: positional arguments, keywords), writes
+``OUT/<n>.npz`` (``input<i>``: the inputs as float32/int64 numpy arrays, ``golden``: the golden function's output)
+and ``OUT/cases.json``: per case the operation, the input tensor ids, and the argument rows ttnn itself records for
+the call: ``graph`` by ttnn 0.81's ``ttnn.graph.record_python_operation`` (the graph report's text forms) and, with
+``--database-py`` (ttnn 0.64.5's ``database.py``), ``database`` by its ``convert_arguments_to_strings`` (ttnn
+0.6x's forms). This file needs no reportdb; the test compares reportdb's references with the goldens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import json
+import pathlib
+import sys
+
+import numpy as np
+import torch
+import ttnn
+
+RNG = np.random.default_rng(20261201)
+
+
+def normal(*shape: int, positive: bool = False, away: bool = False) -> np.ndarray:
+    """Seeded float32 values (bfloat16-representable, as device tensors hold): normal, positive, or away from 0."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    if positive:
+        x = np.abs(x) + 0.05
+    if away:
+        x = np.where(x >= 0, x + 0.25, x - 0.25)
+    return torch.tensor(x).to(torch.bfloat16).to(torch.float32).numpy()
+
+
+def cases() -> list[tuple[str, list, dict]]:
+    """(operation, positional arguments, keywords): numpy arrays stand for tensors."""
+    x4 = normal(1, 1, 32, 64)
+    return [
+        ("ttnn.matmul", [normal(1, 1, 64, 96), normal(1, 1, 96, 32)], {}),
+        ("ttnn.matmul", [normal(2, 8, 32, 64), normal(2, 8, 32, 64)], {"transpose_b": True}),  # attention scores
+        ("ttnn.matmul", [normal(1, 1, 32, 64), normal(64, 32)], {"activation": "relu"}),
+        ("ttnn.linear", [normal(1, 32, 128), normal(128, 256)], {"bias": normal(1, 256)}),
+        ("ttnn.linear", [normal(1, 32, 128), normal(256, 128)], {"transpose_b": True, "bias": normal(256), "activation": "gelu"}),
+        ("ttnn.add", [x4, normal(1, 1, 32, 64)], {}),
+        ("ttnn.add", [x4, normal(1, 1, 1, 64)], {}),  # a bias row broadcast
+        ("ttnn.add", [x4, 1.5], {}),
+        ("ttnn.subtract", [x4, normal(1, 1, 32, 1)], {}),
+        ("ttnn.multiply", [x4, normal(1, 1, 32, 64)], {}),
+        ("ttnn.multiply", [x4, 0.125], {}),  # attention scaling
+        ("ttnn.divide", [x4, normal(1, 1, 32, 64, away=True)], {}),
+        ("ttnn.relu", [x4], {}),
+        ("ttnn.silu", [x4], {}),
+        ("ttnn.sigmoid", [x4], {}),
+        ("ttnn.tanh", [x4], {}),
+        ("ttnn.exp", [x4], {}),
+        ("ttnn.log", [normal(1, 1, 32, 64, positive=True)], {}),
+        ("ttnn.sqrt", [normal(1, 1, 32, 64, positive=True)], {}),
+        ("ttnn.rsqrt", [normal(1, 1, 32, 64, positive=True)], {}),
+        ("ttnn.reciprocal", [normal(1, 1, 32, 64, away=True)], {}),
+        ("ttnn.neg", [x4], {}),
+        ("ttnn.abs", [x4], {}),
+        ("ttnn.gelu", [x4 * 3], {}),
+        ("ttnn.gelu", [x4 * 3], {"variant": ttnn.GeluVariant.Tanh}),
+        ("ttnn.clamp", [x4], {"min": -0.5, "max": 0.75}),
+        ("ttnn.pow", [normal(1, 1, 32, 64, positive=True), 2.0], {}),
+        ("ttnn.pow", [normal(1, 1, 32, 64, positive=True), 0.5], {}),
+        ("ttnn.softmax", [normal(1, 8, 32, 32) * 4], {"dim": -1}),
+        ("ttnn.softmax", [normal(1, 8, 32, 32)], {"dim": 1}),
+        ("ttnn.layer_norm", [normal(1, 32, 256) * 2 + 1], {"weight": normal(256), "bias": normal(256), "epsilon": 1e-5}),
+        ("ttnn.layer_norm", [normal(1, 32, 256)], {"residual_input_tensor": normal(1, 32, 256), "epsilon": 1e-12}),
+        ("ttnn.rms_norm", [normal(1, 32, 256) * 3], {"weight": normal(256), "epsilon": 1e-6}),
+        ("ttnn.rms_norm", [normal(1, 32, 256)], {"epsilon": 1e-5}),
+        ("ttnn.mean", [x4], {"dim": -1, "keepdim": True}),
+        ("ttnn.mean", [x4], {}),
+        ("ttnn.sum", [x4], {"dim": [2, 3]}),
+        ("ttnn.max", [x4], {"dim": -1}),
+        ("ttnn.min", [x4], {"dim": 2, "keepdim": True}),
+        ("ttnn.argmax", [x4], {"dim": -1}),
+        ("ttnn.transpose", [normal(1, 8, 32, 64), 1, 2], {}),
+        ("ttnn.permute", [normal(1, 32, 8, 64), (0, 2, 1, 3)], {}),
+        ("ttnn.reshape", [normal(1, 1, 32, 128), (1, 32, 4, 32)], {}),
+        ("ttnn.concat", [[normal(1, 1, 32, 64), normal(1, 1, 32, 32)]], {"dim": -1}),
+        ("ttnn.slice", [normal(1, 1, 32, 64), [0, 0, 0, 0], [1, 1, 16, 64], [1, 1, 1, 2]], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 1.001, ttnn.bfloat16], {}),
+        ("ttnn.to_layout", [x4, ttnn.TILE_LAYOUT], {}),
+        ("ttnn.embedding", [RNG.integers(0, 1000, (1, 32)).astype(np.int64), normal(1000, 64)], {}),
+        ("ttnn.where", [(normal(1, 1, 32, 64) > 0).astype(np.float32), x4, normal(1, 1, 32, 64)], {}),
+        ("ttnn.where", [(normal(1, 1, 32, 64) > 0).astype(np.float32), x4, 0.0], {}),
+        ("ttnn.transformer.scaled_dot_product_attention", [normal(1, 8, 64, 32), normal(1, 2, 64, 32), normal(1, 2, 64, 32)], {}),
+        ("ttnn.transformer.scaled_dot_product_attention", [normal(1, 4, 32, 32), normal(1, 4, 32, 32), normal(1, 4, 32, 32)],
+         {"attn_mask": np.triu(np.full((1, 1, 32, 32), -1e9, np.float32), 1), "is_causal": False, "scale": 0.25}),
+        # ttnn's rotary golden requires token_idx (it cannot express the prefill call without one): decode calls only
+        ("ttnn.experimental.rotary_embedding", [normal(1, 8, 1, 64), normal(1, 1, 128, 64), normal(1, 1, 128, 64), 5], {}),
+    ]
+
+
+def walk(value, convert):
+    """``value`` with every numpy array (also inside lists) replaced by ``convert(array)``."""
+    if isinstance(value, np.ndarray):
+        return convert(value)
+    if isinstance(value, list):
+        return [walk(v, convert) for v in value]
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=pathlib.Path)
+    parser.add_argument("--database-py", type=pathlib.Path)
+    options = parser.parse_args()
+    database = None
+    if options.database_py:
+        sys.dont_write_bytecode = True  # no __pycache__ beside the cached download
+        spec = importlib.util.spec_from_file_location("ttnn_064_database", options.database_py)
+        database = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(database)
+    options.out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for n, (op, args, kwargs) in enumerate(cases()):
+        inputs: list[tuple[int, np.ndarray]] = []
+
+        def to_ttnn(array: np.ndarray):
+            tensor = ttnn.from_torch(torch.from_numpy(array), dtype=ttnn.uint32 if array.dtype.kind == "i" else ttnn.float32)
+            tensor.tensor_id = 100 + len(inputs)
+            inputs.append((tensor.tensor_id, array))
+            return tensor
+
+        tt_args, tt_kwargs = walk(args, to_ttnn), {k: walk(v, to_ttnn) for k, v in kwargs.items()}
+        record = ttnn.graph.record_python_operation(op, tt_args, tt_kwargs)
+        rows = {"graph": [[k, v] for k, v in record["arguments"].items()]}
+        if database is not None:
+            db_args, db_kwargs = database.convert_arguments_to_strings(tt_args, tt_kwargs)
+            rows["database"] = [[str(i), a] for i, a in enumerate(db_args)] + [[k, v] for k, v in db_kwargs.items()]
+        golden = ttnn.get_golden_function(functools.reduce(getattr, op.split(".")[1:], ttnn))
+        def to_torch(array: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(array.copy())  # a golden may update its input in place (layer_norm's residual)
+
+        output = golden(*walk(args, to_torch), **{k: walk(v, to_torch) for k, v in kwargs.items()})
+        result = output.detach().numpy() if output.dtype != torch.bfloat16 else output.float().numpy()
+        np.savez(options.out / f"{n}.npz", golden=result, golden_dtype=np.array(str(output.dtype)),
+                 **{f"input{i}": array for i, (_, array) in enumerate(inputs)})
+        records.append({"case": n, "op": op, "input_ids": [i for i, _ in inputs], "rows": rows})
+    (options.out / "cases.json").write_text(json.dumps(records, indent=1))
+    print(f"{len(records)} cases written to {options.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
