@@ -339,16 +339,18 @@ def test_migrate_summary_names_skipped_symlinks(tmp_path: Path) -> None:
 def test_json_output_is_strict_even_with_nonfinite_values(tmp_path: Path) -> None:
     report = _writer_report(tmp_path / "run", records=[(1, 2, 0.99)])
     nonfinite = (
+        "from reportdb.analysis.culprits import GoldenComparison\n"
         "from reportdb.analysis.golden import GoldenResult\n"
         "from reportdb.numeric.metrics import Comparison\n"
         "def replacement(*a, **k):\n"
         "    m = Comparison((2,), (2,), 'float32', 'float32', 1e-5, 1e-8, 0.99, 0.02, pcc=float('nan'),"
         " max_abs_error=np.float32('inf'), ulp_mean=np.float64(2.5), passed=True)\n"
-        "    return [GoldenResult('local', 1, 0, 2, 0.99, float('-inf'), None, m, 'compared')]\n"
+        "    record = GoldenResult('local', 1, 0, 2, 0.99, float('-inf'), None, m, 'compared', verdict='pass')\n"
+        "    return GoldenComparison((record,), None, False)\n"
     )
     out = _golden_with(report, nonfinite, "--json")
     assert out.returncode == 0, out.stderr
-    (result,) = strict_json(out.stdout)
+    (result,) = strict_json(out.stdout)["records"]
     assert (result["tensor_id"], result["recorded_pcc"], result["status"]) == (1, None, "compared")
     metrics = result["metrics"]
     assert (metrics["pcc"], metrics["max_abs_error"], metrics["ulp_mean"], metrics["passed"]) == (None, None, 2.5, True)
