@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Literal, Ma
 
 import numpy as np
 
+from . import recognize
 from .dtypes import numpy_dtype
 from .numeric.stats import ShardStats, TensorStats
 from .results import MAX_HTML_ROWS, ReportSummary, html_table
@@ -189,10 +190,12 @@ def copy_tensor(
     return info
 
 def upgrade(path: str | os.PathLike[str]) -> str:
-    """Bring an existing report database to the current schema in place; return the schema revision."""
+    """Bring an existing report database to the current schema in place; return the schema revision. A file that is
+    no report (:mod:`reportdb.recognize`) is refused untouched with :class:`NotAReportError`."""
     db = resolve_path(path)
     if not db.is_file():
         raise ReportNotFoundError(f"{db}: no such report database")
+    recognize.check_file(db, empty_ok=False)  # an empty file or someone else's database is no report to upgrade
     with Report(db, "a") as report:
         report.fill_missing_stats()
         return str(report.schema_revision)
@@ -254,7 +257,15 @@ class Report:
             )
         if existed and self.path.is_dir():
             raise ReportNotFoundError(f"{self.path}: is a folder without {DB_NAME}")
+        if existed and mode == "a" and self.path.stat().st_size > 0:
+            recognize.check_file(self.path)  # someone else's database gets no reportdb tables
         opened = schema.open_database(self.path, writing=mode == "a", existed=existed)
+        if mode == "r":
+            try:
+                recognize.check(opened.conn, self.path, empty_ok=False)
+            except BaseException:
+                opened.conn.close()
+                raise
         self._conn, self.schema_revision = opened.conn, opened.revision
         self._wal = opened.new_file  # this connection has put the file in WAL mode (else at its first write)
         self._engine: Engine | None = None  # made by session(), on first use: SQLAlchemy's ORM is slow to import

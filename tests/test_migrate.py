@@ -337,19 +337,42 @@ KILL_POINTS: dict[str, Callable[[Path], bool]] = {
 }
 
 
-def run_and_kill(args: list[str], partial: Path, point: Callable[[Path], bool]) -> None:
-    """Run ``reportdb migrate`` (pausing after each step) and SIGKILL it once ``point`` holds."""
-    env = dict(os.environ, REPORTDB_MIGRATE_PAUSE="0.05", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "migrate", *args], env=env, stdout=subprocess.DEVNULL)
+#: Seconds a stepped migrate runs between two looks at where it is.
+STEP_SECONDS = 0.002
+
+
+def run_stepped(args: list[str], until: Callable[[int], bool]) -> None:
+    """Run ``reportdb migrate`` in small steps and SIGKILL it once ``until(pid)`` holds.
+
+    The migrate and its workers (a process group of their own) run for :data:`STEP_SECONDS`, are stopped
+    (SIGSTOP), and ``until`` looks at them (the partial file, their processes) while nothing moves; so a point
+    between two steps of the migration is met without any hook in reportdb slowing it down. Wall time passes while it
+    is stopped, so its time-based commits come at every few files, as in a long migration."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "migrate", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while not point(partial):
+        deadline = time.monotonic() + 300
+        while True:
+            os.killpg(proc.pid, signal.SIGSTOP)
+            if until(proc.pid):
+                break
             assert proc.poll() is None, "migrate finished before the kill point"
             assert time.monotonic() < deadline
-            time.sleep(0.005)
+            os.killpg(proc.pid, signal.SIGCONT)
+            time.sleep(STEP_SECONDS)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        try:  # the workers, stopped with it, go on only to notice that it is gone
+            os.killpg(proc.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def run_and_kill(args: list[str], partial: Path, point: Callable[[Path], bool]) -> None:
+    """SIGKILL a ``reportdb migrate`` once ``point`` holds for its partial file."""
+    run_stepped(args, lambda pid: point(partial))
 
 
 @pytest.mark.process
@@ -425,18 +448,14 @@ def test_cli_verify_fails_on_a_damaged_chunk(tmp_path: Path) -> None:
 @pytest.mark.process
 def test_killed_parallel_migration_leaves_no_worker_behind(tmp_path: Path) -> None:
     """Decode workers end with the migrate process, even when it is killed with SIGKILL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reportdb", "migrate", str(FIXTURES / "ttnn-0.62.2-bin" / "report"), "-o", str(tmp_path / "out"), "--jobs", "2"],
-        env={**os.environ, "REPORTDB_MIGRATE_PAUSE": "5"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
     workers: list[int] = []
-    while time.monotonic() < deadline and not workers:
-        time.sleep(0.2)
-        workers = _children(proc.pid)
+
+    def started(pid: int) -> bool:
+        workers[:] = _children(pid)
+        return bool(workers)
+
+    run_stepped([str(FIXTURES / "ttnn-0.62.2-bin" / "report"), "-o", str(tmp_path / "out"), "--jobs", "2"], started)
     assert workers, "the migration never started its workers"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
         time.sleep(0.2)

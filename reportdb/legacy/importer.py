@@ -12,7 +12,7 @@ from typing import Any
 from .. import report as report_mod
 from ..formats.memconfig import parse_dtype, parse_layout, parse_memory_config, parse_shape
 from ..spec import TensorSpec
-from .common import MigrationLog, Progress, UnreadableTensorFileError, kept, pause, rel_path, user_tables
+from .common import MigrationLog, Progress, UnreadableTensorFileError, kept, rel_path, user_tables
 from .decode import DecodedFile, decoded_files
 from .inventory import TensorFile, golden_links
 
@@ -66,7 +66,6 @@ def import_tensors(
             commits.step(f.nbytes)
             if progress is not None:
                 progress(done_files, len(files), done_bytes, total_bytes)
-            pause()
     return counts
 
 

@@ -20,10 +20,6 @@ which changes no byte or mtime of it or its side files; its triggers are not cop
 (``copy_triggers``), and copying its tables is bounded in time (``tables.COPY_SECONDS``). What was left out is
 listed in the summary and the migration log. A write the disk refuses (full, file size limit) is a one-line
 ``MigrationWriteError`` naming the partial file that a rerun resumes from.
-
-Test hook: when the environment variable ``REPORTDB_MIGRATE_PAUSE`` holds a number of seconds,
-``migrate`` sleeps that long after each step (table copy, each tensor file, verification), so tests can
-kill it at chosen points. It changes nothing else.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ from ..store import engine
 from ..store.codec import Compression, codec_for
 from .common import (
     DB_NAME, PARTIAL_NAME, MigrationError, MigrationLog, MigrationWriteError, Progress, VerificationError, kept,
-    pause, user_tables,
+    user_tables,
 )
 from .finish import copy_side_files, finish_already_migrated, make_self_contained, remove_imported_files, replace_destination
 from .importer import import_tensors
@@ -135,7 +131,6 @@ def migrate(
             if not checked.ok:
                 raise VerificationError(f"{partial}: verification failed: {checked.problems_text()}")
             log.add("verified", message=f"{checked.tensors} tensors, {checked.bytes_checked} bytes re-hashed", detail=checked.to_dict())
-            pause()
             summary = _summary(src_dir, dst_dir, in_place, run_id, resumed, tables, files, counts, problems, checked)
             summary = replace(summary, skipped=summary_skipped, triggers_copied=tuple(name for name, _ in triggers))
             log.add("summary", message="migration complete", detail=summary.to_dict())
