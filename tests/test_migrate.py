@@ -433,6 +433,28 @@ def test_cli_migrate_json_and_verify(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "no such report folder" in result.output and "Traceback" not in result.output
 
 
+def test_destination_named_as_a_database_file_is_refused(tmp_path: Path) -> None:
+    """``-o r.sqlite`` used to make a folder named r.sqlite; migrate writes a folder, so a file name is refused."""
+    src = FIXTURES / REPORTS[0] / "report"
+    for name in ("r.sqlite", "r.db", "R.SQLITE3"):
+        result = CliRunner().invoke(cli, ["migrate", str(src), "-o", str(tmp_path / name)])
+        assert result.exit_code == 1 and "migrate writes a report folder" in result.output, result.output
+        assert f"such as {tmp_path / Path(name).stem}" in result.output and "Traceback" not in result.output
+        assert not (tmp_path / name).exists()
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_strict_stop_names_the_tensor_file_to_fix_and_the_partial_file_to_delete(tmp_path: Path) -> None:
+    """The --strict message named "that file" twice, for the unreadable tensor file and the partial database."""
+    src = writable_copy(FIXTURES / REPORTS[0] / "report", tmp_path / "src")
+    bad = src / "tensors" / "5.bin"
+    bad.write_bytes(bad.read_bytes()[:40])
+    result = CliRunner().invoke(cli, ["migrate", str(src), "-o", str(tmp_path / "out"), "--strict"])
+    assert result.exit_code == 1, result.output
+    assert "that file" not in result.output
+    assert "fix or remove the tensor file 5.bin" in result.output and f"delete {PARTIAL_NAME} to give up" in result.output
+
+
 def test_cli_verify_fails_on_a_damaged_chunk(tmp_path: Path) -> None:
     migrate(FIXTURES / REPORTS[0] / "report", tmp_path / "out")
     db = tmp_path / "out" / "db.sqlite"

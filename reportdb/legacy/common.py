@@ -81,7 +81,7 @@ def kept(partial: Path, todo: str = "make room") -> str:
         return f"nothing was kept: {todo} and run the same command again"
     return (
         f"{partial} ({size / 2**20:.1f} MiB) keeps the work done so far: {todo} and run the same command again to "
-        "resume, or delete that file to give up"
+        f"resume, or delete {partial.name} to give up"
     )
 
 

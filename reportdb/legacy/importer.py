@@ -51,7 +51,7 @@ def import_tensors(
                     commits.commit()  # the files imported so far stay imported
                     raise UnreadableTensorFileError(
                         f"{f.path}: {error}; stopped there (strict; without it the file would be logged and skipped). "
-                        + kept(Path(report.path), "fix or remove that file")
+                        + kept(Path(report.path), f"fix or remove the tensor file {f.path.name}")
                     )
                 problems["unreadable_files"].append({"path": rel, "tensor_id": f.tensor_id, "rank": f.rank, "error": error})
                 log.add("unreadable_file", tensor_id=f.tensor_id, rank=f.rank, path=rel, message=error)

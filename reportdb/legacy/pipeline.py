@@ -49,6 +49,10 @@ from .summary import ByteCounts, MigrationSummary, Skipped, TensorCounts
 from .verification import VerifyResult, verify, verify_report
 
 
+#: Suffixes of a database file, which a destination folder is not given (``-o r.sqlite`` made a folder of that name).
+_FILE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+
+
 def migrate(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str] | None = None,
@@ -87,6 +91,12 @@ def migrate(
     if not in_place and remove_legacy_files:
         raise MigrationError("--remove-legacy-files applies to in-place migration only: with -o, SRC is never touched")
     dst_dir = src_dir if dst is None else Path(dst)
+    if not in_place and dst_dir.suffix.lower() in _FILE_SUFFIXES and not dst_dir.is_dir():
+        raise MigrationError(
+            f"{dst_dir}: migrate writes a report folder (its db.sqlite, with the source's config.json and other side "
+            f"files beside it), not a lone database file: name a folder, such as {dst_dir.with_suffix('')}; its "
+            "db.sqlite alone holds every table and tensor"
+        )
     if not in_place:
         _check_destination(src_dir, dst_dir)
     else:
