@@ -53,15 +53,9 @@ def open(  # noqa: A001 - the public name is fixed
 ) -> "Report":
     """Open a report folder or database file. ``"r"``: read only, as it is; ``"a"``: create or upgrade.
 
-    ``chunk_size`` and ``compression`` apply to the tensors this Report writes (see :class:`Report`).
-    A ``postgresql://HOST/DATABASE/NAME`` URL opens report NAME of a team store, read only (``reportdb.team``).
+    ``chunk_size`` and ``compression`` apply to the tensors this Report writes (see :class:`Report`). The public
+    ``reportdb.open`` (``reportdb.opening``) also opens a report in a team store by its URL.
     """
-    if isinstance(path, str) and "://" in path and path.split("://", 1)[0].lower() in ("postgresql", "postgres"):
-        if mode != "r":
-            raise InvalidArgumentError(f"a report in a team store opens read only (mode 'r'), not {mode!r}; pull it to write")
-        from .team import open_remote
-
-        return open_remote(path)
     return Report(path, mode, chunk_size=chunk_size, compression=compression)
 
 
