@@ -159,6 +159,7 @@ def test_migrate_in_place(folder: str, tmp_path: Path) -> None:
     assert verify(work).ok
 
 
+@pytest.mark.process
 def test_in_place_with_remove_legacy_files(tmp_path: Path) -> None:
     work = writable_copy(FIXTURES / REPORTS[0] / "report", tmp_path / "report")
     summary = migrate(work, remove_legacy_files=True, jobs=2)
@@ -238,6 +239,7 @@ def damaged_report(tmp_path: Path) -> Path:
     return work
 
 
+@pytest.mark.process
 def test_unreadable_orphan_and_missing_files_are_reported(tmp_path: Path) -> None:
     src = damaged_report(tmp_path)
     before = tree_hashes(src)
@@ -505,6 +507,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.process
 def test_decode_workers_import_neither_sqlalchemy_nor_the_rest_of_the_migration() -> None:
     """A ``--jobs N`` worker imports ``reportdb.legacy.decode`` (through the package): that must stay light, so the
     package loads its other modules lazily; the second import shows the check can tell."""

@@ -367,6 +367,7 @@ def _sum_in_child(path: str) -> float:
         return float(r.tensor(1).astype(np.float64).sum())
 
 
+@pytest.mark.process
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # forking is the point
 def test_forked_child_reads_large_tensors(tmp_path: Path) -> None:

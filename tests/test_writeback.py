@@ -24,6 +24,7 @@ def _locked_by_another_process(db: Path) -> bool:
     return other.returncode != 0 and "locked" in other.stderr
 
 
+@pytest.mark.process
 def test_it_uses_sqlites_own_descriptors_and_keeps_its_locks(tmp_path: Path) -> None:
     """In a rollback journal SQLite's write lock is a POSIX lock on the database file, which closing any descriptor
     of the file would drop: after the call the lock still holds, and the data commits."""

@@ -415,6 +415,7 @@ def _child_writes(writer: Writer, tid: int) -> None:
     writer.flush()
 
 
+@pytest.mark.process
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # forking is the point
 def test_fork_child_uses_its_own_connection(tmp_path: Path) -> None:
@@ -638,6 +639,7 @@ def test_identifiers_with_quotes_and_spaces(tmp_path: Path) -> None:
     assert _rows(db, "SELECT tensor_id, rank FROM tensors") == [(1, 1)]
 
 
+@pytest.mark.process
 def test_reportdb_ttnn_is_an_attribute_loaded_on_first_use() -> None:
     code = (
         "import sys, reportdb\n"
