@@ -60,12 +60,11 @@ def open(  # noqa: A001 - the public name is fixed
 
 
 #: Seconds a read-only Report keeps one read transaction open across its reads (``Report._renew``). Each read
-#: transaction costs SQLite ~7 system calls of file locking and a ``PRAGMA data_version``, a third of a small tensor's
-#: read; held for a few milliseconds, that is paid once per a hundred reads (10k small reads in a loop took the same
-#: time with 1, 2 and 5 ms here). Short, because in a rollback-journal file a reader's shared lock holds back every
+#: transaction costs SQLite several system calls of file locking and a ``PRAGMA data_version``, a large part of a small
+#: tensor's read; held for a few milliseconds, that is paid once per many reads (benchmarks/NOTES.md). Short, because in a rollback-journal file a reader's shared lock holds back every
 #: commit: the reaper thread (:class:`_Reaper`) ends a snapshot this old even when its Report reads no more, so a
-#: writer waits at most this long plus a read in progress (SQLite's busy handler then retries within ~1-3 ms), well
-#: inside any busy timeout (reportdb's is 60 s, Python sqlite3's default 5 s).
+#: writer waits at most this long plus a read in progress (SQLite's busy handler then retries within milliseconds),
+#: well inside any busy timeout (reportdb's is 60 s, Python sqlite3's default 5 s).
 SNAPSHOT_SECONDS = 0.002
 
 
@@ -123,7 +122,7 @@ if hasattr(os, "register_at_fork"):
 
 class _Reading:
     """``Report._reading``: a class rather than a generator, as every read enters one (a generator-based context
-    manager costs about 1 us more, a few percent of a small tensor's read). Entering renews the Report's snapshot
+    manager costs measurably more per read, benchmarks/NOTES.md). Entering renews the Report's snapshot
     where it keeps one (``Report._renew``)."""
 
     __slots__ = ("report", "what")
@@ -157,8 +156,7 @@ class _Reading:
 def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
     """One read transaction around the statements of a read, unless one is open already (the Report's own snapshot,
     ``Report._renew``, or ``batch()``): SQLite then
-    takes and checks its shared lock once instead of once per statement (~5 us each on a 2-core VM, most of a window's
-    SQL time), and every row read comes from one state of the file."""
+    takes and checks its shared lock once instead of once per statement (most of a window's SQL time), and every row read comes from one state of the file."""
     if conn.in_transaction:
         yield
         return
