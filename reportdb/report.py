@@ -13,7 +13,6 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from concurrent.futures import Executor
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 from . import recognize
 from .dtypes import numpy_dtype
 from .numeric.stats import ShardStats, TensorStats
+from .reading import Reaper, snapshot as _snapshot
 from .results import MAX_HTML_ROWS, ReportSummary, html_table
 from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .spec import Shards, assemble
@@ -62,60 +62,13 @@ def open(  # noqa: A001 - the public name is fixed
 #: Seconds a read-only Report keeps one read transaction open across its reads (``Report._renew``). Each read
 #: transaction costs SQLite several system calls of file locking and a ``PRAGMA data_version``, a large part of a small
 #: tensor's read; held for a few milliseconds, that is paid once per many reads (benchmarks/NOTES.md). Short, because in a rollback-journal file a reader's shared lock holds back every
-#: commit: the reaper thread (:class:`_Reaper`) ends a snapshot this old even when its Report reads no more, so a
+#: commit: the reaper thread (:class:`~reportdb.reading.Reaper`) ends a snapshot this old even when its Report reads no more, so a
 #: writer waits at most this long plus a read in progress (SQLite's busy handler then retries within milliseconds),
 #: well inside any busy timeout (reportdb's is 60 s, Python sqlite3's default 5 s).
 SNAPSHOT_SECONDS = 0.002
 
 
-class _Reaper:
-    """One daemon thread for the whole process that ends every Report's held read transaction once it is
-    :data:`SNAPSHOT_SECONDS` old, so a Report left idle (a viewer between clicks, a notebook) never holds a lock on its
-    file for longer than that. Started at the first snapshot; it sleeps while no Report holds one. Reports are kept by
-    weak reference: one dropped without ``close()`` is collected as before (its connection's locks go with it)."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget the thread and every Report (a forked child has neither)."""
-        self._cond = threading.Condition(threading.Lock())
-        self._due: dict[int, tuple[float, weakref.ref[Report]]] = {}
-        self._started = False
-        self._wake = float("inf")  # when the thread looks next (monotonic time)
-
-    def schedule(self, report: Report, at: float) -> None:
-        """End ``report``'s snapshot at monotonic time ``at`` (or soon after, when a read is holding the Report then)."""
-        with self._cond:
-            if not self._started:
-                threading.Thread(target=self._run, name="reportdb-snapshots", daemon=True).start()
-                self._started = True
-            if at < self._wake:  # sooner than the thread would look: wake it
-                self._cond.notify()
-            self._due[id(report)] = (at, weakref.ref(report))
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._due:
-                    self._wake = float("inf")
-                    self._cond.wait()
-                now = time.monotonic()
-                self._wake = min(at for at, _ in self._due.values())
-                if self._wake > now:
-                    self._cond.wait(self._wake - now)
-                    continue
-                due = [(key, ref) for key, (at, ref) in self._due.items() if at <= now]
-                for key, _ in due:
-                    del self._due[key]
-            for key, ref in due:
-                report = ref()
-                if report is not None and not report._expire():
-                    with self._cond:  # a read holds the Report: look again a snapshot's time later
-                        self._due.setdefault(key, (time.monotonic() + SNAPSHOT_SECONDS, ref))
-
-
-_REAPER = _Reaper()
+_REAPER = Reaper(lambda: SNAPSHOT_SECONDS)  # read at each look, so a change to SNAPSHOT_SECONDS applies
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_REAPER.reset)
 
@@ -150,25 +103,6 @@ class _Reading:
             raise mapped from exc
         if isinstance(exc, (CorruptionError, QueryTimeoutError)) and what not in str(exc):
             raise type(exc)(f"{what}: {exc}") from exc
-
-
-@contextlib.contextmanager
-def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    """One read transaction around the statements of a read, unless one is open already (the Report's own snapshot,
-    ``Report._renew``, or ``batch()``): SQLite then
-    takes and checks its shared lock once instead of once per statement (most of a window's SQL time), and every row read comes from one state of the file."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    if conn.in_transaction:
-        conn.execute("COMMIT")
 
 
 def copy_tensor(

@@ -23,7 +23,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("numeric.blocks", "numeric.stats"), 0),
     "formats": 1,
     **dict.fromkeys(("store", "models", "migrations"), 2),
-    **dict.fromkeys(("report", "recognize"), 3),
+    **dict.fromkeys(("report", "recognize", "reading"), 3),
     **dict.fromkeys(("legacy", "writer", "ttnn"), 4),
     **dict.fromkeys(("numeric", "numeric.metrics", "numeric.streamed", "analysis"), 5),
     **dict.fromkeys(("web", "team", "opening"), 6),
