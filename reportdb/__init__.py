@@ -57,6 +57,7 @@ from .errors import (  # every error class, so callers can catch each by name
     WriterError,
 )
 
+#: The release, written here only: pyproject.toml reads it (``dynamic = ["version"]``), migrations record it.
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -64,7 +65,7 @@ _LAZY = {
     "Distribution": "reportdb.spec",
     "Placement": "reportdb.spec",
     "LoadedTensor": "reportdb.spec",
-    "open": "reportdb.report",
+    "open": "reportdb.opening",
     "Report": "reportdb.report",
     "upgrade": "reportdb.report",
     "load_tensor_file": "reportdb.formats",
@@ -119,10 +120,23 @@ __all__ = ["__version__", *_LAZY, *_ERRORS]
 #: ``import reportdb`` no Flask, until then.
 _SUBMODULES = frozenset({"ttnn", "models", "web"})
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover - what the lazy names are, for type checkers and editors (tests/test_typing.py)
     from . import models, ttnn  # noqa: F401
-    from .report import Report, open  # noqa: F401
+    from .analysis.golden import GoldenResult, compare_golden  # noqa: F401
+    from .analysis.plot import plot_tensor  # noqa: F401
+    from .analysis.runs import RunComparison, RunRow, compare_runs  # noqa: F401
+    from .formats import load_tensor_file  # noqa: F401
+    from .formats.export import convert_tensor_file, describe_tensor_file  # noqa: F401
+    from .legacy.pipeline import migrate  # noqa: F401
+    from .legacy.summary import MigrationSummary  # noqa: F401
+    from .legacy.verification import VerifyResult, verify  # noqa: F401
+    from .numeric.metrics import Comparison, compare  # noqa: F401
+    from .numeric.stats import ShardStats, TensorStats  # noqa: F401
+    from .opening import open  # noqa: F401
+    from .report import Report, upgrade  # noqa: F401
+    from .results import ReportSummary  # noqa: F401
     from .spec import Distribution, LoadedTensor, Placement, TensorSpec  # noqa: F401
+    from .writer import Writer  # noqa: F401
 
 
 __getattr__ = lazy_getattr(__name__, globals(), _LAZY, _SUBMODULES)

@@ -2,17 +2,61 @@
 
 Stored tensors record their dtype by *name* (``"bfloat16"``, ``"float8_e4m3fn"``...), never by numpy's
 ``dtype.str`` (``"<V2"`` for bfloat16), so any numpy with ml_dtypes reads them back identically.
+
+ml_dtypes is imported only when one of its dtypes is asked for (:data:`DTYPES` looks it up on first use): some of its
+releases take a second to import, which every command that needs no bfloat16 (``reportdb info``, ``ls``) would pay.
 """
 
 from __future__ import annotations
 
-import ml_dtypes
+import sys
+from typing import Iterator, Mapping
+
 import numpy as np
 
 from .errors import UnsupportedDTypeError
 
+#: The ml_dtypes types stored by name, in storage order (after the numpy ones).
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+class _DTypes(Mapping[str, np.dtype]):
+    """Storage dtype names and their numpy dtypes, all little-endian; the ml_dtypes ones are made on first use."""
+
+    def __init__(self, numpy_types: dict[str, np.dtype]) -> None:
+        self._types = numpy_types
+        self._names = (*numpy_types, *_ML_DTYPES)
+        self._ml_loaded = False
+
+    def load_ml_dtypes(self) -> None:
+        """Import ml_dtypes and add its types (once)."""
+        if not self._ml_loaded:
+            import ml_dtypes
+
+            self._types.update((name, np.dtype(getattr(ml_dtypes, name))) for name in _ML_DTYPES)
+            self._ml_loaded = True
+
+    def __getitem__(self, name: str) -> np.dtype:
+        found = self._types.get(name)
+        if found is None and name in _ML_DTYPES:
+            self.load_ml_dtypes()
+            found = self._types[name]
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+
 #: Storage dtype names and their numpy dtypes, all little-endian.
-DTYPES: dict[str, np.dtype] = {
+DTYPES: Mapping[str, np.dtype] = _DTypes({
     "bool": np.dtype(np.bool_),
     "int8": np.dtype("<i1"),
     "int16": np.dtype("<i2"),
@@ -25,10 +69,7 @@ DTYPES: dict[str, np.dtype] = {
     "float16": np.dtype("<f2"),
     "float32": np.dtype("<f4"),
     "float64": np.dtype("<f8"),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-}
+})
 
 #: ttnn DataType names and the storage dtype their values are kept in (block floats: bfloat16,
 #: which holds every BFLOAT8_B / BFLOAT4_B value exactly).
@@ -61,6 +102,9 @@ def dtype_name(dtype: np.dtype | type | str) -> str:
     except TypeError as exc:
         raise UnsupportedDTypeError(f"unknown dtype {dtype!r}; supported: {', '.join(DTYPES)}") from exc
     native = dt.newbyteorder("<") if dt.byteorder not in ("=", "|", "<") else dt
+    if "ml_dtypes" in sys.modules:  # an array of an ml_dtypes type exists only once ml_dtypes is imported
+        assert isinstance(DTYPES, _DTypes)
+        DTYPES.load_ml_dtypes()
     for name, candidate in DTYPES.items():
         if native == candidate:
             _NAMES[dt] = name
@@ -78,6 +122,17 @@ def numpy_dtype(name: str) -> np.dtype:
         raise UnsupportedDTypeError(
             f"unknown stored dtype name {name!r}; this reportdb knows {', '.join(DTYPES)}"
         ) from None
+
+
+#: Bytes per element of each storage dtype, known without importing ml_dtypes.
+_ITEMSIZES = {"bool": 1, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def itemsize(name: str) -> int:
+    """Bytes per element of the storage dtype ``name``, without importing ml_dtypes (sizes of stored tensors are
+    checked on every read of their metadata, ``reportdb ls`` included)."""
+    size = _ITEMSIZES.get(name)
+    return size if size is not None else numpy_dtype(name).itemsize
 
 
 def canonical(array: np.ndarray) -> np.ndarray:

@@ -12,7 +12,8 @@ class ReportNotFoundError(ReportDBError, FileNotFoundError):
 
 
 class NotAReportError(ReportDBError):
-    """The file exists but is not a SQLite database."""
+    """The file exists but is not a report database: not SQLite, empty, or a database without the tables every report
+    has (``reportdb.recognize``); it was not changed."""
 
 
 class FormatError(ReportDBError):
@@ -178,4 +179,5 @@ class TeamStoreError(ReportDBError):
 
 class ReportExistsError(ReportDBError):
     """The team store already holds a different report under this name, or a push of different content under it is
-    under way or was interrupted; push under another name or delete it first."""
+    under way or was interrupted; push under another name or delete it first. A Writer raises it for a report whose
+    run has finished (write elsewhere, remove it, or ``append=True``) and, appending, for an operation already there."""

@@ -13,7 +13,6 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from concurrent.futures import Executor
 from dataclasses import replace
 from pathlib import Path
@@ -21,8 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Literal, Ma
 
 import numpy as np
 
+from . import recognize
 from .dtypes import numpy_dtype
 from .numeric.stats import ShardStats, TensorStats
+from .reading import Reaper, snapshot as _snapshot
 from .results import MAX_HTML_ROWS, ReportSummary, html_table
 from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
 from .spec import Shards, assemble
@@ -52,83 +53,29 @@ def open(  # noqa: A001 - the public name is fixed
 ) -> "Report":
     """Open a report folder or database file. ``"r"``: read only, as it is; ``"a"``: create or upgrade.
 
-    ``chunk_size`` and ``compression`` apply to the tensors this Report writes (see :class:`Report`).
-    A ``postgresql://HOST/DATABASE/NAME`` URL opens report NAME of a team store, read only (``reportdb.team``).
+    ``chunk_size`` and ``compression`` apply to the tensors this Report writes (see :class:`Report`). The public
+    ``reportdb.open`` (``reportdb.opening``) also opens a report in a team store by its URL.
     """
-    if isinstance(path, str) and "://" in path and path.split("://", 1)[0].lower() in ("postgresql", "postgres"):
-        if mode != "r":
-            raise InvalidArgumentError(f"a report in a team store opens read only (mode 'r'), not {mode!r}; pull it to write")
-        from .team import open_remote
-
-        return open_remote(path)
     return Report(path, mode, chunk_size=chunk_size, compression=compression)
 
 
 #: Seconds a read-only Report keeps one read transaction open across its reads (``Report._renew``). Each read
-#: transaction costs SQLite ~7 system calls of file locking and a ``PRAGMA data_version``, a third of a small tensor's
-#: read; held for a few milliseconds, that is paid once per a hundred reads (10k small reads in a loop took the same
-#: time with 1, 2 and 5 ms here). Short, because in a rollback-journal file a reader's shared lock holds back every
-#: commit: the reaper thread (:class:`_Reaper`) ends a snapshot this old even when its Report reads no more, so a
-#: writer waits at most this long plus a read in progress (SQLite's busy handler then retries within ~1-3 ms), well
-#: inside any busy timeout (reportdb's is 60 s, Python sqlite3's default 5 s).
+#: transaction costs SQLite several system calls of file locking and a ``PRAGMA data_version``, a large part of a small
+#: tensor's read; held for a few milliseconds, that is paid once per many reads (benchmarks/NOTES.md). Short, because in a rollback-journal file a reader's shared lock holds back every
+#: commit: the reaper thread (:class:`~reportdb.reading.Reaper`) ends a snapshot this old even when its Report reads no more, so a
+#: writer waits at most this long plus a read in progress (SQLite's busy handler then retries within milliseconds),
+#: well inside any busy timeout (reportdb's is 60 s, Python sqlite3's default 5 s).
 SNAPSHOT_SECONDS = 0.002
 
 
-class _Reaper:
-    """One daemon thread for the whole process that ends every Report's held read transaction once it is
-    :data:`SNAPSHOT_SECONDS` old, so a Report left idle (a viewer between clicks, a notebook) never holds a lock on its
-    file for longer than that. Started at the first snapshot; it sleeps while no Report holds one. Reports are kept by
-    weak reference: one dropped without ``close()`` is collected as before (its connection's locks go with it)."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget the thread and every Report (a forked child has neither)."""
-        self._cond = threading.Condition(threading.Lock())
-        self._due: dict[int, tuple[float, weakref.ref[Report]]] = {}
-        self._started = False
-        self._wake = float("inf")  # when the thread looks next (monotonic time)
-
-    def schedule(self, report: Report, at: float) -> None:
-        """End ``report``'s snapshot at monotonic time ``at`` (or soon after, when a read is holding the Report then)."""
-        with self._cond:
-            if not self._started:
-                threading.Thread(target=self._run, name="reportdb-snapshots", daemon=True).start()
-                self._started = True
-            if at < self._wake:  # sooner than the thread would look: wake it
-                self._cond.notify()
-            self._due[id(report)] = (at, weakref.ref(report))
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._due:
-                    self._wake = float("inf")
-                    self._cond.wait()
-                now = time.monotonic()
-                self._wake = min(at for at, _ in self._due.values())
-                if self._wake > now:
-                    self._cond.wait(self._wake - now)
-                    continue
-                due = [(key, ref) for key, (at, ref) in self._due.items() if at <= now]
-                for key, _ in due:
-                    del self._due[key]
-            for key, ref in due:
-                report = ref()
-                if report is not None and not report._expire():
-                    with self._cond:  # a read holds the Report: look again a snapshot's time later
-                        self._due.setdefault(key, (time.monotonic() + SNAPSHOT_SECONDS, ref))
-
-
-_REAPER = _Reaper()
+_REAPER = Reaper(lambda: SNAPSHOT_SECONDS)  # read at each look, so a change to SNAPSHOT_SECONDS applies
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_REAPER.reset)
 
 
 class _Reading:
     """``Report._reading``: a class rather than a generator, as every read enters one (a generator-based context
-    manager costs about 1 us more, a few percent of a small tensor's read). Entering renews the Report's snapshot
+    manager costs measurably more per read, benchmarks/NOTES.md). Entering renews the Report's snapshot
     where it keeps one (``Report._renew``)."""
 
     __slots__ = ("report", "what")
@@ -158,26 +105,6 @@ class _Reading:
             raise type(exc)(f"{what}: {exc}") from exc
 
 
-@contextlib.contextmanager
-def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    """One read transaction around the statements of a read, unless one is open already (the Report's own snapshot,
-    ``Report._renew``, or ``batch()``): SQLite then
-    takes and checks its shared lock once instead of once per statement (~5 us each on a 2-core VM, most of a window's
-    SQL time), and every row read comes from one state of the file."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    if conn.in_transaction:
-        conn.execute("COMMIT")
-
-
 def copy_tensor(
     source: "Report", dest: "Report", tensor_id: int, rank: int = 0, *, to_rank: int | None = None
 ) -> TensorInfo:
@@ -189,10 +116,12 @@ def copy_tensor(
     return info
 
 def upgrade(path: str | os.PathLike[str]) -> str:
-    """Bring an existing report database to the current schema in place; return the schema revision."""
+    """Bring an existing report database to the current schema in place; return the schema revision. A file that is
+    no report (:mod:`reportdb.recognize`) is refused untouched with :class:`NotAReportError`."""
     db = resolve_path(path)
     if not db.is_file():
         raise ReportNotFoundError(f"{db}: no such report database")
+    recognize.check_file(db, empty_ok=False)  # an empty file or someone else's database is no report to upgrade
     with Report(db, "a") as report:
         report.fill_missing_stats()
         return str(report.schema_revision)
@@ -254,7 +183,15 @@ class Report:
             )
         if existed and self.path.is_dir():
             raise ReportNotFoundError(f"{self.path}: is a folder without {DB_NAME}")
+        if existed and mode == "a" and self.path.stat().st_size > 0:
+            recognize.check_file(self.path)  # someone else's database gets no reportdb tables
         opened = schema.open_database(self.path, writing=mode == "a", existed=existed)
+        if mode == "r":
+            try:
+                recognize.check(opened.conn, self.path, empty_ok=False)
+            except BaseException:
+                opened.conn.close()
+                raise
         self._conn, self.schema_revision = opened.conn, opened.revision
         self._wal = opened.new_file  # this connection has put the file in WAL mode (else at its first write)
         self._engine: Engine | None = None  # made by session(), on first use: SQLAlchemy's ORM is slow to import

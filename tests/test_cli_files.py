@@ -21,6 +21,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     "name, folder, suffix",
     [("t024_mc_height_sharded_l1", "ttnn-0.62.2-bin", ".bin"), ("t000_bfloat16_row", "ttnn-0.81.1-tensorbin", ".tensorbin")],
 )
+@pytest.mark.process
 def test_show_and_convert_to_npy(tmp_path: Path, name: str, folder: str, suffix: str) -> None:
     src = FIXTURES / folder / "files" / f"{name}{suffix}"
     expected = np.load(FIXTURES / folder / "expected" / f"{name}.npy")
@@ -34,6 +35,7 @@ def test_show_and_convert_to_npy(tmp_path: Path, name: str, folder: str, suffix:
     assert_values_equal(np.load(out), expected)
 
 
+@pytest.mark.process
 def test_convert_multi_device_to_npz_keeps_every_shard(tmp_path: Path) -> None:
     manifest = json.loads((FIXTURES / "ttnn-0.81.1-tensorbin" / "manifest.json").read_text())["files"]
     entry = next(e for e in manifest if e["num_shards"] > 1)
@@ -45,6 +47,7 @@ def test_convert_multi_device_to_npz_keeps_every_shard(tmp_path: Path) -> None:
         assert len(shards) == entry["num_shards"]
 
 
+@pytest.mark.process
 def test_bad_file_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "x.bin"
     bad.write_bytes(b"\xff" * 8 + b"\x09" + b"\x00" * 40)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import reportdb
 
@@ -19,6 +20,7 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     return subprocess.run([sys.executable, "-m", "reportdb", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+@pytest.mark.process
 def test_info_ls_upgrade_on_real_report(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "ttnn-0.62.2-bin" / "report", tmp_path / "rep", ignore=shutil.ignore_patterns("tensors"))
     rep = tmp_path / "rep"
@@ -38,6 +40,7 @@ def test_info_ls_upgrade_on_real_report(tmp_path: Path) -> None:
     assert "tensors:         1" in info.stdout
 
 
+@pytest.mark.process
 def test_errors_are_one_line_with_nonzero_exit(tmp_path: Path) -> None:
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"garbage" * 1000)

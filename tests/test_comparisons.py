@@ -105,6 +105,7 @@ def test_run_vs_run_falls_back_to_name_order_when_ids_differ(migrated: dict[str,
     assert first is not None and (first.operation_id_a, first.operation_id_b) == (9, 109)
 
 
+@pytest.mark.process
 def test_cli_compare_golden_and_runs(migrated: dict[str, Path], tmp_path: Path) -> None:
     work = tmp_path / "a"
     shutil.copytree(migrated[REPORTS[0]], work)
@@ -122,6 +123,7 @@ def test_cli_compare_golden_and_runs(migrated: dict[str, Path], tmp_path: Path) 
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.process
 def test_plot_writes_pictures(migrated: dict[str, Path], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")  # a test extra; the missing-matplotlib path is tested below
     report_path = migrated[REPORTS[0]]
@@ -137,6 +139,7 @@ def test_plot_writes_pictures(migrated: dict[str, Path], tmp_path: Path) -> None
     assert cli.returncode == 0 and (tmp_path / "c.png").stat().st_size > 0, cli.stderr
 
 
+@pytest.mark.process
 def test_plot_without_matplotlib_is_a_clear_error(migrated: dict[str, Path], tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"

@@ -188,6 +188,7 @@ def test_verify_api_and_cli_pass_on_a_compressed_report(tmp_path: Path) -> None:
     assert json.loads(cli_result.output)["ok"]
 
 
+@pytest.mark.process
 def test_migrate_a_real_report_with_compression(tmp_path: Path) -> None:
     src = FIXTURES / FIXTURE / "report"
     summary = reportdb.migrate(src, tmp_path / "out", compression="zstd", jobs=2)
@@ -259,6 +260,7 @@ def _run_without_zstd(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", BLOCK_ZSTD + code], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.process
 def test_missing_zstd_library_gives_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
     with reportdb.open(path, "a", compression="zstd") as report:

@@ -321,6 +321,7 @@ def _payloads(marker: Path) -> dict[str, tuple[bytes, str]]:
 PAYLOAD_IDS = list(_payloads(Path("x")))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind", PAYLOAD_IDS)
 def test_malicious_zip_pickle_refused(tmp_path: Path, kind: str) -> None:
     marker = tmp_path / "pwned"
@@ -332,6 +333,7 @@ def test_malicious_zip_pickle_refused(tmp_path: Path, kind: str) -> None:
     assert not marker.exists()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind", PAYLOAD_IDS)
 def test_malicious_legacy_pickle_refused(tmp_path: Path, kind: str) -> None:
     marker = tmp_path / "pwned"

@@ -197,6 +197,7 @@ def test_fuzz_mutated_fixtures() -> None:
     print(proc.stdout.strip(), f"in {elapsed:.1f} s")
 
 
+@pytest.mark.process
 def test_harness_disk_errors_are_not_reader_failures() -> None:
     """A scratch write the disk refuses (here: a 4 KiB file size limit, EFBIG) ends the worker with
     ENVIRONMENT_EXIT and says so; it is not counted as a reader failure."""

@@ -76,6 +76,7 @@ def test_read_only_connections_refuse_writes(tmp_path: Path) -> None:
             conn.execute("DELETE FROM rdb_tensor")
 
 
+@pytest.mark.process
 def test_reader_sees_what_a_live_writer_committed_and_touches_nothing(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     read = f"import reportdb; r = reportdb.open({str(path)!r}); print([float(r.tensor(t).sum()) for t in r.tensor_ids()])"
@@ -152,6 +153,7 @@ def _run(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.process
 def test_a_recursive_view_under_a_reportdb_name_is_refused_not_spun_on(tmp_path: Path) -> None:
     path = _report(tmp_path / "db.sqlite")
     _sql(
@@ -215,6 +217,7 @@ def test_report_schema_cannot_call_application_functions(tmp_path: Path) -> None
     assert calls == [1]
 
 
+@pytest.mark.process
 def test_a_spinning_query_is_stopped_with_a_clear_error(tmp_path: Path) -> None:
     path = _report(tmp_path / "db.sqlite")
     _sql(

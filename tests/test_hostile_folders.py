@@ -77,6 +77,7 @@ def schema_objects(db: Path, kind: str) -> list[str]:
 # --- 1. symlinks and special files ----------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_remove_legacy_files_never_deletes_through_a_tensors_link(tmp_path: Path) -> None:
     outside = writable_copy(tmp_path / "elsewhere")  # someone else's tensors, reached through the link
     before = snapshot(outside)
@@ -93,6 +94,7 @@ def test_remove_legacy_files_never_deletes_through_a_tensors_link(tmp_path: Path
     assert [e["name"] for e in log_rows(src / "db.sqlite", "skipped")] == ["tensors"]
 
 
+@pytest.mark.process
 def test_links_and_special_files_beside_the_database_are_not_followed(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.mkdir()
@@ -137,6 +139,7 @@ def test_links_and_special_files_beside_the_database_are_not_followed(tmp_path: 
     assert b"PRIVATE KEY" not in (out / "db.sqlite").read_bytes()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind", ["symlink", "fifo"])
 def test_database_that_is_a_link_or_a_fifo_is_refused(kind: str, tmp_path: Path) -> None:
     src = writable_copy(tmp_path / "report")
@@ -197,6 +200,7 @@ def hostile_schema(src: Path) -> None:
     conn.close()
 
 
+@pytest.mark.process
 def test_source_triggers_are_not_copied_and_cannot_hang_migrate(tmp_path: Path) -> None:
     src = writable_copy(tmp_path / "report")
     hostile_schema(src)
@@ -270,6 +274,7 @@ def test_a_schema_too_slow_to_copy_is_stopped(tmp_path: Path) -> None:
 # --- 3. verify proves completeness ----------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_verify_against_names_files_not_stored(tmp_path: Path) -> None:
     src = writable_copy(tmp_path / "report")
     for name in ("7.bin", "8.bin"):
@@ -282,6 +287,7 @@ def test_verify_against_names_files_not_stored(tmp_path: Path) -> None:
     assert cli.returncode == 1 and "tensors/7.bin" in cli.stderr and "Traceback" not in cli.stderr
 
 
+@pytest.mark.process
 def test_verify_refuses_an_unmigrated_legacy_folder(tmp_path: Path) -> None:
     src = writable_copy(tmp_path / "report")
     before = snapshot(src)
@@ -299,6 +305,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_verify_fails_on_an_incomplete_store(damage: str, tmp_path: Path) -> None:
     migrate(REPORT, tmp_path / "out")
@@ -352,6 +359,7 @@ def test_disk_full_is_one_clear_line_and_a_rerun_resumes(small_disk: Path, tmp_p
     assert verify(out, against=src).ok
 
 
+@pytest.mark.process
 def test_disk_full_error_class(small_disk: Path, tmp_path: Path) -> None:
     src = writable_copy(tmp_path / "report")
     values = np.random.default_rng(1).standard_normal((2048, 1024)).astype(np.float32)  # 8 MiB on an 8 MiB disk

@@ -159,6 +159,7 @@ def test_migrate_in_place(folder: str, tmp_path: Path) -> None:
     assert verify(work).ok
 
 
+@pytest.mark.process
 def test_in_place_with_remove_legacy_files(tmp_path: Path) -> None:
     work = writable_copy(FIXTURES / REPORTS[0] / "report", tmp_path / "report")
     summary = migrate(work, remove_legacy_files=True, jobs=2)
@@ -238,6 +239,7 @@ def damaged_report(tmp_path: Path) -> Path:
     return work
 
 
+@pytest.mark.process
 def test_unreadable_orphan_and_missing_files_are_reported(tmp_path: Path) -> None:
     src = damaged_report(tmp_path)
     before = tree_hashes(src)
@@ -337,19 +339,42 @@ KILL_POINTS: dict[str, Callable[[Path], bool]] = {
 }
 
 
-def run_and_kill(args: list[str], partial: Path, point: Callable[[Path], bool]) -> None:
-    """Run ``reportdb migrate`` (pausing after each step) and SIGKILL it once ``point`` holds."""
-    env = dict(os.environ, REPORTDB_MIGRATE_PAUSE="0.05", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "migrate", *args], env=env, stdout=subprocess.DEVNULL)
+#: Seconds a stepped migrate runs between two looks at where it is.
+STEP_SECONDS = 0.002
+
+
+def run_stepped(args: list[str], until: Callable[[int], bool]) -> None:
+    """Run ``reportdb migrate`` in small steps and SIGKILL it once ``until(pid)`` holds.
+
+    The migrate and its workers (a process group of their own) run for :data:`STEP_SECONDS`, are stopped
+    (SIGSTOP), and ``until`` looks at them (the partial file, their processes) while nothing moves; so a point
+    between two steps of the migration is met without any hook in reportdb slowing it down. Wall time passes while it
+    is stopped, so its time-based commits come at every few files, as in a long migration."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "migrate", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while not point(partial):
+        deadline = time.monotonic() + 300
+        while True:
+            os.killpg(proc.pid, signal.SIGSTOP)
+            if until(proc.pid):
+                break
             assert proc.poll() is None, "migrate finished before the kill point"
             assert time.monotonic() < deadline
-            time.sleep(0.005)
+            os.killpg(proc.pid, signal.SIGCONT)
+            time.sleep(STEP_SECONDS)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        try:  # the workers, stopped with it, go on only to notice that it is gone
+            os.killpg(proc.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def run_and_kill(args: list[str], partial: Path, point: Callable[[Path], bool]) -> None:
+    """SIGKILL a ``reportdb migrate`` once ``point`` holds for its partial file."""
+    run_stepped(args, lambda pid: point(partial))
 
 
 @pytest.mark.process
@@ -410,6 +435,28 @@ def test_cli_migrate_json_and_verify(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "no such report folder" in result.output and "Traceback" not in result.output
 
 
+def test_destination_named_as_a_database_file_is_refused(tmp_path: Path) -> None:
+    """``-o r.sqlite`` used to make a folder named r.sqlite; migrate writes a folder, so a file name is refused."""
+    src = FIXTURES / REPORTS[0] / "report"
+    for name in ("r.sqlite", "r.db", "R.SQLITE3"):
+        result = CliRunner().invoke(cli, ["migrate", str(src), "-o", str(tmp_path / name)])
+        assert result.exit_code == 1 and "migrate writes a report folder" in result.output, result.output
+        assert f"such as {tmp_path / Path(name).stem}" in result.output and "Traceback" not in result.output
+        assert not (tmp_path / name).exists()
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_strict_stop_names_the_tensor_file_to_fix_and_the_partial_file_to_delete(tmp_path: Path) -> None:
+    """The --strict message named "that file" twice, for the unreadable tensor file and the partial database."""
+    src = writable_copy(FIXTURES / REPORTS[0] / "report", tmp_path / "src")
+    bad = src / "tensors" / "5.bin"
+    bad.write_bytes(bad.read_bytes()[:40])
+    result = CliRunner().invoke(cli, ["migrate", str(src), "-o", str(tmp_path / "out"), "--strict"])
+    assert result.exit_code == 1, result.output
+    assert "that file" not in result.output
+    assert "fix or remove the tensor file 5.bin" in result.output and f"delete {PARTIAL_NAME} to give up" in result.output
+
+
 def test_cli_verify_fails_on_a_damaged_chunk(tmp_path: Path) -> None:
     migrate(FIXTURES / REPORTS[0] / "report", tmp_path / "out")
     db = tmp_path / "out" / "db.sqlite"
@@ -425,18 +472,14 @@ def test_cli_verify_fails_on_a_damaged_chunk(tmp_path: Path) -> None:
 @pytest.mark.process
 def test_killed_parallel_migration_leaves_no_worker_behind(tmp_path: Path) -> None:
     """Decode workers end with the migrate process, even when it is killed with SIGKILL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reportdb", "migrate", str(FIXTURES / "ttnn-0.62.2-bin" / "report"), "-o", str(tmp_path / "out"), "--jobs", "2"],
-        env={**os.environ, "REPORTDB_MIGRATE_PAUSE": "5"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
     workers: list[int] = []
-    while time.monotonic() < deadline and not workers:
-        time.sleep(0.2)
-        workers = _children(proc.pid)
+
+    def started(pid: int) -> bool:
+        workers[:] = _children(pid)
+        return bool(workers)
+
+    run_stepped([str(FIXTURES / "ttnn-0.62.2-bin" / "report"), "-o", str(tmp_path / "out"), "--jobs", "2"], started)
     assert workers, "the migration never started its workers"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
         time.sleep(0.2)
@@ -464,6 +507,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.process
 def test_decode_workers_import_neither_sqlalchemy_nor_the_rest_of_the_migration() -> None:
     """A ``--jobs N`` worker imports ``reportdb.legacy.decode`` (through the package): that must stay light, so the
     package loads its other modules lazily; the second import shows the check can tell."""

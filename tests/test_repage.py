@@ -29,7 +29,7 @@ def test_a_repage_keeps_the_rowids_of_a_keyless_table_with_gaps(tmp_path: Path) 
     with Writer(tmp_path, batch_seconds=0) as w:
         w.put_tensor(1, np.arange(1024, dtype=np.float32))
     rows = _legacy_table_with_gaps(db)
-    with Writer(tmp_path, batch_seconds=0) as w:  # written again: 64 KiB pages back, then 4 KiB ones at close
+    with Writer(tmp_path, batch_seconds=0, append=True) as w:  # written again: 64 KiB pages back, 4 KiB at close
         w.put_tensor(2, np.arange(2048, dtype=np.float32))
     con = sqlite3.connect(db)
     try:
@@ -89,7 +89,7 @@ def test_a_file_the_rewrite_cannot_copy_is_written_as_it_is(tmp_path: Path) -> N
     con.execute("CREATE TABLE notes (note TEXT COLLATE reverse)")
     con.executemany("INSERT INTO notes VALUES (?)", [("a",), ("b",)])
     con.close()
-    with Writer(tmp_path, batch_seconds=0) as w:  # the repage to 64 KiB pages (and back at close) is skipped
+    with Writer(tmp_path, batch_seconds=0, append=True) as w:  # the repage to 64 KiB pages (and back) is skipped
         w.put_tensor(2, np.arange(2048, dtype=np.float32))
     with reportdb.open(db) as r:
         assert r.tensor_ids() == [1, 2]

@@ -1,5 +1,6 @@
-"""Start-up cost (issue 16): commands that only read import neither SQLAlchemy's ORM nor alembic, ``--help`` not even
-numpy, and the schema revisions known without alembic are exactly alembic's.
+"""Start-up cost: commands that only read import neither SQLAlchemy's ORM nor alembic, nor ml_dtypes (whose newer
+releases take a second to import) nor any optional extra's packages; ``--help`` not even numpy; and the schema
+revisions known without alembic are exactly alembic's.
 
 Every check runs in a fresh interpreter (a subprocess), where ``sys.modules`` shows what a command imported.
 No timings here: ``benchmarks/bench_read.py`` measures them.
@@ -13,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 from alembic.script import ScriptDirectory
@@ -24,7 +26,11 @@ from reportdb.store.engine import connect, engine_for
 
 from conftest import FIXTURES
 
-HEAVY = ("sqlalchemy", "alembic")
+#: Packages a command that only reads a report's counts and metadata has no use for (ml_dtypes: a bfloat16 tensor's
+#: dtype is a name until its values are read).
+HEAVY = ("sqlalchemy", "alembic", "ml_dtypes", "flask", "werkzeug", "waitress", "matplotlib", "psycopg", "zstandard")
+
+pytestmark = pytest.mark.process  # every check runs in a fresh interpreter
 
 
 def run_python(code: str, *args: str) -> list[str]:
@@ -46,6 +52,7 @@ def small_report(tmp_path: Path) -> Path:
     with reportdb.open(folder, "a") as report:
         report.put_tensor(1, np.arange(12, dtype=np.float32).reshape(3, 4), ttnn_dtype="FLOAT32", layout="ROW_MAJOR")
         report.put_tensor(2, np.ones(5, np.int32))
+        report.put_tensor(3, np.ones((2, 3), ml_dtypes.bfloat16), ttnn_dtype="BFLOAT16", layout="TILE")
         with report.connection() as conn:
             conn.execute("INSERT INTO operations(operation_id, name, duration) VALUES (1, 'ttnn.add', 0.5)")
     return folder
@@ -73,13 +80,14 @@ def test_reading_a_report_imports_neither_orm_nor_alembic_until_session(small_re
     )
     before, answers, orm = run_python(code, str(small_report))
     assert json.loads(before) == ["numpy"]
-    assert json.loads(answers) == [2, True, 2, 66.0, ["ttnn.add"], 2]
+    assert json.loads(answers) == [3, True, 3, 66.0, ["ttnn.add"], 3]
     assert orm == "True"
 
 
-def test_cli_info_and_ls_import_neither_orm_nor_alembic(small_report: Path) -> None:
-    """The ``info`` and ``ls`` commands' own code path, on a folder (which also looks for legacy tensor files)."""
-    for command in (["info", "--json"], ["ls", "--json"]):
+def test_cli_info_and_ls_import_only_numpy(small_report: Path) -> None:
+    """The ``info`` and ``ls`` commands' own code path, on a folder (which also looks for legacy tensor files), with a
+    bfloat16 tensor stored: numpy and nothing heavier (no ORM, no alembic, no ml_dtypes, no extra's package)."""
+    for command in (["info"], ["ls"], ["info", "--json"], ["ls", "--json"]):
         code = (
             "import json, sys\n"
             "from reportdb.cli import cli\n"
@@ -88,8 +96,11 @@ def test_cli_info_and_ls_import_neither_orm_nor_alembic(small_report: Path) -> N
         )
         *output, loaded = run_python(code, command[0], str(small_report), *command[1:])
         assert json.loads(loaded) == ["numpy"], command
+        if "--json" not in command:
+            assert any("bfloat16" in line for line in output) == (command[0] == "ls"), output
+            continue
         answer = json.loads("\n".join(output))
-        assert (answer["tensors"] if command[0] == "info" else len(answer)) == 2
+        assert (answer["tensors"] if command[0] == "info" else len(answer)) == 3
 
 
 def test_help_imports_no_numpy() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import multiprocessing
 import sqlite3
 import zlib
@@ -363,35 +362,12 @@ def test_put_tensors_existing_ids(report) -> None:
     assert report.put_tensors([]) == []
 
 
-def _reportdb_imports(path: Path) -> list[str]:
-    """The reportdb modules a module of ``reportdb.store`` imports, named from the package: "store.blobs", "errors"."""
-    names = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = ["store"][: 2 - node.level]  # level 1: a sibling in store, level 2: the reportdb package
-            names += [".".join(base + [node.module])] if node.module else [".".join(base + [a.name]) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reportdb."):
-            names.append(str(node.module).removeprefix("reportdb."))
-        elif isinstance(node, ast.Import):
-            names += [a.name.removeprefix("reportdb.") for a in node.names if a.name.startswith("reportdb.")]
-    return names
-
-
-def test_store_imports_nothing_above_it() -> None:
-    """``reportdb.store`` sits under ``Report``: its modules import only each other and the modules below them (errors,
-    spec, dtypes, numeric, pools, the alembic scripts), never the report, writer, migration, analysis, CLI or ttnn code."""
-    below = {"store", "errors", "spec", "dtypes", "numeric", "pools", "migrations", "results", "__version__"}
-    modules = sorted((Path(reportdb.__file__).parent / "store").glob("*.py"))
-    upward = [(path.name, name) for path in modules for name in _reportdb_imports(path) if name.split(".")[0] not in below]
-    assert len(modules) >= 10 and upward == []
-    assert "store.blobs" in _reportdb_imports(modules[[p.name for p in modules].index("tensors.py")])
-
-
 def _sum_in_child(path: str) -> float:
     with reportdb.open(path) as r:
         return float(r.tensor(1).astype(np.float64).sum())
 
 
+@pytest.mark.process
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # forking is the point
 def test_forked_child_reads_large_tensors(tmp_path: Path) -> None:

@@ -136,7 +136,7 @@ def test_a_known_table_the_file_lacks_is_created_with_its_rows(tmp_path: Path) -
         w.flush()
     db = tmp_path / "db.sqlite"
     assert not _rows(db, "SELECT name FROM sqlite_master WHERE name='buffer_pages'")  # not created before it is needed
-    with Writer(tmp_path, batch_seconds=0) as w, Writer(tmp_path, batch_seconds=0) as other:
+    with Writer(tmp_path, batch_seconds=0, append=True) as w, Writer(tmp_path, batch_seconds=0) as other:
         w.add_rows("buffer_pages", [page])
         other.add_rows("buffer_pages", [{**page, "page_index": 1}])  # its own view of the tables is out of date
     assert _rows(db, "SELECT page_index, page_address, rank FROM buffer_pages ORDER BY page_index") == [(0, 4160, 0), (1, 4160, 0)]
@@ -167,13 +167,14 @@ def test_checkpoints_run_beside_the_writer(tmp_path: Path) -> None:
 
 
 def test_stored_ids_are_skipped_without_converting(tmp_path: Path) -> None:
-    with Writer(tmp_path) as w:
-        assert w.put_tensor(1, np.arange(3, dtype=np.int32))
-        assert w.put_tensor(1, np.zeros(3, np.int32)) is False  # queued in this writer
-    with Writer(tmp_path) as w:
-        # already in the database: an object nothing could convert proves no conversion is attempted
-        assert w.put_tensor(1, object()) is False
-        assert w.put_tensor(1, np.zeros(3, np.int32), rank=1) is True  # another rank is another tensor
+    with Writer(tmp_path) as first:
+        assert first.put_tensor(1, np.arange(3, dtype=np.int32))
+        assert first.put_tensor(1, np.zeros(3, np.int32)) is False  # queued in this writer
+        first.flush()
+        with Writer(tmp_path) as w:  # opened while the first is: the same run
+            # already in the database: an object nothing could convert proves no conversion is attempted
+            assert w.put_tensor(1, object()) is False
+            assert w.put_tensor(1, np.zeros(3, np.int32), rank=1) is True  # another rank is another tensor
     with reportdb.open(tmp_path) as r:
         np.testing.assert_array_equal(r.tensor(1), [0, 1, 2])
         assert r.tensor_keys() == [(1, 0), (1, 1)]
@@ -222,15 +223,15 @@ def test_batches_commit_by_count_and_by_time(tmp_path: Path) -> None:
         assert _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(0,)]
         w.put_tensor(3, np.zeros(1))
         assert _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(3,)]
-    with Writer(tmp_path, batch_bytes=16, batch_seconds=0) as w:
+    with Writer(tmp_path, batch_bytes=16, batch_seconds=0, append=True) as w:
         w.put_tensor(4, np.zeros(2, np.float64))
         assert _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(4,)]
-    with Writer(tmp_path, batch_seconds=0.05) as w:
+    with Writer(tmp_path, batch_seconds=0.05, append=True) as w:
         w.put_tensor(5, np.zeros(1))
         w.add_operation(1, "ttnn.relu")
         _wait_for(lambda: _rows(db, "SELECT COUNT(*) FROM rdb_tensor") == [(5,)], "background commit of tensor 5")
         _wait_for(lambda: _rows(db, "SELECT COUNT(*) FROM operations") == [(1,)], "background commit of operation 1")
-    with Writer(tmp_path, batch_items=80, batch_seconds=600) as w:  # an eighth of a batch starts the thread
+    with Writer(tmp_path, batch_items=80, batch_seconds=600, append=True) as w:  # an eighth of a batch starts the thread
         for tid in range(10, 19):
             w.put_tensor(tid, np.zeros(1))
         assert _rows(db, "SELECT COUNT(*) FROM rdb_tensor WHERE tensor_id >= 10") == [(0,)]  # queued, not written
@@ -414,6 +415,7 @@ def _child_writes(writer: Writer, tid: int) -> None:
     writer.flush()
 
 
+@pytest.mark.process
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # forking is the point
 def test_fork_child_uses_its_own_connection(tmp_path: Path) -> None:
@@ -466,7 +468,7 @@ def test_writer_appends_to_a_migrated_ttnn_0_62_2_report(tmp_path: Path) -> None
         before = {tid: r.tensor(tid) for tid in r.tensor_ids()}
     assert before
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    with Writer(dst, batch_seconds=0) as w:
+    with Writer(dst, batch_seconds=0, append=True) as w:
         assert "rank" not in w.columns("tensors") and "rank" not in w.columns("operations")
         assert w.put_tensor(1000, x, layout="TILE", storage_type="DEVICE", device_id=0, address=4096)
         w.add_operation(1000, "ttnn.relu", arguments={"input": "x"}, stack_trace="model.py:1", inputs=[1], outputs=[1000])
@@ -637,6 +639,7 @@ def test_identifiers_with_quotes_and_spaces(tmp_path: Path) -> None:
     assert _rows(db, "SELECT tensor_id, rank FROM tensors") == [(1, 1)]
 
 
+@pytest.mark.process
 def test_reportdb_ttnn_is_an_attribute_loaded_on_first_use() -> None:
     code = (
         "import sys, reportdb\n"

@@ -118,7 +118,7 @@ def test_the_page_cache_stays_within_its_size_across_commits(tmp_path: Path, sta
         con = sqlite3.connect(tmp_path / "r" / "db.sqlite")
         assert con.execute("PRAGMA page_size").fetchone()[0] == 4096
         con.close()
-    with Writer(tmp_path / "r", batch_bytes=16 << 20, stats=False, durable=False) as w:
+    with Writer(tmp_path / "r", batch_bytes=16 << 20, stats=False, durable=False, append=True) as w:
         w.put_tensor(0, values)
         w.flush()
         before = _rss()

@@ -98,7 +98,7 @@ def test_another_writer_hands_the_file_over_to_wal(tmp_path: Path) -> None:
     w.close()  # the other connection has the WAL open: WAL stays, silently
     assert _header_mode(db) == (2, 2)
     other.close()
-    with Writer(tmp_path) as last:  # the last writer to close finishes the file
+    with Writer(tmp_path, append=True) as last:  # the last writer to close finishes the file
         last.put_tensor(4, _value(4, 10))
     assert _header_mode(db) == (1, 1)
     assert not Path(f"{db}-wal").exists() and not Path(f"{db}-shm").exists()

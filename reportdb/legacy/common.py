@@ -1,5 +1,5 @@
 """What every step of a legacy folder migration shares: its errors, the folder's file names, the migration log,
-small SQLite helpers and the test pause hook.
+and small SQLite helpers.
 
 The error classes are part of the public API (``reportdb.legacy`` re-exports them).
 """
@@ -22,13 +22,12 @@ from ..store.engine import BUSY_TIMEOUT_MS
 __all__ = [
     "DB_NAME", "PARTIAL_NAME", "TENSORS_DIR", "SQLITE_SIDE", "Progress", "MigrationError", "NotAReportFolderError",
     "VerificationError", "UnreadableTensorFileError", "UnsafeFolderError", "MigrationWriteError", "MigrationLog",
-    "user_tables", "rel_path", "kept", "pause", "leave_wal",
+    "user_tables", "rel_path", "kept", "leave_wal",
 ]
 
 PARTIAL_NAME = ".db.sqlite.reportdb-partial"
 TENSORS_DIR = "tensors"
 SQLITE_SIDE = ("-wal", "-shm", "-journal")
-_PAUSE_ENV = "REPORTDB_MIGRATE_PAUSE"
 
 Progress = Callable[[int, int, int, int], None]  # files done, files total, bytes done, bytes total
 
@@ -82,15 +81,8 @@ def kept(partial: Path, todo: str = "make room") -> str:
         return f"nothing was kept: {todo} and run the same command again"
     return (
         f"{partial} ({size / 2**20:.1f} MiB) keeps the work done so far: {todo} and run the same command again to "
-        "resume, or delete that file to give up"
+        f"resume, or delete {partial.name} to give up"
     )
-
-
-def pause() -> None:
-    """The documented test hook: sleep ``REPORTDB_MIGRATE_PAUSE`` seconds after each step (a tensor file, say)."""
-    delay = os.environ.get(_PAUSE_ENV)
-    if delay:
-        time.sleep(float(delay))
 
 
 def leave_wal(conn: sqlite3.Connection, db: Path) -> None:

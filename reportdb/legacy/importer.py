@@ -12,7 +12,7 @@ from typing import Any
 from .. import report as report_mod
 from ..formats.memconfig import parse_dtype, parse_layout, parse_memory_config, parse_shape
 from ..spec import TensorSpec
-from .common import MigrationLog, Progress, UnreadableTensorFileError, kept, pause, rel_path, user_tables
+from .common import MigrationLog, Progress, UnreadableTensorFileError, kept, rel_path, user_tables
 from .decode import DecodedFile, decoded_files
 from .inventory import TensorFile, golden_links
 
@@ -51,7 +51,7 @@ def import_tensors(
                     commits.commit()  # the files imported so far stay imported
                     raise UnreadableTensorFileError(
                         f"{f.path}: {error}; stopped there (strict; without it the file would be logged and skipped). "
-                        + kept(Path(report.path), "fix or remove that file")
+                        + kept(Path(report.path), f"fix or remove the tensor file {f.path.name}")
                     )
                 problems["unreadable_files"].append({"path": rel, "tensor_id": f.tensor_id, "rank": f.rank, "error": error})
                 log.add("unreadable_file", tensor_id=f.tensor_id, rank=f.rank, path=rel, message=error)
@@ -66,7 +66,6 @@ def import_tensors(
             commits.step(f.nbytes)
             if progress is not None:
                 progress(done_files, len(files), done_bytes, total_bytes)
-            pause()
     return counts
 
 

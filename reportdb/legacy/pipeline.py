@@ -20,10 +20,6 @@ which changes no byte or mtime of it or its side files; its triggers are not cop
 (``copy_triggers``), and copying its tables is bounded in time (``tables.COPY_SECONDS``). What was left out is
 listed in the summary and the migration log. A write the disk refuses (full, file size limit) is a one-line
 ``MigrationWriteError`` naming the partial file that a rerun resumes from.
-
-Test hook: when the environment variable ``REPORTDB_MIGRATE_PAUSE`` holds a number of seconds,
-``migrate`` sleeps that long after each step (table copy, each tensor file, verification), so tests can
-kill it at chosen points. It changes nothing else.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ from ..store import engine
 from ..store.codec import Compression, codec_for
 from .common import (
     DB_NAME, PARTIAL_NAME, MigrationError, MigrationLog, MigrationWriteError, Progress, VerificationError, kept,
-    pause, user_tables,
+    user_tables,
 )
 from .finish import copy_side_files, finish_already_migrated, make_self_contained, remove_imported_files, replace_destination
 from .importer import import_tensors
@@ -51,6 +47,10 @@ from .inventory import TensorFile, record_inventory, report_folder, scan_side_fi
 from .tables import create_triggers, prepare_partial, schema_left_out, table_counts, trigger_plan, write_once
 from .summary import ByteCounts, MigrationSummary, Skipped, TensorCounts
 from .verification import VerifyResult, verify, verify_report
+
+
+#: Suffixes of a database file, which a destination folder is not given (``-o r.sqlite`` made a folder of that name).
+_FILE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
 def migrate(
@@ -91,6 +91,12 @@ def migrate(
     if not in_place and remove_legacy_files:
         raise MigrationError("--remove-legacy-files applies to in-place migration only: with -o, SRC is never touched")
     dst_dir = src_dir if dst is None else Path(dst)
+    if not in_place and dst_dir.suffix.lower() in _FILE_SUFFIXES and not dst_dir.is_dir():
+        raise MigrationError(
+            f"{dst_dir}: migrate writes a report folder (its db.sqlite, with the source's config.json and other side "
+            f"files beside it), not a lone database file: name a folder, such as {dst_dir.with_suffix('')}; its "
+            "db.sqlite alone holds every table and tensor"
+        )
     if not in_place:
         _check_destination(src_dir, dst_dir)
     else:
@@ -135,7 +141,6 @@ def migrate(
             if not checked.ok:
                 raise VerificationError(f"{partial}: verification failed: {checked.problems_text()}")
             log.add("verified", message=f"{checked.tensors} tensors, {checked.bytes_checked} bytes re-hashed", detail=checked.to_dict())
-            pause()
             summary = _summary(src_dir, dst_dir, in_place, run_id, resumed, tables, files, counts, problems, checked)
             summary = replace(summary, skipped=summary_skipped, triggers_copied=tuple(name for name, _ in triggers))
             log.add("summary", message="migration complete", detail=summary.to_dict())

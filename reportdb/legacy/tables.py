@@ -21,7 +21,7 @@ from ..errors import QueryTimeoutError
 from ..store import engine
 from ..store.engine import BUSY_TIMEOUT_MS, quoted
 from ..store.schema import VERSION_TABLE
-from .common import SQLITE_SIDE, MigrationError, UnsafeFolderError, leave_wal, pause, user_tables
+from .common import SQLITE_SIDE, MigrationError, UnsafeFolderError, leave_wal, user_tables
 from .inventory import path_kind
 
 _OURS = ("rdb_", "reportdb_")
@@ -160,7 +160,6 @@ def _copy_tables(src_db: Path, partial: Path, fingerprint: str, run_id: str) -> 
         raise
     finally:
         conn.close()
-    pause()
 
 
 def _schema_plan(

@@ -65,7 +65,7 @@ def parallel_map(fn: Callable[[_J], _T], jobs: list[_J]) -> list[_T]:
 
     The first job runs in the calling thread, the others in this process's ``blocks`` pool, whose threads (and so
     their :func:`scratch` buffers) last: a pool made per call started threads and faulted in fresh scratch memory for
-    every tensor a writer stored (64 MiB float32 statistics: 8 of 62 CPU-ms). A job already running in that pool runs
+    every tensor a writer stored (a large part of its statistics' CPU time, benchmarks/NOTES.md). A job already running in that pool runs
     its own jobs inline, so no pool thread waits on the pool. Returns once every job has ended, even on an error."""
     if len(jobs) == 1 or getattr(_local, "pool_worker", False):
         return [fn(job) for job in jobs]

@@ -2,7 +2,7 @@
 
 One ``sqlite3`` connection per Report: blob chunks go through it directly (``zeroblob`` +
 ``blobopen``, which SQLAlchemy does not expose), and the SQLAlchemy engine, made only when something needs it
-(an ORM session, a schema upgrade: importing SQLAlchemy takes about 0.2 s), runs on the very same
+(an ORM session, a schema upgrade: importing SQLAlchemy is most of a command's start-up), runs on the very same
 connection through a StaticPool, so both see one transaction.
 
 A report is untrusted input, so every connection is hardened: ``trusted_schema=OFF`` (no function with
@@ -32,14 +32,14 @@ BUSY_TIMEOUT_MS = 60_000
 #: is stopped with QueryTimeoutError. Generous: reportdb's own statements take milliseconds.
 STATEMENT_TIMEOUT = 10.0
 #: Bytes of the file SQLite reads through a memory map (it clamps this to its build's limit, 2 GiB by default, and
-#: falls back to read() where mapping fails, as under an address-space limit). Reading a 64 MiB tensor through the
-#: page cache copied it at ~1 GB/s on a 2-core VM; mapped, ~7 GB/s (blobopen: 4 MiB in 0.19 instead of 0.74 ms).
-#: Only where Python has ``blobopen`` (3.11+): a ``SELECT`` of a 4 MiB value through the map took 5.3 instead of
-#: 0.9 ms, and that is how Python 3.10 reads chunks. SQLite shrinks a file only under an exclusive lock and remaps at
+#: falls back to read() where mapping fails, as under an address-space limit). Mapped, a large tensor is read several
+#: times faster than copied through the page cache (figures: benchmarks/NOTES.md). Only where Python has ``blobopen``
+#: (3.11+): a ``SELECT`` of a large value through the map is slower than without, and that is how Python 3.10 reads
+#: chunks. SQLite shrinks a file only under an exclusive lock and remaps at
 #: each read transaction; what a map cannot survive is a file truncated behind SQLite's back by another program
 #: (SIGBUS), the risk SQLite's documentation names.
 MMAP_SIZE = 1 << 31
-#: SQLite virtual-machine instructions between two looks at the clock (~0.1-1 ms of work).
+#: SQLite virtual-machine instructions between two looks at the clock (a small fraction of the time bound).
 _PROGRESS_STEPS = 20_000
 _HEADER = b"SQLite format 3\x00"
 
@@ -84,7 +84,7 @@ class Connection(sqlite3.Connection):
 
     def fetch(self, sql: str, parameters: Any = (), /) -> list[Any]:
         """Every row of one statement: ``execute(...).fetchall()`` on sqlite3's own cursor, under one bound of
-        ``timeout`` for both and with the same error mapping (about 1 us less than through :class:`Cursor`, for the
+        ``timeout`` for both and with the same error mapping (cheaper than through :class:`Cursor`, for the
         statement of a small tensor's read)."""
         self._arm()
         try:
@@ -277,8 +277,8 @@ def _harden(conn: sqlite3.Connection, *, readonly: bool) -> None:
 #: Set by :func:`solo_writes` for the connections opened inside it.
 _SOLO: contextvars.ContextVar[bool] = contextvars.ContextVar("reportdb_solo_writes", default=False)
 #: The rollback journal of a file written solo: kept between transactions with its header zeroed at each commit
-#: (measured per small commit: 68 us with synchronous=OFF and 0.63 ms with NORMAL, against 107 us / 0.87 ms truncating
-#: it and 135 us / 2.5 ms deleting it); DELETE again when the writer closes, so no side file stays.
+#: (the cheapest small commit of the three journal modes, benchmarks/NOTES.md); DELETE again when the writer closes,
+#: so no side file stays.
 SOLO_JOURNAL = "persist"
 
 
@@ -403,15 +403,12 @@ def _other_writer(conn: sqlite3.Connection) -> bool:
 #: A finished report of at most this many bytes is always rewritten with :data:`SMALL_PAGE_SIZE` pages when its
 #: writer closes (a VACUUM: a few ms; rowids kept, see :func:`_repage`). 64 KiB pages make
 #: writes fast but cost a page per table and index, ~4 MB for a report's ~60, which a report of two small tensors must
-#: not carry (measured here, 2 x 4 KiB tensors: 4.06 MB with 64 KiB pages, 1.0 MB with 16 KiB, 0.27 MB with 4 KiB;
-#: ingest of 64 MiB tensors 316, 262 and 206 MB/s).
+#: not carry (sizes and ingest speeds by page size: benchmarks/NOTES.md).
 SMALL_FILE = 8 << 20
 #: A larger finished report, up to this size, is rewritten too where :func:`_small_pages_saving` expects it to shrink
-#: by :data:`REPAGE_GAIN` of its size. Measured (a 2-core VM under load 3): a VACUUM costs about 1 CPU-ms and 3-8 ms
-#: of wall time per MB of file, a quarter of what writing the report cost (about 4 CPU-ms per MB with statistics),
-#: and it shrank reports of 4-64 KiB tensors by 27-36% (2000 of 4-64 KiB: 102 -> 74 MB in 0.39 s; 200 x 64 KiB: 19.2
-#: -> 13.6 MB; 1000 x 4 KiB with operations 8.8 -> 5.6 MB, 27 ms through the rowid-keeping VACUUM INTO and backup),
-#: reports of 1-16 MiB tensors by 2-9% (10 x 16 MiB: 172 -> 168 MB in 1.3 s). So the rewrite is paid
+#: by :data:`REPAGE_GAIN` of its size. A VACUUM costs a fraction of what writing the report cost, and shrinks reports
+#: of small tensors by about a third and reports of MiB-sized tensors by a few percent (benchmarks/NOTES.md). So the
+#: rewrite is paid
 #: where it gives back at least a tenth of the file, and never for more than a few seconds of VACUUM (which also needs
 #: the file's size in temporary space). A file written again gets its 64 KiB pages back (:func:`start_wal`) only up to
 #: :data:`SMALL_FILE`: a larger one (a legacy report ttnn wrote with 4 KiB pages, say) is appended to as it is.

@@ -18,7 +18,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from ..dtypes import numpy_dtype
+from ..dtypes import itemsize, numpy_dtype
 from ..errors import CorruptionError, ReportDBError, TensorNotFoundError
 from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, assemble_with, assembled_shape, shape_from_json
 from ..numeric.stats import histogram_edges
@@ -260,10 +260,10 @@ def _decode_shard(stored: Stored, index: int, coord: Any, dtype: Any, shape_text
     shape = stored.shape("rdb_shard", "shape", shape_text)
     assert shape is not None
     try:
-        itemsize = numpy_dtype(dtype).itemsize
+        width = itemsize(dtype)
     except ReportDBError as exc:
         raise stored.damaged("rdb_shard", f"shard {index}: {exc}") from None
-    return ShardInfo(stored.shape("rdb_shard", "mesh_coordinate", coord) or (), dtype, shape, math.prod(shape) * itemsize)
+    return ShardInfo(stored.shape("rdb_shard", "mesh_coordinate", coord) or (), dtype, shape, math.prod(shape) * width)
 
 
 #: A box of an assembled tensor: ``(shard index, origin, shape)``.
@@ -531,7 +531,7 @@ def shards_without_stats(conn: sqlite3.Connection, path: Path) -> list[tuple[int
     for blob_id, dtype, shape_text in missing:
         shape = Stored(path, f"blob {blob_id}").shape("rdb_shard", "shape", shape_text)
         assert shape is not None
-        found.append((blob_id, ShardInfo((), dtype, shape, math.prod(shape) * numpy_dtype(dtype).itemsize)))
+        found.append((blob_id, ShardInfo((), dtype, shape, math.prod(shape) * itemsize(dtype))))
     return found
 
 

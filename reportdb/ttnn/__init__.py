@@ -1,10 +1,10 @@
 """The optional ttnn adapter: ttnn tensors into reportdb values, and ttnn's report hooks into a Writer.
 
 ``import ttnn`` happens only inside these functions, so reportdb never needs ttnn (which installs only on Linux x86-64
-with CPython 3.10/3.12), and importing this package loads no Writer. Two modules, in the order data flows:
+with CPython 3.10/3.12), and importing this package loads no Writer. What it offers, in the order data flows:
 
-- ``convert``: ``convert(tensor)`` / ``to_loaded(tensor)`` read a ``ttnn.Tensor`` as per-device shards and the spec
-  ttnn gave it; the Writer uses it for every ttnn value it is given.
+- ``convert(tensor)`` / ``to_loaded(tensor)`` read a ``ttnn.Tensor`` as per-device shards and the spec ttnn gave it
+  (``reportdb.formats.ttnn_tensor``, below the Writer, which uses it for every ttnn value it is given).
 - ``hooks``: ``patch_database()`` makes a legacy ``ttnn.database`` write its whole report through a Writer, and
   ``capture(writer)`` records every operation of current ttnn through its operation hooks.
 - ``attach_values``: ``attach(values, report_dir)`` stores the values ``capture()`` recorded into the report ttnn 0.81+ wrote
@@ -13,9 +13,14 @@ with CPython 3.10/3.12), and importing this package loads no Writer. Two modules
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_getattr
-from .convert import Converted, convert, to_loaded
+from ..formats.ttnn_tensor import Converted, convert, to_loaded
 from .hooks import Patch, capture, patch_database
+
+if TYPE_CHECKING:  # pragma: no cover - the lazy names, for type checkers
+    from .attach_values import AttachResult, attach  # noqa: F401
 
 __all__ = ["Converted", "convert", "to_loaded", "patch_database", "Patch", "capture", "attach", "AttachResult"]
 

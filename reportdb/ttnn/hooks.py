@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import TtnnError
-from .convert import is_ttnn_object, ttnn_version
+from ..formats.ttnn_tensor import is_ttnn_object, ttnn_version
 
 if TYPE_CHECKING:  # the writer loads with the first Writer made here, not with this module
     from ..writer import Role, Writer

@@ -1,8 +1,8 @@
 """The Writer's private copies of queued tensors, made in buffers it reuses.
 
 A tensor below ``sync_bytes`` is copied before it is queued (the caller may change its array once ``put_tensor``
-returns). A fresh large buffer costs as much again as the copy: the kernel zeroes every page of it on first touch
-(64 MiB float32: 11-40 ms for a fresh copy against 6 ms into a buffer already used). So large copies go into buffers
+returns). A fresh large buffer costs as much again as the copy, or more: the kernel zeroes every page of it on first
+touch (figures: benchmarks/NOTES.md). So large copies go into buffers
 given back once their batch is committed, kept up to the queue's own bound (the memory the queue may hold anyway)
 and dropped when the queue goes quiet or the Writer closes.
 """

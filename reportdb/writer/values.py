@@ -18,8 +18,8 @@ import numpy as np
 from ..dtypes import canonical, dtype_name
 from ..errors import RowError
 from ..spec import LoadedTensor, check_metadata
-from ..ttnn.convert import convert as convert_ttnn
-from ..ttnn.convert import is_ttnn_object
+from ..formats.ttnn_tensor import convert as convert_ttnn
+from ..formats.ttnn_tensor import is_ttnn_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..store.prepared import PreparedShard

@@ -37,6 +37,7 @@ from .batches import BatchQueue, Pending, folder_lock, retry_locked, write_batch
 from .config import StorePolicy, WriterConfig
 from .ahead import AHEAD_MIN, prepare_ahead
 from .copies import CopyBuffers
+from .runs import Earlier, RunLock
 from .tables import FileTables
 from .values import split_metadata, tensor_item
 
@@ -80,6 +81,12 @@ class Writer:
     ``path`` is a report folder (``db.sqlite`` inside; created if missing) or a database file.
     Options left as None come from the environment (``WriterConfig.from_env``); ``config`` replaces both.
 
+    One report holds one run. Writers open at the same time (ranks, processes, threads) write the same run; a Writer
+    opened on a report whose run has finished (no Writer has it open) and that holds operations or tensors of its rank
+    raises :class:`~reportdb.errors.ReportExistsError` naming the report: write to another path, remove the report to
+    replace it, or pass ``append=True`` to add to it, keeping what is there (an operation id or tensor values it
+    already holds are then refused, :mod:`reportdb.writer.runs`).
+
     The class is the public API and the per-process state its threads share (connection, known ids); the queue and
     its background thread are :class:`~reportdb.writer.batches.BatchQueue`, the file's tables and row checks
     :class:`~reportdb.writer.tables.FileTables`, value conversion :mod:`reportdb.writer.values`.
@@ -102,6 +109,7 @@ class Writer:
         lock_timeout: float | None = None,
         durable: bool | None = None,
         wal: bool | None = None,
+        append: bool = False,
     ) -> None:
         self.config = config or WriterConfig.from_env(
             store=store, chunk_size=chunk_size, compression=compression, stats=stats, batch_items=batch_items,
@@ -115,7 +123,11 @@ class Writer:
 
         self.path = resolve_path(p)
         self.rank = int(rank)
+        self.append = bool(append)
         self._closed = False
+        self._run = RunLock(self.path)
+        self._earlier: Earlier | None = None  # what an appending Writer found (and keeps) of its rank
+        self._joined = False  # the run was decided (once per Writer, not again in a forked child)
         self._init_process_state()
         self._open()  # fail early (bad path, newer schema...) rather than on the first background flush
         _LIVE.add(self)
@@ -156,6 +168,14 @@ class Writer:
         def attempt() -> Any:
             with folder_lock(self.path.parent), contextlib.nullcontext() if self.config.wal else solo_writes():
                 report = Report(self.path, "a", chunk_size=self.config.chunk_size, compression=self.config.compression)
+                if not self._joined:
+                    try:
+                        with report.connection() as conn:
+                            self._earlier = self._run.join(conn, self.rank, append=self.append)
+                    except BaseException:
+                        report.close()
+                        raise
+                    self._joined = True
             if not self.config.durable:
                 with report.connection() as conn:
                     conn.execute("PRAGMA synchronous=OFF")
@@ -210,6 +230,8 @@ class Writer:
         self._check_usable()
         key = (int(tensor_id), self.rank if rank is None else int(rank))
         tables = self._file()
+        if self._earlier is not None and key[1] == self.rank:
+            self._earlier.check_tensor(self.path, key[0], key[1])
         if not tables.tensor_rows_ranked() and key[1]:
             raise tables.rank_refused("tensors", key[1])
         with self._lock:
@@ -265,6 +287,8 @@ class Writer:
         """
         self._check_usable()
         r = self.rank if rank is None else int(rank)
+        if self._earlier is not None and r == self.rank:
+            self._earlier.check_operation(self.path, int(operation_id), r)
         operation, rows = self._file().operation_rows(
             operation_id, name, duration, r, arguments, stack_trace, inputs, outputs
         )
@@ -330,8 +354,11 @@ class Writer:
                     if checkpointer is not None:
                         checkpointer.close()
                 finally:
-                    if report is not None:
-                        report.close()
+                    try:
+                        if report is not None:
+                            report.close()
+                    finally:
+                        self._run.release()
 
     def __enter__(self) -> "Writer":
         return self

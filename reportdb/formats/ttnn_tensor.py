@@ -4,8 +4,9 @@
 with ``ttnn.from_device``) as per-device shards of logical values plus its spec: the original dtype (BFLOAT8_B stays
 BFLOAT8_B; its values are stored exactly as bfloat16), layout, tile, padded shape, memory config and the distribution
 over the mesh. ``import ttnn`` happens only inside these functions, so reportdb never needs ttnn (which installs only
-on Linux x86-64 with CPython 3.10/3.12). Nothing here writes: the Writer (``reportdb.writer``) uses this module, and
-the hooks that feed a Writer are ``reportdb.ttnn.hooks``.
+on Linux x86-64 with CPython 3.10/3.12). Nothing here writes: reading a live tensor is a format like the files ttnn
+writes, below the Writer (``reportdb.writer``) that takes ttnn tensors and the hooks that feed it (``reportdb.ttnn``,
+which exports these names).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import TtnnError
@@ -114,7 +114,7 @@ def _memory_config_text(tensor: Any) -> str | None:
 def _parsed_memory_config(text: str | None) -> dict[str, Any] | None:
     """``parse_memory_config``, once per distinct text (a run has a handful; parsing one costs ~100 µs).
     The result is shared between tensors and must not be changed."""
-    from ..formats.memconfig import parse_memory_config
+    from .memconfig import parse_memory_config
 
     return parse_memory_config(text)
 
@@ -200,7 +200,9 @@ def _values(tensor: Any, dtype: str) -> np.ndarray:
     except Exception:  # wheels whose to_numpy does not take this dtype or layout
         return _values_through_file(tensor)
     if dtype not in _NUMPY_NATIVE:
-        return array.astype(ml_dtypes.bfloat16) if dtype in ("BFLOAT16", "BFLOAT8_B", "BFLOAT4_B") else array
+        from ..dtypes import numpy_dtype
+
+        return array.astype(numpy_dtype("bfloat16")) if dtype in ("BFLOAT16", "BFLOAT8_B", "BFLOAT4_B") else array
     return array if array.flags.owndata else array.copy()  # never keep a view of ttnn's buffer
 
 
@@ -208,7 +210,7 @@ def _values_through_file(tensor: Any) -> np.ndarray:
     """Fallback: ``ttnn.dump_tensor`` to a temporary file and read it with reportdb's own readers."""
     import ttnn
 
-    from ..formats import load_tensor_file
+    from . import load_tensor_file
 
     with tempfile.TemporaryDirectory() as tmp:
         for ext in ("tensorbin", "bin"):

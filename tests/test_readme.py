@@ -1,0 +1,98 @@
+"""The README's commands and Python examples run as written, on real fixture data, each in a subprocess.
+
+Every fenced ``bash`` and ``python`` block of README.md is either run here or named in :data:`ELSEWHERE` with the
+reason and the test that covers it instead (a block needing ttnn, a PostgreSQL server or a browser). A new block
+that is neither fails this test, so the README cannot gain an example that nothing runs.
+
+The blocks run in order in one scratch folder that is also ``$HOME``: ``generated/ttnn/reports/1234`` is a copy of
+the ttnn 0.64.5 report fixture (``.tensorbin`` files, a 2-device tensor 17), so the main job's ``migrate ... -o
+~/reports/1234`` makes the ``reports/1234`` the Python example opens. ``reportdb`` on ``PATH`` is this checkout's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import reportdb
+
+from conftest import FIXTURES, ROOT
+
+pytestmark = pytest.mark.process
+
+#: Blocks run elsewhere, by a distinctive piece of their text: why not here, and where instead.
+ELSEWHERE = {
+    'pip install -e ".[test]"': "the set-up and the full test run themselves",
+    'python -m pytest -m "not slow and not process"': "the fast tier itself",
+    "reportdb.ttnn.capture(w)": "needs ttnn and a model: tests/test_ttnn_integration.py (slow) runs capture()",
+    "reportdb attach values.sqlite": "needs values captured in a ttnn 0.81 run: tests/test_attach.py",
+    "reportdb serve": "a server and a browser: tests/test_web_browser.py (service)",
+    "reportdb push reports/1234 postgresql://": "a PostgreSQL server: tests/test_team_store.py (service)",
+}
+
+#: What a block assumes exists around it, given before it runs (its own lines run as written).
+CONTEXT = {
+    "app.register_blueprint": "import reportdb\nfrom flask import Flask\napp = Flask('readme')\n",
+}
+
+
+def readme_blocks() -> list[tuple[str, str]]:
+    """Every fenced bash and python block of README.md, in order: (language, text)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [(lang, body) for lang, body in re.findall(r"^```(bash|python)\n(.*?)^```", text, re.S | re.M)]
+
+
+def _elsewhere(body: str) -> str | None:
+    return next((why for key, why in ELSEWHERE.items() if key in body), None)
+
+
+@pytest.fixture()
+def home(tmp_path: Path) -> Path:
+    """The scratch folder and ``$HOME``: the legacy report, and a ``reportdb`` command of this checkout on PATH."""
+    shutil.copytree(FIXTURES / "ttnn-0.64.5-report-tensorbin" / "report", tmp_path / "generated/ttnn/reports/1234")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "reportdb"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m reportdb "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    return tmp_path
+
+
+def test_every_block_is_run_here_or_named_elsewhere() -> None:
+    blocks = readme_blocks()
+    assert len(blocks) >= 8
+    for key in ELSEWHERE:
+        assert sum(key in body for _, body in blocks) == 1, f"ELSEWHERE names a block the README no longer has: {key}"
+    assert sum(_elsewhere(body) is None for _, body in blocks) >= 4
+
+
+def test_the_readme_runs_as_written(home: Path) -> None:
+    env = {
+        "HOME": str(home), "PATH": f"{home / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", "PYTHONPATH": str(ROOT),
+        "LANG": "C.UTF-8",
+    }
+    ran, failed = 0, []
+    for lang, body in readme_blocks():
+        if _elsewhere(body) is not None:
+            continue
+        if lang == "bash":
+            command = [shutil.which("bash") or "/bin/bash", "-euo", "pipefail", "-c", body]
+        else:
+            prelude = "".join(code for key, code in CONTEXT.items() if key in body)
+            command = [sys.executable, "-c", prelude + body]
+        out = subprocess.run(command, cwd=home, env=env, capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            failed.append(f"{body}--- stderr:\n{out.stderr}")
+        ran += 1
+    assert not failed, "README blocks failed:\n\n" + "\n\n".join(failed)
+    assert ran >= 4
+    assert (home / "reports/1234/db.sqlite").is_file() and (home / "t17.npz").is_file()
+    with reportdb.open(home / "reports/run") as report:
+        assert report.tensor_ids() == [1, 2]
