@@ -107,7 +107,8 @@ _ERRORS = [
     "AssemblyError", "ComparisonError", "CompressionUnavailableError", "ConfigError", "CorruptionError",
     "ExportFormatError", "FormatError", "InvalidArgumentError", "MigrationError", "MigrationWriteError",
     "NotAReportError", "NotAReportFolderError", "OutputPathError", "PlotFormatError", "PlotUnavailableError",
-    "PolicyError",    "QueryTimeoutError", "ReadOnlyError", "ReportDBError", "ReportExistsError", "ReportLockedError", "ReportNotFoundError", "RowError",
+    "PolicyError", "QueryTimeoutError", "ReadOnlyError", "ReportDBError", "ReportExistsError", "ReportLockedError",
+    "ReportNotFoundError", "RowError",
     "RowsRefusedError", "SchemaError", "SchemaTooNewError", "SpecError", "StatsError", "TensorExistsError",
     "TeamStoreError", "TensorNotFoundError", "TtnnError", "UnreadableTensorFileError", "UnsafeFolderError", "UnsafePickleError",
     "UnsafeReportError", "UnsupportedArgumentsError", "UnsupportedDTypeError", "VerificationError", "WriterError",
@@ -121,8 +122,14 @@ __all__ = ["__version__", *_LAZY, *_ERRORS]
 _SUBMODULES = frozenset({"ttnn", "models", "web"})
 
 if TYPE_CHECKING:  # pragma: no cover - what the lazy names are, for type checkers and editors (tests/test_typing.py)
-    from . import models, ttnn  # noqa: F401
+    from . import models, ttnn, web  # noqa: F401
+    from .analysis.culprits import Culprit, GoldenComparison  # noqa: F401
     from .analysis.golden import GoldenResult, compare_golden  # noqa: F401
+    from .analysis.locate import LocateResult, locate  # noqa: F401
+    from .analysis.ops import OperationContext, operation_context  # noqa: F401
+    from .analysis.policy import Criteria, Policy, Verdict  # noqa: F401
+    from .analysis.replay import ReplayResult, ReplayRow, iter_replay, replay  # noqa: F401
+    from .analysis.repro import make_repro  # noqa: F401
     from .analysis.plot import plot_tensor  # noqa: F401
     from .analysis.runs import RunComparison, RunRow, compare_runs  # noqa: F401
     from .formats import load_tensor_file  # noqa: F401

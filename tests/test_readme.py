@@ -34,6 +34,10 @@ ELSEWHERE = {
     "reportdb.ttnn.capture(w)": "needs ttnn and a model: tests/test_ttnn_integration.py (slow) runs capture()",
     "reportdb attach values.sqlite": "needs values captured in a ttnn 0.81 run: tests/test_attach.py",
     "reportdb serve": "a server and a browser: tests/test_web_browser.py (service)",
+    "reportdb.make_repro(": "needs an operation whose arguments a reference reads (the fixture's are stand-ins):"
+                            " tests/test_repro.py makes and runs such folders",
+    "from ttnn_visualizer.app import create_app": "needs ttnn-visualizer 0.108: tests/test_web_visualizer.py (slow)"
+                                                  " mounts the blueprint in its create_app() this way",
     "reportdb push reports/1234 postgresql://": "a PostgreSQL server: tests/test_team_store.py (service)",
 }
 

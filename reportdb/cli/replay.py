@@ -62,13 +62,13 @@ def replay_(
         counts[row.status] += 1
         m = row.metrics
         if m is None:
-            result = ", ".join(row.unsupported) if row.unsupported else row.detail
+            outcome = ", ".join(row.unsupported) if row.unsupported else row.detail
         else:
-            result = "pass" if row.passed else "FAIL " + ",".join(row.failed)
+            outcome = "pass" if row.passed else "FAIL " + ",".join(row.failed)
         if row.passed is False and first is None:
             first = row
         _echo(f"{row.operation_id:>6}  {row.name[:27]:<28}{row.status:<23}{_num(m.pcc if m else None):>12}"
-              f"{_num(m.max_abs_error if m else None):>13}{_num(m.ulp_max if m else None):>9}  {result}")
+              f"{_num(m.max_abs_error if m else None):>13}{_num(m.ulp_max if m else None):>9}  {outcome}")
     _echo("first failure: " + ("none" if first is None else f"operation {first.operation_id} {first.name}"))
     _echo(", ".join(f"{n} {status}" for status, n in counts.items()))
     if counts["compared"] == 0 and counts["missing_inputs"]:

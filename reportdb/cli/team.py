@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+import reportdb
 from reportdb.cli.common import (
     _echo,
     _emit,
@@ -168,9 +169,9 @@ def delete_(url: str, name: str | None, as_json: bool) -> None:
 def history_(url: str, op_name: str, name: str | None, tag: str | None, limit: int | None, policy_path: Path | None,
              as_json: bool) -> None:
     """An operation's outputs against golden across the store's runs, oldest first."""
-    from reportdb import Policy, team
+    from reportdb import team
 
-    policy = None if policy_path is None else Policy.load(policy_path)
+    policy = None if policy_path is None else reportdb.Policy.load(policy_path)
     rows = team.history(url, op_name, name=name, tag=tag, limit=limit, policy=policy)
     if as_json:
         _emit([h.to_dict() for h in rows])
