@@ -96,6 +96,11 @@ _ERRORS = [
     "UnsafeReportError", "UnsupportedDTypeError", "VerificationError", "WriterError",
 ]
 
+# SQLite's errors by their code (store/engine.translate): a full disk, a constraint, a closed report, a value too big.
+from .errors import ConstraintError, DiskError, ReportClosedError, ResourceLimitError  # noqa: E402
+
+_ERRORS += ["ConstraintError", "DiskError", "ReportClosedError", "ResourceLimitError"]
+
 __all__ = ["__version__", *_LAZY, *_ERRORS]
 
 #: Submodules reachable as attributes after a plain ``import reportdb`` (``reportdb.ttnn.capture(w)``), imported on

@@ -246,6 +246,7 @@ class Report:
         self._held = False  # this Report's own snapshot is open now (:meth:`_renew`)
         self._held_until = 0.0  # monotonic time it ends (0: none held)
         self._raw = 0  # depth of connection() blocks: reads inside one begin no snapshot (the caller's SQL runs as is)
+        self._closed = False
         existed = self.path.exists()
         if not existed and (mode == "r" or not self.path.parent.is_dir()):
             raise ReportNotFoundError(
@@ -259,7 +260,7 @@ class Report:
         self._wal = opened.new_file  # this connection has put the file in WAL mode (else at its first write)
         self._engine: Engine | None = None  # made by session(), on first use: SQLAlchemy's ORM is slow to import
         self._sessions: sessionmaker[Session] | None = None
-        self._tables = self._table_names()
+        self._tables = {schema.folded(name) for name in self._table_names()}  # as SQLite compares names
         self._has_codec = "rdb_chunk" in self._tables and any(
             r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
         )  # False for an older schema read as it is
@@ -289,6 +290,9 @@ class Report:
         mode first, so a finished report is one self-contained file (copyable alone, readable from read-only media);
         while other connections are open (writer processes) this is left, silently, to the last of them."""
         with self._lock:
+            if self._closed:  # closing twice is harmless; any other use of a closed Report raises ReportClosedError
+                return
+            self._closed = True
             self._hold = False
             try:
                 self._end_snapshot()
