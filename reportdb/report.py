@@ -25,6 +25,7 @@ from .dtypes import numpy_dtype
 from .numeric.stats import ShardStats, TensorStats
 from .results import MAX_HTML_ROWS, ReportSummary, html_table
 from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
+from .errors import ResourceLimitError
 from .spec import Shards, assemble
 from .store import blobs, codec as codec_mod, engine as engine_mod, rows as rows_mod, schema, tensors as tensors_mod
 from .store import windows
@@ -156,6 +157,12 @@ class _Reading:
             raise mapped from exc
         if isinstance(exc, (CorruptionError, QueryTimeoutError)) and what not in str(exc):
             raise type(exc)(f"{what}: {exc}") from exc
+        if isinstance(exc, MemoryError):
+            raise ResourceLimitError(
+                f"{self.report.path}: {what}: reading it needs more memory than this process can have; read a window "
+                "of it instead (report.tensor(tensor_id, window=np.s_[:64]), which costs memory in proportion to the "
+                "window)"
+            ) from exc
 
 
 @contextlib.contextmanager

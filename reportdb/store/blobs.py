@@ -561,8 +561,15 @@ def _check_length(chunk: ChunkRow, data: bytes, what: str) -> None:
 
 
 def _decode_into(layout: BlobLayout, target: np.ndarray, chunk: ChunkRow, data: bytes, what: str) -> None:
-    """Check a compressed chunk's crc32, decompress it, check its size and copy its bytes into ``target``."""
-    target[:] = np.frombuffer(decoded(layout, chunk, data, what, crc=True), dtype=np.uint8)
+    """Check a compressed chunk's crc32 and size, and decompress it into ``target`` a piece at a time (never the whole
+    chunk in memory besides ``target``: ``codec.pieces``)."""
+    check_crc(chunk.idx, chunk.crc32, data, what)
+    assert chunk.codec is not None
+    check_size(layout, chunk.idx, chunk.nbytes, what)
+    at = 0
+    for piece in codec_mod.pieces(chunk.codec, data, chunk.nbytes, f"{what}: chunk {chunk.idx}"):
+        target[at : at + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+        at += len(piece)
 
 
 def decoded(layout: BlobLayout, chunk: ChunkRow, data: bytes, what: str, *, crc: bool) -> bytes:
