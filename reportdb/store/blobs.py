@@ -36,7 +36,7 @@ import hashlib
 import sqlite3
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Protocol
 
 import blake3
 import numpy as np
@@ -45,9 +45,6 @@ from zlib_ng import zlib_ng
 from ..errors import CorruptionError, InvalidArgumentError
 from .. import pools
 from . import codec as codec_mod
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .windows import VerifiedBlocks
 
 DEFAULT_CHUNK_SIZE = 4 << 20
 _BLOBOPEN_MIN = 256 << 10  # below this a bound parameter is as fast and simpler
@@ -489,9 +486,18 @@ def check_size(layout: BlobLayout, idx: int, nbytes: int, what: str) -> None:
                              f"{layout.chunk_size}-byte chunks needs {layout.expected(idx)} there")
 
 
+class CheckedChunks(Protocol):
+    """What :func:`read_blob_into` asks of a Report's memory of the chunks it has checked (``windows.VerifiedBlocks``),
+    declared here so this module needs nothing of ``windows``, which builds on it."""
+
+    def whole(self, chunk: ChunkRow) -> bool: ...
+
+    def add(self, chunk: ChunkRow) -> None: ...
+
+
 def read_blob_into(
     conn: sqlite3.Connection, layout: BlobLayout, out: np.ndarray, *, what: str = "blob", first_data: bytes | None = None,
-    verified: VerifiedBlocks | None = None,
+    verified: CheckedChunks | None = None,
 ) -> None:
     """Fill ``out`` (a flat uint8 array of the blob's size) with the bytes of a checked blob (windows of it are
     ``windows.read_window``'s). ``first_data``: the stored bytes of chunk 0 when the caller already selected them

@@ -54,6 +54,10 @@ _PROGRESS_STEPS = 20_000
 #: of values are of small chunks and rows. Writable connections keep SQLite's own limit (a chunk may be up to
 #: ``blobs.MAX_CHUNK_SIZE``); they refuse hostile schemas at open (``schema.check_safety``).
 VALUE_LIMIT = 64 << 20
+#: SQL functions whose one call can run for many seconds however small its result: ``printf('%.*c', 999000000, 'x')``
+#: loops over its precision inside one step even once its output hit :data:`VALUE_LIMIT` (SQLite before 3.42; 28 s
+#: here). Every connection refuses them in the report's own SQL (views, triggers: :func:`_authorize`).
+SCHEMA_DENIED_FUNCTIONS = frozenset({"printf", "format"})
 #: The side files SQLite may open beside a database: every one must be a regular file (:func:`check_files`).
 SIDE_FILES = ("-journal", "-wal", "-shm")
 _HEADER = b"SQLite format 3\x00"
@@ -158,18 +162,18 @@ class Cursor(sqlite3.Cursor):
 
 #: SQLite's primary result codes (``sqlite_errorcode & 0xff``) by what they mean to a reportdb user.
 _KINDS = {5: "busy", 6: "busy", 7: "memory", 8: "readonly", 9: "interrupt", 10: "disk", 11: "corrupt", 13: "full",
-          18: "toobig", 19: "constraint", 21: "closed", 26: "corrupt"}
+          18: "toobig", 19: "constraint", 21: "closed", 23: "denied", 26: "corrupt"}
 #: The same from the message text, where Python (3.10) gives no code: the first phrase found wins.
 _PHRASES = (("malformed", "corrupt"), ("not a database", "corrupt"), ("disk is full", "full"),
             ("disk i/o", "disk"), ("locked", "busy"), ("busy", "busy"), ("too big", "toobig"),
             ("out of memory", "memory"), ("readonly database", "readonly"), ("interrupt", "interrupt"),
-            ("closed database", "closed"), ("constraint failed", "constraint"))
+            ("closed database", "closed"), ("constraint failed", "constraint"), ("not authorized", "denied"))
 
 
 def error_kind(exc: sqlite3.Error) -> str:
     """What SQLite error ``exc`` means: ``corrupt`` (damaged, or not a database), ``full``, ``disk`` (I/O),
     ``busy`` (locked), ``constraint``, ``closed`` (misuse of a closed connection), ``toobig``, ``memory``,
-    ``readonly``, ``interrupt`` or ``other`` (a statement the schema cannot run). By SQLite's result code where
+    ``readonly``, ``interrupt``, ``denied`` (by :func:`_authorize`) or ``other`` (a statement the schema cannot run). By SQLite's result code where
     Python gives it (3.11+), else by the message; a closed connection is Python's own ProgrammingError."""
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int) and code & 0xFF in _KINDS:
@@ -216,6 +220,12 @@ def translate(
             f"{where}: a query made SQLite build a value over reportdb's limit of {VALUE_LIMIT} bytes, or run out of "
             f"memory ({message}); the report's schema may be hostile (an SQL function in a view or a generated "
             "column). Check the file's origin"
+        )
+    if kind == "denied":
+        return UnsafeReportError(
+            f"{where}: the report's SQL (a view or trigger) calls a function reportdb does not run from a report "
+            f"({', '.join(sorted(SCHEMA_DENIED_FUNCTIONS))}: one call can run for many seconds; {message}). Check the "
+            "file's origin"
         )
     if only_own:
         return None
@@ -359,6 +369,7 @@ def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqli
     conn.timeout = STATEMENT_TIMEOUT if timeout is None else timeout
     conn._arm()
     conn.set_progress_handler(conn._progress, _PROGRESS_STEPS)
+    conn.set_authorizer(_authorize)
     try:
         _harden(conn, readonly=readonly)
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -399,6 +410,16 @@ def connect_plain(path: Path, *, check_same_thread: bool = True) -> sqlite3.Conn
         conn.close()
         raise
     return conn
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, database: str | None, source: str | None) -> int:
+    """SQLite's authorizer of every :func:`connect` connection, asked as each statement is prepared (not at each step, and
+    statements are cached): deny a :data:`SCHEMA_DENIED_FUNCTIONS` call that comes from a view or trigger of the
+    report (``source`` names it; the caller's own SQL has none). The statement then fails with "not authorized"
+    (UnsafeReportError, :func:`translate`)."""
+    if action == sqlite3.SQLITE_FUNCTION and source is not None and str(arg2).lower() in SCHEMA_DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
 
 
 def _harden(conn: sqlite3.Connection, *, readonly: bool) -> None:
