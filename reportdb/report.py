@@ -363,19 +363,29 @@ class Report:
             self._depth += 1
             try:
                 yield
-            except BaseException:
+            except BaseException as exc:
                 self._depth -= 1
-                if outer:
+                if outer and self._conn.in_transaction:  # SQLite rolled back itself on a full disk or an I/O error
                     self._conn.execute("ROLLBACK")
+                self._raise_mapped(exc)
                 raise
             self._depth -= 1
             if outer:
                 try:
                     self._conn.execute("COMMIT")
-                except BaseException:
+                except BaseException as exc:
                     if self._conn.in_transaction:  # a failed COMMIT leaves the transaction open: all or nothing
                         self._conn.execute("ROLLBACK")
+                    self._raise_mapped(exc)
                     raise
+
+    def _raise_mapped(self, exc: BaseException) -> None:
+        """Raise the ReportDBError a write's SQLite error means whoever wrote (a full disk, an I/O error, damage, a
+        closed report: ``engine.translate(only_own=True)``); return for any other exception, to be raised as it is."""
+        if isinstance(exc, sqlite3.Error):
+            mapped = engine_mod.translate(exc, self.path, what="writing", only_own=True)
+            if mapped is not None:
+                raise mapped from exc
 
     def _reading(self, what: str) -> _Reading:
         """The connection, held for the block, with every SQLite error in it raised as the ReportDBError it stands

@@ -93,7 +93,13 @@ class Connection(sqlite3.Connection):
         return 0
 
     def cursor(self, factory: Any = None) -> Any:  # SQLAlchemy's cursors are Cursors too
-        return super().cursor(factory or Cursor)
+        try:
+            return super().cursor(factory or Cursor)
+        except sqlite3.ProgrammingError as exc:  # a closed connection: ReportClosedError
+            mapped = translate(exc, self.path, only_own=True)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         return self.cursor().execute(sql, parameters)
