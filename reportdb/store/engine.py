@@ -616,7 +616,7 @@ def _repage(conn: sqlite3.Connection, page_size: int) -> None:
             conn.execute(f"PRAGMA page_size={page_size}")
             conn.execute("VACUUM")
         fit_cache(conn)
-    except (QueryTimeoutError, sqlite3.OperationalError):
+    except (QueryTimeoutError, DiskError, ResourceLimitError, sqlite3.OperationalError):
         # All or nothing, and only an optimization: the file is as it was. Locked by another connection, out of
         # temporary space, or a table SQLite cannot copy here (a collation this process lacks): written as it is.
         pass
