@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import hashlib
 import sqlite3
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, Callable, Iterator, NamedTuple, Protocol
 
 import blake3
 import numpy as np
@@ -569,12 +570,21 @@ def _check_length(chunk: ChunkRow, data: bytes, what: str) -> None:
 def _decode_into(layout: BlobLayout, target: np.ndarray, chunk: ChunkRow, data: bytes, what: str) -> None:
     """Check a compressed chunk's crc32 and size, and decompress it into ``target`` a piece at a time (never the whole
     chunk in memory besides ``target``: ``codec.pieces``)."""
+    for at, piece in decoded_pieces(layout, chunk, data, what):
+        target[at : at + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+
+
+def decoded_pieces(layout: BlobLayout, chunk: ChunkRow, data: bytes, what: str) -> Iterator[tuple[int, bytes]]:
+    """The raw bytes of a compressed chunk as ``(offset in the chunk, piece)``, a piece (``codec.PIECE``) at a time,
+    after its crc32, the size its frame declares (``codec.pieces``) and the size the layout needs are checked."""
     check_crc(chunk.idx, chunk.crc32, data, what)
     assert chunk.codec is not None
+    stream = codec_mod.pieces(chunk.codec, data, chunk.nbytes, f"{what}: chunk {chunk.idx}")
+    first = next(stream, b"")  # the frame's declared size is checked before the first piece
     check_size(layout, chunk.idx, chunk.nbytes, what)
     at = 0
-    for piece in codec_mod.pieces(chunk.codec, data, chunk.nbytes, f"{what}: chunk {chunk.idx}"):
-        target[at : at + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+    for piece in itertools.chain((first,), stream):
+        yield at, piece
         at += len(piece)
 
 

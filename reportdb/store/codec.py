@@ -211,4 +211,6 @@ def pieces(codec: str, stored: bytes, nbytes: int, where: str, size: int = PIECE
     except zstd.error as exc:
         raise CorruptionError(f"{where} cannot be decompressed ({exc}); the database file is damaged") from None
     if done != nbytes:
-        raise CorruptionError(f"{where} decompressed to {done} bytes or more, not {nbytes}; the database file is damaged")
+        found = f"ends after {done} bytes" if done < nbytes else "holds more bytes"
+        raise CorruptionError(f"{where} cannot be decompressed: its frame {found}, not the {nbytes} it declares; the "
+                              "database file is damaged")

@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import CorruptionError, InvalidArgumentError
 from .. import pools
-from . import blobs, codec
+from . import blobs
 
 #: A window: one index, or a tuple of them (numpy basic indexing with ints, slices of positive step, one Ellipsis).
 Window = Union[int, slice, EllipsisType, tuple[Union[int, slice, EllipsisType], ...]]
@@ -444,19 +444,15 @@ def _decode_copy(
     found: list[tuple[int, int, int, int]], data: bytes, what: str,
 ) -> None:
     """Check a compressed chunk's crc32 and size, and copy the window's boxes out of it as it is decompressed, a piece
-    at a time (``codec.pieces``), up to the window's last byte in it: the memory a window costs is its own size and one
+    at a time (``blobs.decoded_pieces``), up to the window's last byte in it: the memory a window costs is its own size and one
     piece, never the chunk's (a hostile frame may declare up to ``blobs.MAX_CHUNK_SIZE``)."""
-    blobs.check_crc(chunk.idx, chunk.crc32, data, what)
-    blobs.check_size(layout, chunk.idx, chunk.nbytes, what)
-    assert chunk.codec is not None
     end = max(src + plan.extent(level, count) for level, count, src, _ in found)  # past the window's last byte here
-    at = start
-    for piece in codec.pieces(chunk.codec, data, chunk.nbytes, f"{what}: chunk {chunk.idx}"):
+    for offset, piece in blobs.decoded_pieces(layout, chunk, data, what):
+        at = start + offset
         buffer = np.frombuffer(piece, dtype=np.uint8)
         for block in plan.blocks(at, at + len(piece)):
             plan.copy(flat, block, buffer, at)
-        at += len(piece)
-        if at >= end:
+        if at + len(piece) >= end:
             break
 
 
