@@ -316,26 +316,19 @@ def check_files(path: Path) -> None:
             f"{path}: is {_kind_of(found.st_mode)}, not a regular file; reportdb reads a report only from a regular "
             "file (reading this one could block forever or read endless bytes). Check what put it there"
         )
-    folders = {path.parent}
-    with contextlib.suppress(OSError):
-        folders.add(path.resolve().parent)
-    names = {path.name}
-    with contextlib.suppress(OSError):
-        names.add(path.resolve().name)
-    for folder in folders:
-        for name in names:
-            for suffix in SIDE_FILES:
-                side = folder / f"{name}{suffix}"
-                try:
-                    mode = side.lstat().st_mode
-                except OSError:
-                    continue
-                if not stat.S_ISREG(mode):
-                    raise UnsafeReportError(
-                        f"{side}: is {_kind_of(mode)}, not a regular file, where SQLite keeps the database's {suffix[1:]} "
-                        f"file; opening it could block forever or write elsewhere. Remove it (nothing of the report "
-                        f"is in it), then open {path} again"
-                    )
+    real = os.path.realpath(path) if found is not None and os.path.islink(path) else str(path)
+    for base in {str(path), real}:
+        for suffix in SIDE_FILES:
+            try:
+                mode = os.lstat(base + suffix).st_mode
+            except OSError:
+                continue
+            if not stat.S_ISREG(mode):
+                raise UnsafeReportError(
+                    f"{base}{suffix}: is {_kind_of(mode)}, not a regular file, where SQLite keeps the database's "
+                    f"{suffix[1:]} file; opening it could block forever or write elsewhere. Remove it (nothing of the "
+                    f"report is in it), then open {path} again"
+                )
 
 
 def _header(path: Path) -> bytes:
