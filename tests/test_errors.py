@@ -90,7 +90,7 @@ def _caught(conn: sqlite3.Connection, sql: str) -> sqlite3.Error:
 
 def test_sqlite_errors_map_by_their_code(tmp_path: Path) -> None:
     """Real SQLite errors, each of one kind, through ``engine.translate``: a constraint is a ConstraintError (it was a
-    CorruptionError), a lock is ReportLockedError, a file that is not a database is a CorruptionError, a closed
+    CorruptionError), a lock is ReportLockedError, a file that is not a database a NotAReportError, a closed
     connection a ReportClosedError; only errors that mean the same whoever ran the statement map with ``only_own``."""
     path = tmp_path / "x.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
@@ -110,7 +110,7 @@ def test_sqlite_errors_map_by_their_code(tmp_path: Path) -> None:
     notadb = _caught(sqlite3.connect(garbage), "SELECT * FROM sqlite_master")
     cases = [(constraint, reportdb.ConstraintError, False), (locked, reportdb.ReportLockedError, False),
              (missing, reportdb.SchemaError, False), (closed, reportdb.ReportClosedError, True),
-             (notadb, reportdb.CorruptionError, True)]
+             (notadb, reportdb.NotAReportError, False)]
     for exc, expected, own in cases:
         mapped = engine.translate(exc, path)
         assert type(mapped) is expected, (exc, mapped)

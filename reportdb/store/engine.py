@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 import numpy as np
 
 from ..errors import (
-    ConstraintError, CorruptionError, DiskError, QueryTimeoutError, ReadOnlyError, ReportClosedError, ReportDBError,
-    ReportLockedError, ResourceLimitError, SchemaError, UnsafeReportError,
+    ConstraintError, CorruptionError, DiskError, NotAReportError, QueryTimeoutError, ReadOnlyError, ReportClosedError,
+    ReportDBError, ReportLockedError, ResourceLimitError, SchemaError, UnsafeReportError,
 )
 
 PAGE_SIZE = 65536
@@ -168,16 +168,16 @@ class Cursor(sqlite3.Cursor):
 
 #: SQLite's primary result codes (``sqlite_errorcode & 0xff``) by what they mean to a reportdb user.
 _KINDS = {5: "busy", 6: "busy", 7: "memory", 8: "readonly", 9: "interrupt", 10: "disk", 11: "corrupt", 13: "full",
-          18: "toobig", 19: "constraint", 21: "closed", 23: "denied", 26: "corrupt"}
+          18: "toobig", 19: "constraint", 21: "closed", 23: "denied", 26: "notadb"}
 #: The same from the message text, where Python (3.10) gives no code: the first phrase found wins.
-_PHRASES = (("malformed", "corrupt"), ("not a database", "corrupt"), ("disk is full", "full"),
+_PHRASES = (("malformed", "corrupt"), ("not a database", "notadb"), ("disk is full", "full"),
             ("disk i/o", "disk"), ("locked", "busy"), ("busy", "busy"), ("too big", "toobig"),
             ("out of memory", "memory"), ("readonly database", "readonly"), ("interrupt", "interrupt"),
             ("closed database", "closed"), ("constraint failed", "constraint"), ("not authorized", "denied"))
 
 
 def error_kind(exc: sqlite3.Error) -> str:
-    """What SQLite error ``exc`` means: ``corrupt`` (damaged, or not a database), ``full``, ``disk`` (I/O),
+    """What SQLite error ``exc`` means: ``corrupt`` (damaged), ``notadb`` (not a SQLite database), ``full``, ``disk`` (I/O),
     ``busy`` (locked), ``constraint``, ``closed`` (misuse of a closed connection), ``toobig``, ``memory``,
     ``readonly``, ``interrupt``, ``denied`` (by :func:`_authorize`) or ``other`` (a statement the schema cannot run). By SQLite's result code where
     Python gives it (3.11+), else by the message; a closed connection is Python's own ProgrammingError."""
@@ -199,7 +199,8 @@ def translate(
     """The ReportDBError that an sqlite3 error on the report at ``path`` stands for (``what`` names the table or
     tensor being read), by SQLite's error code (:func:`error_kind`). ``stopped``: the progress handler aborted the
     statement. ``only_own``: map only the errors that mean the same whoever ran the statement (a timeout, a damaged
-    file, a full disk, a value over the limit, a closed connection) and return None for the others."""
+    file, a full disk, a value over the limit, a closed connection) and return None for the others (a file that is
+    not a database among them: its opener names it, NotAReportError)."""
     where = f"{path}: {what}" if what else str(path)
     message = str(exc)
     kind = error_kind(exc)
@@ -235,6 +236,8 @@ def translate(
         )
     if only_own:
         return None
+    if kind == "notadb":
+        return NotAReportError(f"{where}: not a SQLite database, or its header is damaged ({message})")
     if kind == "busy":
         return ReportLockedError(f"{where}: the database is locked by another process ({message}); try again when it is done")
     if kind == "constraint":
