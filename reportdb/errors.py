@@ -37,7 +37,26 @@ class SchemaTooNewError(SchemaError):
 
 
 class CorruptionError(ReportDBError):
-    """Stored bytes do not match their digest."""
+    """Stored bytes do not match their digest, or SQLite found the database file damaged or not a database."""
+
+
+class DiskError(ReportDBError, OSError):
+    """The disk refused a read or write of the report: it is full, or the device reported an I/O error. The file is
+    not damaged by this (SQLite rolled the transaction back); free space or fix the device and run again."""
+
+
+class ConstraintError(ReportDBError):
+    """A write broke one of the report's own constraints (a duplicate key, a dangling reference, a NOT NULL column):
+    the statement was refused and nothing of it was written."""
+
+
+class ReportClosedError(ReportDBError):
+    """The Report (or its connection) was used after ``close()``: open the report again to go on reading it."""
+
+
+class ResourceLimitError(ReportDBError):
+    """A query on the report made SQLite build a value larger than reportdb allows, or run out of memory: a hostile
+    or damaged schema (an SQL function in a view, say) or a read too large for the memory there is."""
 
 
 class CompressionUnavailableError(ReportDBError):
@@ -57,7 +76,8 @@ class AssemblyError(ReportDBError):
 
 class UnsafeReportError(ReportDBError):
     """The report holds something reportdb refuses to run or write through: a view or a non-table under one of
-    reportdb's ``rdb_*`` names, triggers on reportdb's tables, or (for writes) triggers anywhere."""
+    reportdb's ``rdb_*`` names (in any letter case), triggers on reportdb's tables, or (for writes) triggers anywhere,
+    generated columns, or a database or side file (``-journal``, ``-wal``, ``-shm``) that is not a regular file."""
 
 
 class QueryTimeoutError(ReportDBError):
@@ -181,3 +201,29 @@ class ReportExistsError(ReportDBError):
     """The team store already holds a different report under this name, or a push of different content under it is
     under way or was interrupted; push under another name or delete it first. A Writer raises it for a report whose
     run has finished (write elsewhere, remove it, or ``append=True``) and, appending, for an operation already there."""
+
+
+#: The most characters of a value from a report or tensor file that an error message shows (:func:`excerpt`).
+EXCERPT_CHARS = 200
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """A bounded ``repr`` of ``value`` for an error message: at most ``limit`` characters, built without walking all
+    of a large or deeply nested value (a hostile file's list of 14,000 references to one list of 30,000 items would
+    make ``repr`` build gigabytes)."""
+    import reprlib
+
+    class _Bounded(reprlib.Repr):
+        def repr_bytes(self, x: bytes, level: int) -> str:  # reprlib would repr() all of it, then cut
+            return repr(bytes(x[:limit])) + ("..." if len(x) > limit else "")
+
+        repr_bytearray = repr_bytes
+
+        def repr_int(self, x: int, level: int) -> str:  # a huge int's decimal digits cost quadratic time
+            return repr(x) if x.bit_length() <= 4 * limit else f"<an int of {x.bit_length()} bits>"
+
+    shown = _Bounded()
+    shown.maxlevel, shown.maxstring, shown.maxother, shown.maxlong = 3, limit, limit, limit
+    shown.maxlist = shown.maxtuple = shown.maxdict = shown.maxset = shown.maxfrozenset = shown.maxdeque = 8
+    text = shown.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

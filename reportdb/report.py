@@ -26,6 +26,7 @@ from .numeric.stats import ShardStats, TensorStats
 from .reading import Reaper, snapshot as _snapshot
 from .results import MAX_HTML_ROWS, ReportSummary, html_table
 from .errors import CorruptionError, InvalidArgumentError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportNotFoundError, SchemaError, TensorNotFoundError
+from .errors import ResourceLimitError
 from .spec import Shards, assemble
 from .store import blobs, codec as codec_mod, engine as engine_mod, rows as rows_mod, schema, tensors as tensors_mod
 from .store import windows
@@ -103,6 +104,12 @@ class _Reading:
             raise mapped from exc
         if isinstance(exc, (CorruptionError, QueryTimeoutError)) and what not in str(exc):
             raise type(exc)(f"{what}: {exc}") from exc
+        if isinstance(exc, MemoryError):
+            raise ResourceLimitError(
+                f"{self.report.path}: {what}: reading it needs more memory than this process can have; read a window "
+                "of it instead (report.tensor(tensor_id, window=np.s_[:64]), which costs memory in proportion to the "
+                "window)"
+            ) from exc
 
 
 def copy_tensor(
@@ -175,6 +182,7 @@ class Report:
         self._held = False  # this Report's own snapshot is open now (:meth:`_renew`)
         self._held_until = 0.0  # monotonic time it ends (0: none held)
         self._raw = 0  # depth of connection() blocks: reads inside one begin no snapshot (the caller's SQL runs as is)
+        self._closed = False
         existed = self.path.exists()
         if not existed and (mode == "r" or not self.path.parent.is_dir()):
             raise ReportNotFoundError(
@@ -196,7 +204,7 @@ class Report:
         self._wal = opened.new_file  # this connection has put the file in WAL mode (else at its first write)
         self._engine: Engine | None = None  # made by session(), on first use: SQLAlchemy's ORM is slow to import
         self._sessions: sessionmaker[Session] | None = None
-        self._tables = self._table_names()
+        self._tables = {schema.folded(name) for name in self._table_names()}  # as SQLite compares names
         self._has_codec = "rdb_chunk" in self._tables and any(
             r[1] == "codec" for r in self._conn.execute("PRAGMA table_info(rdb_chunk)")
         )  # False for an older schema read as it is
@@ -226,6 +234,9 @@ class Report:
         mode first, so a finished report is one self-contained file (copyable alone, readable from read-only media);
         while other connections are open (writer processes) this is left, silently, to the last of them."""
         with self._lock:
+            if self._closed:  # closing twice is harmless; any other use of a closed Report raises ReportClosedError
+                return
+            self._closed = True
             self._hold = False
             try:
                 self._end_snapshot()
@@ -289,19 +300,29 @@ class Report:
             self._depth += 1
             try:
                 yield
-            except BaseException:
+            except BaseException as exc:
                 self._depth -= 1
-                if outer:
+                if outer and self._conn.in_transaction:  # SQLite rolled back itself on a full disk or an I/O error
                     self._conn.execute("ROLLBACK")
+                self._raise_mapped(exc)
                 raise
             self._depth -= 1
             if outer:
                 try:
                     self._conn.execute("COMMIT")
-                except BaseException:
+                except BaseException as exc:
                     if self._conn.in_transaction:  # a failed COMMIT leaves the transaction open: all or nothing
                         self._conn.execute("ROLLBACK")
+                    self._raise_mapped(exc)
                     raise
+
+    def _raise_mapped(self, exc: BaseException) -> None:
+        """Raise the ReportDBError a write's SQLite error means whoever wrote (a full disk, an I/O error, damage, a
+        closed report: ``engine.translate(only_own=True)``); return for any other exception, to be raised as it is."""
+        if isinstance(exc, sqlite3.Error):
+            mapped = engine_mod.translate(exc, self.path, what="writing", only_own=True)
+            if mapped is not None:
+                raise mapped from exc
 
     def _reading(self, what: str) -> _Reading:
         """The connection, held for the block, with every SQLite error in it raised as the ReportDBError it stands

@@ -30,3 +30,88 @@ def test_every_error_class_is_exported() -> None:
     assert defined <= set(reportdb.__all__), defined - set(reportdb.__all__)
     assert all(getattr(reportdb, name) is getattr(errors, name) for name in defined)
     assert len(defined) > 30
+
+
+# --- SQLite's errors are named by their error code, never misdiagnosed (issue 23) ---------------------------------
+
+import sqlite3  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from reportdb.store import engine  # noqa: E402
+
+
+def _report(path: Path) -> Path:
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, np.arange(16, dtype=np.float32))
+    return path
+
+
+def test_a_closed_report_says_it_is_closed_not_damaged(tmp_path: Path) -> None:
+    """Using a closed Report raised "CorruptionError: ... the database file is damaged": a user told that deletes a
+    good file."""
+    path = _report(tmp_path / "db.sqlite")
+    for mode in ("r", "a"):
+        report = reportdb.open(path, mode)
+        report.close()
+        report.close()  # closing twice is harmless
+        for call in (lambda: report.tensor(1), report.tensor_ids, lambda: report.tensor_info(1), report.summary):
+            with pytest.raises(reportdb.ReportClosedError, match="the report is closed") as caught:
+                call()
+            assert "damaged" not in str(caught.value)
+    with pytest.raises(reportdb.ReportClosedError):
+        with reportdb.open(path, "a") as report:
+            report.close()
+            report.put_tensor(2, np.zeros(4, np.float32))
+
+
+def test_a_full_disk_is_a_disk_error_and_nothing_is_kept(tmp_path: Path) -> None:
+    """SQLite's SQLITE_FULL (here from ``max_page_count``, as a full disk gives it) became SchemaError ("changed by
+    another tool?"), or a raw "cannot rollback" from the writer's own rollback."""
+    path = _report(tmp_path / "db.sqlite")
+    with reportdb.open(path, "a") as report:
+        with report.connection() as conn:
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count={pages + 2}")
+        with pytest.raises(reportdb.DiskError, match="disk is full") as caught:
+            report.put_tensor(2, np.random.default_rng(0).random(1 << 18).astype(np.float32))
+        assert "changed by another tool" not in str(caught.value) and "damaged" not in str(caught.value)
+        assert report.tensor_ids() == [1]
+
+
+def _caught(conn: sqlite3.Connection, sql: str) -> sqlite3.Error:
+    try:
+        conn.execute(sql)
+    except sqlite3.Error as exc:
+        return exc
+    raise AssertionError(f"{sql} did not fail")
+
+
+def test_sqlite_errors_map_by_their_code(tmp_path: Path) -> None:
+    """Real SQLite errors, each of one kind, through ``engine.translate``: a constraint is a ConstraintError (it was a
+    CorruptionError), a lock is ReportLockedError, a file that is not a database a NotAReportError, a closed
+    connection a ReportClosedError; only errors that mean the same whoever ran the statement map with ``only_own``."""
+    path = tmp_path / "x.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE t(a INTEGER PRIMARY KEY)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    conn.execute("BEGIN IMMEDIATE")
+    locked = _caught(other, "BEGIN IMMEDIATE")
+    conn.execute("ROLLBACK")
+    constraint = _caught(conn, "INSERT INTO t VALUES (1)")
+    missing = _caught(conn, "SELECT * FROM nowhere")
+    other.close()
+    conn.close()
+    closed = _caught(conn, "SELECT 1")
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database at all" * 300)
+    notadb = _caught(sqlite3.connect(garbage), "SELECT * FROM sqlite_master")
+    cases = [(constraint, reportdb.ConstraintError, False), (locked, reportdb.ReportLockedError, False),
+             (missing, reportdb.SchemaError, False), (closed, reportdb.ReportClosedError, True),
+             (notadb, reportdb.NotAReportError, False)]
+    for exc, expected, own in cases:
+        mapped = engine.translate(exc, path)
+        assert type(mapped) is expected, (exc, mapped)
+        assert (engine.translate(exc, path, only_own=True) is not None) == own, exc

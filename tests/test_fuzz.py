@@ -236,7 +236,7 @@ _BAD_CODECS = ["bogus", "zstd", "", "ZSTD", "none", None, 3]
 _ROW_COLUMNS = {
     "rdb_tensor": {"shape": _BAD_JSON, "padded_shape": _BAD_JSON, "tile_shape": _BAD_JSON, "memory_config": _BAD_JSON,
                    "distribution": _BAD_JSON, "source": _BAD_JSON, "dtype": _BAD_DTYPES, "ttnn_dtype": _BAD_DTYPES,
-                   "nbytes": _EXTREME_INTS, "n_shards": _EXTREME_INTS, "rank": _EXTREME_INTS,
+                   "nbytes": [*_EXTREME_INTS, "x", 1.5, b"\x00"], "n_shards": _EXTREME_INTS, "rank": _EXTREME_INTS,
                    "layout": ["bogus", None, 5]},
     "rdb_shard": {"shape": _BAD_JSON, "mesh_coordinate": _BAD_JSON, "dtype": _BAD_DTYPES, "blob_id": _EXTREME_INTS,
                   "shard_index": _EXTREME_INTS},
@@ -299,7 +299,10 @@ def _mutate_schema(path: Path, rng: random.Random) -> str:
         table = rng.choice(rdb if rng.random() < 0.7 else tables)
         columns = _columns(conn, table)
         kind = rng.choice(["view", "endless-view", "columns-dropped", "columns-swapped", "column-added",
-                           "no-rowid-alias", "trigger", "index", "broken-sql", "duplicate-name", "rootpage"])
+                           "no-rowid-alias", "trigger", "index", "broken-sql", "duplicate-name", "rootpage",
+                           "case-folded-view", "case-folded-trigger", "generated-column", "expensive-view"])
+        if kind in _HOSTILE_SQL_KINDS:
+            return _hostile_sql(conn, rng, kind, tables)
         conn.execute("PRAGMA writable_schema=ON")
         if kind in ("view", "endless-view"):
             picked = ", ".join(f"{'x' if kind == 'endless-view' else repr(i)} AS {c}" for i, c in enumerate(columns))
@@ -348,6 +351,114 @@ def _mutate_schema(path: Path, rng: random.Random) -> str:
     return f"schema:{kind}:{table}"
 
 
+#: SQL that runs long or builds a huge value inside one SQLite step, where the progress handler cannot stop it.
+_EXPENSIVE = ["printf('%.*c', 999000000, 'x')", "format('%.*c', 999000000, 'x')", "hex(zeroblob(500000000))",
+              "length(randomblob(900000000))", "replace(hex(zeroblob(100000000)), '0', '00')"]
+_HOSTILE_SQL_KINDS = ("case-folded-view", "case-folded-trigger", "generated-column", "expensive-view")
+
+
+def _case_mix(name: str, rng: random.Random) -> str:
+    """``name`` in another letter case (never the same): SQLite takes it for the same name."""
+    while True:
+        mixed = "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in name)
+        if mixed != name:
+            return mixed
+
+
+def _hostile_sql(conn: sqlite3.Connection, rng: random.Random, kind: str, tables: list[str]) -> str:
+    """Ordinary SQL a hostile report holds: a view or trigger under a case-folded reportdb name (of its tables or of
+    the version table), a generated column or a view column computing an expensive SQL function, in a table reportdb
+    reads."""
+    ours = [t for t in tables if t.startswith("rdb_") or t == "reportdb_alembic_version"]
+    table = rng.choice(ours)
+    if kind == "case-folded-view":
+        conn.execute(f"ALTER TABLE {table} RENAME TO real_{table}")
+        conn.execute(f"CREATE VIEW {_case_mix(table, rng)} AS SELECT * FROM real_{table}, "
+                     "(WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n LIMIT 100000) SELECT x FROM n)")
+    elif kind == "case-folded-trigger":
+        conn.execute(f"CREATE TRIGGER evil_{rng.randrange(1000)} AFTER INSERT ON {_case_mix(table, rng)} "
+                     "BEGIN DELETE FROM rdb_chunk; END")
+    elif kind == "generated-column":
+        table = rng.choice(ours + [t for t in tables if t not in ours])
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN evil AS ({rng.choice(_EXPENSIVE)})")
+    else:
+        table = rng.choice([t for t in tables if t not in ours] or ours)
+        columns = ", ".join(_columns(conn, table))
+        conn.execute(f"ALTER TABLE {table} RENAME TO real_{table}")
+        conn.execute(f"CREATE VIEW {table} AS SELECT {columns}, {rng.choice(_EXPENSIVE)} AS evil FROM real_{table}")
+    conn.commit()
+    return f"schema:{kind}:{table}"
+
+
+#: Special files at the paths SQLite opens: the database itself, ``-journal``, ``-wal``, ``-shm`` beside a WAL file.
+_SPECIAL_KINDS = ["fifo-journal", "fifo-wal", "fifo-shm", "device-journal", "fifo-db", "device-db", "device-shm"]
+
+
+def _plant_special(path: Path, rng: random.Random) -> tuple[str, list[Path]]:
+    """A FIFO or a link to a device at one of the paths SQLite opens for ``path``; the paths planted."""
+    kind = rng.choice(_SPECIAL_KINDS)
+    side = {"journal": Path(f"{path}-journal"), "wal": Path(f"{path}-wal"), "shm": Path(f"{path}-shm")}
+    with harness_io(f"planting {kind} at {path}"):
+        if kind.endswith("-shm"):
+            with contextlib.closing(sqlite3.connect(path)) as conn:
+                conn.execute("PRAGMA journal_mode=WAL")
+            side["wal"].write_bytes(b"")
+        target = path if kind.endswith("-db") else side[kind.rsplit("-", 1)[1]]
+        target.unlink(missing_ok=True)
+        if kind.startswith("fifo"):
+            os.mkfifo(target)
+        else:
+            os.symlink(rng.choice(["/dev/zero", "/dev/null", "/dev/urandom"]), target)
+    return f"special:{kind}", [p for p in (path, *side.values()) if p.is_symlink() or p.exists()]
+
+
+_FRAMES: dict[int, bytes] = {}
+
+
+def _zeros_frame(nbytes: int) -> bytes:
+    """One zstd frame of ``nbytes`` zeros declaring its size (made a MiB at a time, kept for the worker's life)."""
+    import zstandard
+
+    if nbytes not in _FRAMES:
+        compressor = zstandard.ZstdCompressor(level=1).compressobj(size=nbytes)
+        _FRAMES[nbytes] = b"".join(compressor.compress(bytes(1 << 20)) for _ in range(nbytes >> 20)) + compressor.flush()
+    return _FRAMES[nbytes]
+
+
+def _mutate_frame(path: Path, rng: random.Random) -> str:
+    """A compressed chunk whose frame declares a large size: over a chunk's row (which then disagrees), or a tensor
+    made self-consistently of chunks of one such frame referenced again and again (a few GiB declared)."""
+    import zlib
+
+    with harness_io(f"planting a frame in {path}"), contextlib.closing(sqlite3.connect(path)) as conn:
+        row = conn.execute("SELECT s.blob_id FROM rdb_shard s ORDER BY random() LIMIT 1").fetchone()
+        if row is None:
+            return "frame:no-tensor"
+        blob_id = row[0]
+        chunk_id = conn.execute("SELECT MIN(chunk_id) FROM rdb_blob_chunk WHERE blob_id=?", (blob_id,)).fetchone()[0]
+        if chunk_id is None:
+            return "frame:no-chunk"
+        consistent = rng.random() < 0.5
+        size = 64 << 20 if consistent else 1 << 30  # consistent: verify re-hashes it all, in the case's seconds
+        frame = _zeros_frame(size)
+        conn.execute("UPDATE rdb_chunk SET codec='zstd', data=?, crc32=? WHERE id=?", (frame, zlib.crc32(frame), chunk_id))
+        conn.execute("DELETE FROM rdb_chunk_crc WHERE chunk_id=?", (chunk_id,))
+        if consistent:
+            chunks = rng.randint(2, 4)
+            conn.execute("UPDATE rdb_chunk SET nbytes=? WHERE id=?", (size, chunk_id))
+            conn.execute("DELETE FROM rdb_blob_chunk WHERE blob_id=?", (blob_id,))
+            conn.executemany("INSERT INTO rdb_blob_chunk(blob_id, idx, chunk_id) VALUES (?, ?, ?)",
+                             [(blob_id, i, chunk_id) for i in range(chunks)])
+            conn.execute("UPDATE rdb_blob SET nbytes=?, chunk_size=?, n_chunks=? WHERE id=?",
+                         (size * chunks, size, chunks, blob_id))
+            shape = f"[{size * chunks // 4}]"
+            conn.execute("UPDATE rdb_shard SET dtype='float32', shape=? WHERE blob_id=?", (shape, blob_id))
+            conn.execute("UPDATE rdb_tensor SET dtype='float32', shape=?, nbytes=?, n_shards=1 WHERE id IN "
+                         "(SELECT tensor_pk FROM rdb_shard WHERE blob_id=?)", (shape, size * chunks, blob_id))
+        conn.commit()
+    return f"frame:{'consistent' if consistent else 'declared'}:{size}"
+
+
 def _mutate_rows(path: Path, rng: random.Random) -> str:
     """Lie in reportdb's own rows: bad JSON, extreme sizes, unknown dtypes and codecs, deleted rows."""
     done = []
@@ -377,17 +488,31 @@ def _mutate_rows(path: Path, rng: random.Random) -> str:
     return "rows:" + "; ".join(done)
 
 
-def _db_case(base: Path, scratch: Path, seed: int, case: int) -> str:
-    """Make the mutated copy of case ``case`` at ``scratch``; return what was done (reproducible from seed, case)."""
+def _db_case(base: Path, scratch: Path, seed: int, case: int) -> tuple[str, list[Path]]:
+    """Make the mutated copy of case ``case`` at ``scratch``; return what was done (reproducible from seed, case) and
+    the special files planted (FIFOs, links to devices), which the harness must neither read nor count as left over."""
     rng = random.Random(f"{seed}-{case}")
     with harness_io(f"copying {base} to {scratch}"):
         scratch.write_bytes(base.read_bytes())
-    kind = rng.choices(["bytes", "schema", "rows"], weights=[4, 3, 4])[0]
+    kind = rng.choices(["bytes", "schema", "rows", "special", "frame"], weights=[4, 4, 4, 1, 1])[0]
     if kind == "bytes":
-        return _mutate_bytes(scratch, rng, 65536)
+        return _mutate_bytes(scratch, rng, 65536), []
     if kind == "schema":
-        return _mutate_schema(scratch, rng)
-    return _mutate_rows(scratch, rng)
+        return _mutate_schema(scratch, rng), []
+    if kind == "special":
+        return _plant_special(scratch, rng)
+    if kind == "frame":
+        return _mutate_frame(scratch, rng), []
+    return _mutate_rows(scratch, rng), []
+
+
+def _digest(path: Path) -> str | None:
+    """The sha256 of a regular file (never opening a FIFO or following a link to a device); None for anything else."""
+    import stat as stat_mod
+
+    if path.is_symlink() or not path.exists() or not stat_mod.S_ISREG(path.stat().st_mode):
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _read_everything(path: Path) -> list[str]:
@@ -427,22 +552,21 @@ def db_worker(base: Path, first: int, last: int, seed: int, scratch_dir: Path) -
     engine.STATEMENT_TIMEOUT = DB_STATEMENT_SECONDS
     for case in range(first, last):
         scratch = scratch_dir / f"case-{case}.sqlite"  # a new file (and inode) per case: no lock outlives its case
-        what = _db_case(base, scratch, seed, case)
+        what, planted = _db_case(base, scratch, seed, case)
         with harness_io(f"hashing {scratch}"):
-            before = hashlib.sha256(scratch.read_bytes()).hexdigest()
+            before = _digest(scratch)
         print(f"start {case} {what}", flush=True)
         wrong = _read_everything(scratch)
         gc.collect()
         if _open_handles(scratch):
             wrong.append(f"reading left {_open_handles(scratch)} handles open on the report")
         with harness_io(f"hashing {scratch}"):
-            if scratch.exists() and hashlib.sha256(scratch.read_bytes()).hexdigest() != before:
+            if _digest(scratch) != before:
                 wrong.append("reading the report changed its bytes")
             for side in scratch_dir.iterdir():
-                if side != scratch:
+                if side != scratch and side not in planted:
                     wrong.append(f"reading the report left {side.name.replace(str(case), 'N')} behind")
-                    side.unlink()
-            scratch.unlink()
+                side.unlink()
         print(f"done {case} {json.dumps(wrong)}", flush=True)
     return 0
 
@@ -486,6 +610,8 @@ def run_db_fuzz(base: Path, cases: int, seed: int, scratch_dir: Path) -> dict[st
             if not ready:  # silent too long: a hang (or a starved machine: retried once before it counts)
                 proc.kill()
                 proc.wait()
+                for left in cases_dir.iterdir():  # the killed case's files, not the next case's leftovers
+                    left.unlink()
                 if current is None:
                     raise AssertionError(f"the DB fuzz worker printed nothing for 60 s: {log.read_text()[-3000:]}")
                 if current not in retried:

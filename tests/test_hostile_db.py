@@ -461,3 +461,164 @@ def test_escape_sequences_in_a_report_never_reach_the_terminal(tmp_path: Path) -
         assert not any(ch in out for ch in "\x1b\r\x9b"), out
     assert verify.returncode != 0 and "unknown content address kind" in verify.stderr
     assert missing.returncode != 0 and "\\x1b[2J" in missing.stderr
+
+
+# --- 5. second round: FIFOs and devices, case-folded names, generated columns, bad values (issue 22) ----------------
+
+
+def _limit_child() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def _bounded(args: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """``args`` in a child under a 2 GiB address space and ``timeout`` seconds: a hang fails the test as such."""
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, preexec_fn=_limit_child, cwd=ROOT,
+                              env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1"})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{' '.join(args[-3:])}: still running after {timeout:g} s (a hang)")
+
+
+def _special_file(folder: Path, case: str) -> Path:
+    """A good report in ``folder`` with the special file of ``case`` at one of the paths SQLite opens."""
+    import os
+
+    db = _report(folder / "db.sqlite")
+    if case == "fifo-journal":
+        os.mkfifo(f"{db}-journal")
+    elif case == "fifo-wal":
+        os.mkfifo(f"{db}-wal")
+    elif case == "fifo-shm-beside-wal":
+        _sql(db, "PRAGMA journal_mode=WAL")
+        Path(f"{db}-wal").write_bytes(b"")
+        os.mkfifo(f"{db}-shm")
+    elif case == "journal-to-device":
+        os.symlink("/dev/zero", f"{db}-journal")
+    elif case == "fifo-db":
+        db.unlink()
+        os.mkfifo(db)
+    else:
+        assert case == "db-to-device"
+        db.unlink()
+        os.symlink("/dev/zero", db)
+    return db
+
+
+SPECIAL_FILES = ["fifo-journal", "fifo-wal", "fifo-shm-beside-wal", "journal-to-device", "fifo-db", "db-to-device"]
+
+
+@pytest.mark.process
+def test_fifos_and_devices_where_sqlite_opens_are_refused_by_every_open(tmp_path: Path) -> None:
+    """A FIFO named ``db.sqlite-journal`` (or ``-wal``, or ``-shm`` beside a WAL file), ``db.sqlite`` a FIFO or a link to
+    ``/dev/zero``: every open through the API, read or append, and ``verify``, ends at once with UnsafeReportError
+    (they hung in the open, or read /dev/zero as an empty report)."""
+    folders = {case: tmp_path / case for case in SPECIAL_FILES}
+    for case, folder in folders.items():
+        folder.mkdir()
+        _special_file(folder, case)
+    result = _bounded([sys.executable, "-c", textwrap.dedent(f"""
+        import reportdb
+        for folder in {[str(f) for f in folders.values()]!r}:
+            for what, call in (("open r", lambda: reportdb.open(folder)), ("open a", lambda: reportdb.open(folder, "a")),
+                               ("verify", lambda: reportdb.verify(folder))):
+                try:
+                    call()
+                    print(folder, what, "opened")
+                except reportdb.ReportDBError as exc:
+                    print(folder, what, type(exc).__name__, "not a regular file" in str(exc))
+    """)], timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 * len(SPECIAL_FILES), result.stdout
+    assert all(line.endswith(" UnsafeReportError True") for line in lines), result.stdout
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("case", ["fifo-journal", "fifo-shm-beside-wal", "fifo-db", "db-to-device"])
+def test_fifos_and_devices_end_every_command_in_seconds(tmp_path: Path, case: str) -> None:
+    """``info``, ``ls``, ``verify``, ``compare`` and ``serve`` each exit 1 with one line naming the special file."""
+    db = _special_file(tmp_path, case)
+    folder = str(tmp_path)
+    for command in (["info"], ["ls"], ["verify"], ["compare", folder], ["serve", "--port", "0"]):
+        result = _bounded([sys.executable, "-m", "reportdb", command[0], folder, *command[1:]])
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        assert "not a regular file" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert str(db.name) in result.stderr
+
+
+@pytest.mark.parametrize("statement, named", [
+    ("ALTER TABLE rdb_shard RENAME TO real_shard; CREATE VIEW RDB_SHARD AS SELECT * FROM real_shard", "view 'RDB_SHARD'"),
+    ("ALTER TABLE rdb_chunk RENAME TO c; CREATE VIEW Rdb_Chunk AS SELECT * FROM c", "view 'Rdb_Chunk'"),
+    ("ALTER TABLE reportdb_alembic_version RENAME TO v; CREATE VIEW REPORTDB_ALEMBIC_VERSION AS SELECT * FROM v",
+     "view 'REPORTDB_ALEMBIC_VERSION'"),
+    ("CREATE TRIGGER steal AFTER INSERT ON RDB_BLOB BEGIN UPDATE rdb_blob SET digest = NULL; END", "'steal' on RDB_BLOB"),
+])
+def test_reportdb_names_are_compared_case_folded(tmp_path: Path, statement: str, named: str) -> None:
+    """SQLite's names are case-insensitive: a view ``RDB_SHARD`` is read as ``rdb_shard`` (one spun ``verify`` 10 s a
+    tensor), so it is refused like the lower-case one."""
+    path = _report(tmp_path / "db.sqlite")
+    con = sqlite3.connect(path)
+    con.executescript(statement)
+    con.close()
+    for mode in ("r", "a"):
+        with pytest.raises(UnsafeReportError, match=named):
+            reportdb.open(path, mode)
+
+
+@pytest.mark.parametrize("column", [
+    "evil TEXT GENERATED ALWAYS AS (printf('%.*c', 999000000, 'x')) VIRTUAL",
+    "evil AS (length(zeroblob(1000000000)))",
+    "evil  as/*hidden*/(1)",
+])
+@pytest.mark.parametrize("table", ["rdb_tensor", "rdb_chunk", "operations"])
+def test_generated_columns_are_refused(tmp_path: Path, table: str, column: str) -> None:
+    """A generated column in a table reportdb reads runs its SQL at every read: one calling ``printf('%.*c',
+    999000000, 'x')`` made reading a 4 KiB tensor take 39 s and 1 GB, inside single SQLite steps."""
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, f"ALTER TABLE {table} ADD COLUMN {column}")
+    for mode in ("r", "a"):
+        with pytest.raises(UnsafeReportError, match=rf"generated columns \({table}\.evil\)"):
+            reportdb.open(path, mode)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("expression, error", [
+    ("printf('%.*c', 999000000, 'x')", "UnsafeReportError"),  # 28 s in one step, whatever its output's bound
+    ("format('%.*c', 999000000, 'x')", "UnsafeReportError"),
+    ("hex(zeroblob(200000000))", "ResourceLimitError"),  # 400 MB built in one step
+])
+def test_an_expensive_sql_function_in_a_view_is_bounded_in_one_step(tmp_path: Path, expression: str, error: str) -> None:
+    """A view reportdb's models read (``operations``) computing a column in one long SQLite step, which the progress
+    handler (between steps) cannot stop: ``printf``/``format`` called from the report's SQL are denied when the
+    statement is prepared (an authorizer), and a read-only connection caps the values SQLite may build
+    (SQLITE_LIMIT_LENGTH, Python 3.11+). Either way the read fails at once, in both modes."""
+    if error == "ResourceLimitError" and not hasattr(sqlite3.Connection, "setlimit"):
+        pytest.skip("sqlite3 exposes setlimit from Python 3.11")
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, "DROP TABLE operations", f"CREATE VIEW operations AS SELECT 1 AS operation_id, {expression} AS name")
+    result = _bounded([sys.executable, "-c", textwrap.dedent(f"""
+        import reportdb
+        for mode in ("r",) if {error!r} == "ResourceLimitError" else ("r", "a"):
+            with reportdb.open({str(path)!r}, mode) as report, report.connection() as conn:
+                try:
+                    conn.execute("SELECT length(name) FROM operations").fetchall()
+                    print("read")
+                except reportdb.ReportDBError as exc:
+                    print(type(exc).__name__)
+    """)], timeout=20)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert set(result.stdout.split()) == {error}, result.stdout
+
+
+@pytest.mark.process
+def test_a_bad_nbytes_is_corruption_naming_tensor_and_column(tmp_path: Path) -> None:
+    """``rdb_tensor.nbytes = 'x'``: ``ls`` said "internal error ValueError"."""
+    path = _report(tmp_path / "db.sqlite")
+    _sql(path, "UPDATE rdb_tensor SET nbytes = 'x' WHERE tensor_id = 2")
+    with reportdb.open(path) as report, pytest.raises(CorruptionError, match=r"tensor 2 .*rdb_tensor: column nbytes"):
+        report.tensor_info(2)
+    result = _bounded([sys.executable, "-m", "reportdb", "ls", str(tmp_path)])
+    assert result.returncode == 1 and "internal error" not in result.stderr, result.stderr
+    assert "tensor 2" in result.stderr and "column nbytes" in result.stderr, result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import sqlite3
 import zlib
@@ -360,6 +361,64 @@ def test_put_tensors_existing_ids(report) -> None:
         report.put_tensors([{"tensor_id": 4, "array": a, "colour": "red"}])
     assert not report.has_tensor(4)
     assert report.put_tensors([]) == []
+
+
+def _reportdb_imports(path: Path) -> list[str]:
+    """The reportdb modules a module of ``reportdb.store`` imports, named from the package: "store.blobs", "errors"."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = ["store"][: 2 - node.level]  # level 1: a sibling in store, level 2: the reportdb package
+            names += [".".join(base + [node.module])] if node.module else [".".join(base + [a.name]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reportdb."):
+            names.append(str(node.module).removeprefix("reportdb."))
+        elif isinstance(node, ast.Import):
+            names += [a.name.removeprefix("reportdb.") for a in node.names if a.name.startswith("reportdb.")]
+    return names
+
+
+def test_store_modules_import_each_other_without_a_cycle() -> None:
+    """The modules of ``reportdb.store`` form no import cycle, counting every import (in functions, under
+    TYPE_CHECKING): ``blobs`` and ``windows`` imported each other (``blobs`` now declares what it asks of
+    ``windows.VerifiedBlocks`` as a protocol)."""
+    folder = Path(reportdb.__file__).parent / "store"
+    graph = {path.stem: {name.split(".")[1] for name in _reportdb_imports(path) if name.startswith("store.")}
+             for path in folder.glob("*.py")}
+    assert "windows" not in graph["blobs"] and "blobs" in graph["windows"]
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join(path[path.index(module):] + [module])}"
+        if module in done:
+            return
+        for imported in graph.get(module, ()):
+            visit(imported, path + [module])
+        done.add(module)
+
+    for module in graph:
+        visit(module, [])
+
+
+def test_every_sqlite_connection_comes_from_the_engine(tmp_path: Path) -> None:
+    """One connection factory: ``sqlite3.connect`` is called only in ``store/engine.py`` (five calls bypassed it and
+    only one set ``trusted_schema=OFF``), and the plain connections it makes for reportdb's own long steps are
+    hardened like the others."""
+    from reportdb.store import engine
+
+    calls = []
+    for path in sorted(Path(reportdb.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "connect" and (
+                isinstance(node.func.value, ast.Name) and node.func.value.id == "sqlite3"
+            ):
+                calls.append(f"{path.relative_to(Path(reportdb.__file__).parent)}:{node.lineno}")
+    assert calls and all(call.startswith("store/engine.py:") for call in calls), calls
+    conn = engine.connect_plain(tmp_path / "x.sqlite")
+    try:
+        assert conn.execute("PRAGMA trusted_schema").fetchone() == (0,)
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (engine.BUSY_TIMEOUT_MS,)
+    finally:
+        conn.close()
 
 
 def _sum_in_child(path: str) -> float:

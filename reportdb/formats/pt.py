@@ -38,7 +38,7 @@ from typing import IO, Any, Callable
 import numpy as np
 
 from ..dtypes import DTYPES, numpy_dtype
-from ..errors import FormatError, ReportDBError, UnsafePickleError, UnsupportedDTypeError
+from ..errors import FormatError, ReportDBError, UnsafePickleError, UnsupportedDTypeError, excerpt
 from ..spec import LoadedTensor, TensorSpec
 from .source import open_tensor_file
 
@@ -219,7 +219,7 @@ class _SafeUnpickler(pickle._Unpickler):
     def persistent_load(self, pid: Any) -> Any:
         """Resolve a storage reference through the reader that owns this pickle."""
         if self._load_storage is None:
-            raise FormatError(f"{self._name}: unexpected persistent id {pid!r:.200} outside the object pickle")
+            raise FormatError(f"{self._name}: unexpected persistent id {excerpt(pid)} outside the object pickle")
         return self._load_storage(pid)
 
 
@@ -263,10 +263,10 @@ _REBUILDERS: dict[str, Callable[..., _TensorRef]] = {
 def _tensor_ref(storage: _Storage, dtype: str, offset: Any, size: Any, stride: Any) -> _TensorRef:
     """Check the view geometry types (non-negative ints, equal ranks) and bundle it."""
     if not isinstance(size, (tuple, list)) or not isinstance(stride, (tuple, list)) or len(size) != len(stride):
-        raise _BadContent(f"tensor size {size!r:.200} and stride {stride!r:.200} are not sequences of one rank")
+        raise _BadContent(f"tensor size {excerpt(size)} and stride {excerpt(stride)} are not sequences of one rank")
     for value in (offset, *size, *stride):
         if not _is_count(value):
-            raise _BadContent(f"tensor offset/size/stride {value!r:.200} is not a non-negative integer")
+            raise _BadContent(f"tensor offset/size/stride {excerpt(value)} is not a non-negative integer")
     return _TensorRef(storage, dtype, offset, tuple(size), tuple(stride))
 
 
@@ -279,10 +279,10 @@ def _storage_pid(pid: Any, legacy: bool) -> tuple[_StorageType, str, int, Any]:
     """Unpack ``('storage', type, key, location, numel[, view_metadata])``; return type, key, numel, view."""
     length = 6 if legacy else 5
     if not isinstance(pid, tuple) or len(pid) != length or pid[0] != "storage":
-        raise _BadContent(f"unexpected persistent id {pid!r:.200}")
+        raise _BadContent(f"unexpected persistent id {excerpt(pid)}")
     storage_type, key, _location, numel = pid[1:5]
     if not isinstance(storage_type, _StorageType) or not isinstance(key, str) or not _is_count(numel):
-        raise _BadContent(f"malformed storage reference {pid!r:.200}")
+        raise _BadContent(f"malformed storage reference {excerpt(pid)}")
     return storage_type, key, numel, pid[5] if legacy else None
 
 
@@ -306,7 +306,7 @@ def _registered(storages: dict[str, _Storage], pid: Any, name: str, *, legacy: b
     storage_type, key, numel, view = _storage_pid(pid, legacy=legacy)
     storage = _Storage(key, storage_type.dtype, numel)
     if storages.setdefault(key, storage) != storage:
-        raise FormatError(f"{name}: storage {key!r:.200} is referenced with two different types or sizes")
+        raise FormatError(f"{name}: storage {excerpt(key)} is referenced with two different types or sizes")
     return storage, view
 
 
@@ -410,23 +410,23 @@ def _read_legacy(fh: IO[bytes], size: int, name: str) -> tuple[_TensorRef, np.nd
     fh.seek(pickles.tell())
     for key in keys:
         if key not in roots:
-            raise FormatError(f"{name}: storage {key!r:.200} is listed but never referenced")
+            raise FormatError(f"{name}: storage {excerpt(key)} is listed but never referenced")
         # torch writes storages little-endian; writers on big-endian hosts before torch 1.x wrote them
         # (count included) natively, so the count, which must match the pickle's, tells the byte order.
         root = roots[key]
         header = fh.read(8)
         if header not in (struct.pack("<q", root.numel), struct.pack(">q", root.numel)):
             raise FormatError(
-                f"{name}: storage {key!r:.200} does not start with its count {root.numel} ({header.hex()})"
+                f"{name}: storage {excerpt(key)} does not start with its count {root.numel} ({header.hex()})"
             )
         big_endian = header != struct.pack("<q", root.numel)
         nbytes = root.numel * DTYPES[root.dtype].itemsize
         if key == ref.storage.key:
             return ref, _map_bytes(fh, fh.tell(), nbytes, name), big_endian
         if fh.tell() + nbytes > size:
-            raise FormatError(f"{name}: storage {key!r:.200} of {nbytes} bytes runs past the end of the file")
+            raise FormatError(f"{name}: storage {excerpt(key)} of {nbytes} bytes runs past the end of the file")
         fh.seek(nbytes, os.SEEK_CUR)
-    raise FormatError(f"{name}: the tensor's storage {ref.storage.key!r:.200} is not in the file")
+    raise FormatError(f"{name}: the tensor's storage {excerpt(ref.storage.key)} is not in the file")
 
 
 def _legacy_pickles(fh: IO[bytes], name: str) -> tuple[_TensorRef, list[str], dict[str, _Storage]]:
@@ -436,7 +436,7 @@ def _legacy_pickles(fh: IO[bytes], name: str) -> tuple[_TensorRef, list[str], di
         raise FormatError(f"{name}: neither a zip archive nor a legacy torch stream (bad magic number)")
     protocol = _SafeUnpickler(fh, name).load()
     if protocol != _LEGACY_PROTOCOL:
-        raise FormatError(f"{name}: unsupported legacy protocol version {protocol!r:.200}")
+        raise FormatError(f"{name}: unsupported legacy protocol version {excerpt(protocol)}")
     sys_info = _SafeUnpickler(fh, name).load()
     if not isinstance(sys_info, dict):
         raise FormatError(f"{name}: legacy sys_info is {type(sys_info).__name__}, not a dict")
@@ -448,9 +448,9 @@ def _legacy_pickles(fh: IO[bytes], name: str) -> tuple[_TensorRef, list[str], di
         if view is None:
             return root
         if not (isinstance(view, tuple) and len(view) == 3 and _is_count(view[1]) and _is_count(view[2])):
-            raise FormatError(f"{name}: malformed storage view {view!r:.200}")
+            raise FormatError(f"{name}: malformed storage view {excerpt(view)}")
         if view[1] + view[2] > numel:
-            raise FormatError(f"{name}: storage view {view!r:.200} overruns its {numel}-element storage")
+            raise FormatError(f"{name}: storage view {excerpt(view)} overruns its {numel}-element storage")
         return _Storage(key, root.dtype, view[2], view[1])
 
     ref = _single_tensor(_SafeUnpickler(fh, name, load_storage).load(), name)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import sqlite3
 import stat
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
 from .. import report as report_mod
+from ..store import engine
 from ..store.engine import BUSY_TIMEOUT_MS
 from .common import DB_NAME, TENSORS_DIR, VerificationError, leave_wal, rel_path
 from .inventory import NOFOLLOW, TensorFile, open_regular, pending_legacy_files, scan_tensor_files
@@ -39,7 +39,7 @@ def finish_already_migrated(src_dir: Path, summary: MigrationSummary, remove_leg
 
 def make_self_contained(db: Path) -> None:
     """Checkpoint the WAL into the file and leave rollback-journal mode, so the file alone is the report."""
-    conn = sqlite3.connect(str(db), isolation_level=None)
+    conn = engine.connect_plain(db)
     try:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         leave_wal(conn, db)

@@ -61,7 +61,7 @@ def prepare_partial(src_db: Path, partial: Path, run_id: str) -> bool:
         # Triggers are created only as the last step of a run (copy_triggers); one killed after that step left
         # them in the file, and they are dropped here (the next run creates them again, from the source).
         try:
-            conn = sqlite3.connect(str(partial), isolation_level=None)
+            conn = engine.connect_plain(partial)
             try:
                 conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
                 row = conn.execute("SELECT value FROM rdb_meta WHERE key='migration_source'").fetchone()
@@ -117,7 +117,7 @@ def _copy_tables(src_db: Path, partial: Path, fingerprint: str, run_id: str) -> 
     attached through the URI ``engine.connect(readonly=True)`` uses, which never writes to it or beside it (no
     ``-shm`` rewritten), and rows go across with ``INSERT ... SELECT``, byte for byte.
     """
-    conn = sqlite3.connect(str(partial), isolation_level=None)
+    conn = engine.connect_plain(partial)
     try:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA trusted_schema=OFF")  # the copied DDL is the source's
@@ -239,7 +239,7 @@ def create_triggers(partial: Path, triggers: list[tuple[str, str]]) -> None:
     """Create the copied triggers in the finished partial file, after every row and tensor is in (none fires)."""
     if not triggers:
         return
-    conn = sqlite3.connect(str(partial), isolation_level=None)
+    conn = engine.connect_plain(partial)
     try:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("BEGIN IMMEDIATE")

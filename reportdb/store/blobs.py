@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import hashlib
 import sqlite3
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Protocol
 
 import blake3
 import numpy as np
@@ -45,9 +46,6 @@ from zlib_ng import zlib_ng
 from ..errors import CorruptionError, InvalidArgumentError
 from .. import pools
 from . import codec as codec_mod
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .windows import VerifiedBlocks
 
 DEFAULT_CHUNK_SIZE = 4 << 20
 _BLOBOPEN_MIN = 256 << 10  # below this a bound parameter is as fast and simpler
@@ -489,9 +487,18 @@ def check_size(layout: BlobLayout, idx: int, nbytes: int, what: str) -> None:
                              f"{layout.chunk_size}-byte chunks needs {layout.expected(idx)} there")
 
 
+class CheckedChunks(Protocol):
+    """What :func:`read_blob_into` asks of a Report's memory of the chunks it has checked (``windows.VerifiedBlocks``),
+    declared here so this module needs nothing of ``windows``, which builds on it."""
+
+    def whole(self, chunk: ChunkRow) -> bool: ...
+
+    def add(self, chunk: ChunkRow) -> None: ...
+
+
 def read_blob_into(
     conn: sqlite3.Connection, layout: BlobLayout, out: np.ndarray, *, what: str = "blob", first_data: bytes | None = None,
-    verified: VerifiedBlocks | None = None,
+    verified: CheckedChunks | None = None,
 ) -> None:
     """Fill ``out`` (a flat uint8 array of the blob's size) with the bytes of a checked blob (windows of it are
     ``windows.read_window``'s). ``first_data``: the stored bytes of chunk 0 when the caller already selected them
@@ -561,8 +568,24 @@ def _check_length(chunk: ChunkRow, data: bytes, what: str) -> None:
 
 
 def _decode_into(layout: BlobLayout, target: np.ndarray, chunk: ChunkRow, data: bytes, what: str) -> None:
-    """Check a compressed chunk's crc32, decompress it, check its size and copy its bytes into ``target``."""
-    target[:] = np.frombuffer(decoded(layout, chunk, data, what, crc=True), dtype=np.uint8)
+    """Check a compressed chunk's crc32 and size, and decompress it into ``target`` a piece at a time (never the whole
+    chunk in memory besides ``target``: ``codec.pieces``)."""
+    for at, piece in decoded_pieces(layout, chunk, data, what):
+        target[at : at + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+
+
+def decoded_pieces(layout: BlobLayout, chunk: ChunkRow, data: bytes, what: str) -> Iterator[tuple[int, bytes]]:
+    """The raw bytes of a compressed chunk as ``(offset in the chunk, piece)``, a piece (``codec.PIECE``) at a time,
+    after its crc32, the size its frame declares (``codec.pieces``) and the size the layout needs are checked."""
+    check_crc(chunk.idx, chunk.crc32, data, what)
+    assert chunk.codec is not None
+    stream = codec_mod.pieces(chunk.codec, data, chunk.nbytes, f"{what}: chunk {chunk.idx}")
+    first = next(stream, b"")  # the frame's declared size is checked before the first piece
+    check_size(layout, chunk.idx, chunk.nbytes, what)
+    at = 0
+    for piece in itertools.chain((first,), stream):
+        yield at, piece
+        at += len(piece)
 
 
 def decoded(layout: BlobLayout, chunk: ChunkRow, data: bytes, what: str, *, crc: bool) -> bytes:

@@ -19,6 +19,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from . import engine
+
 #: SQLite's automatic checkpoint in the committing thread, kept as a backstop at 4x its default: 4000 pages of the
 #: file's page size (250 MiB with the 64 KiB pages of a file reportdb created, 16 MiB in a 4 KiB-page legacy report).
 AUTOCHECKPOINT_PAGES = 4000
@@ -31,7 +33,7 @@ class Checkpointer:
     """Runs a PASSIVE checkpoint of ``path`` each time it is poked (pokes while one runs fold into one)."""
 
     def __init__(self, path: Path, *, synchronous: str = "NORMAL") -> None:
-        self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._conn = engine.connect_plain(path, check_same_thread=False)
         self._conn.execute(f"PRAGMA synchronous={synchronous}")  # the fsyncs a checkpoint makes, as the writer's
         self._unchecked_bytes = self._unchecked_commits = 0  # committed since the last poke
         self._wake = threading.Event()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Literal, Protocol
+from typing import Iterator, Literal, Protocol
 
 import numpy as np
 
@@ -42,6 +42,8 @@ class _Zstd(Protocol):
 
     def decompress(self, frame: bytes, nbytes: int) -> bytes: ...
 
+    def pieces(self, frame: bytes, size: int) -> Iterator[bytes]: ...
+
 
 class _Stdlib:
     """``compression.zstd`` (Python 3.14+); its one-shot functions keep no state, so threads need nothing."""
@@ -61,6 +63,15 @@ class _Stdlib:
     def decompress(self, frame: bytes, nbytes: int) -> bytes:
         # One frame, at most ``nbytes`` out: the one-shot ``decompress`` would decode every concatenated frame.
         return self._zstd.ZstdDecompressor().decompress(frame, max_length=nbytes)
+
+    def pieces(self, frame: bytes, size: int) -> Iterator[bytes]:
+        decompressor = self._zstd.ZstdDecompressor()
+        piece = decompressor.decompress(frame, max_length=size)
+        while piece:
+            yield piece
+            if decompressor.eof:
+                return
+            piece = decompressor.decompress(b"", max_length=size)
 
 
 class _Zstandard:
@@ -86,6 +97,12 @@ class _Zstandard:
         if not hasattr(self._local, "dctx"):
             self._local.dctx = self._zstd.ZstdDecompressor()
         return self._local.dctx.decompress(frame, max_output_size=nbytes)  # the first frame only
+
+    def pieces(self, frame: bytes, size: int) -> Iterator[bytes]:
+        reader = self._zstd.ZstdDecompressor().stream_reader(frame, read_across_frames=False)
+        with reader:
+            while piece := reader.read(size):
+                yield piece
 
 
 @functools.cache
@@ -163,3 +180,37 @@ def decompress(codec: str, stored: bytes, nbytes: int, where: str) -> bytes:
     if len(raw) != nbytes:
         raise CorruptionError(f"{where} decompressed to {len(raw)} bytes, not {nbytes}; the database file is damaged")
     return raw
+
+
+#: Raw bytes a compressed chunk is decompressed in at a time by :func:`pieces`: what reading a chunk costs in memory
+#: beyond its share of the result, whatever size its frame declares.
+PIECE = 1 << 20
+
+
+def pieces(codec: str, stored: bytes, nbytes: int, where: str, size: int = PIECE) -> Iterator[bytes]:
+    """The ``nbytes`` raw bytes of a stored chunk (already crc-checked), decompressed a piece of at most ``size`` bytes
+    at a time (``where`` names it in errors): a reader that needs only the start of a chunk (a window) stops early,
+    and one that needs it all copies each piece to its place, so no chunk is ever held whole, decompressed, in memory
+    (a hostile frame of 1 GiB of zeros made a 10-element window cost 1.09 GB). The frame must declare ``nbytes``, as
+    reportdb writes it; more or fewer bytes than that are a CorruptionError."""
+    if codec != ZSTD:
+        raise CorruptionError(f"{where} is stored with unknown codec {codec!r}; the database file is damaged")
+    zstd = _zstd(f"{where} is zstd-compressed and no zstd library is installed to read it")
+    done = 0
+    try:
+        declared = zstd.content_size(stored)
+        if declared is None:
+            raise CorruptionError(f"{where} is a zstd frame that does not declare its size; the database file is damaged")
+        if declared != nbytes:
+            raise CorruptionError(f"{where} decompresses to {declared} bytes, not {nbytes}; the database file is damaged")
+        for piece in zstd.pieces(stored, size):
+            done += len(piece)
+            if done > nbytes:
+                break
+            yield piece
+    except zstd.error as exc:
+        raise CorruptionError(f"{where} cannot be decompressed ({exc}); the database file is damaged") from None
+    if done != nbytes:
+        found = f"ends after {done} bytes" if done < nbytes else "holds more bytes"
+        raise CorruptionError(f"{where} cannot be decompressed: its frame {found}, not the {nbytes} it declares; the "
+                              "database file is damaged")

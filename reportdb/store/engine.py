@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import sqlite3
+import stat
 import sys
 import time
 from pathlib import Path
@@ -24,7 +26,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import CorruptionError, QueryTimeoutError, ReadOnlyError, ReportDBError, ReportLockedError, SchemaError
+from ..errors import (
+    ConstraintError, CorruptionError, DiskError, NotAReportError, QueryTimeoutError, ReadOnlyError, ReportClosedError,
+    ReportDBError, ReportLockedError, ResourceLimitError, SchemaError, UnsafeReportError,
+)
 
 PAGE_SIZE = 65536
 BUSY_TIMEOUT_MS = 60_000
@@ -41,6 +46,20 @@ STATEMENT_TIMEOUT = 10.0
 MMAP_SIZE = 1 << 31
 #: SQLite virtual-machine instructions between two looks at the clock (a small fraction of the time bound).
 _PROGRESS_STEPS = 20_000
+#: The largest string or blob a read-only connection lets SQLite build (``SQLITE_LIMIT_LENGTH``, Python 3.11+). The
+#: progress handler runs between virtual-machine instructions, never inside one, so one SQL function call of a hostile
+#: schema (``printf('%.*c', 999000000, 'x')`` in a generated column or a view) could run for 39 s and allocate 1 GB
+#: in a single step; capped here, such a call fails at once with SQLITE_TOOBIG and every step is bounded by this many
+#: bytes of work. Chunks are read through ``blobopen``, which this limit does not apply to; reportdb's own SELECTs
+#: of values are of small chunks and rows. Writable connections keep SQLite's own limit (a chunk may be up to
+#: ``blobs.MAX_CHUNK_SIZE``); they refuse hostile schemas at open (``schema.check_safety``).
+VALUE_LIMIT = 64 << 20
+#: SQL functions whose one call can run for many seconds however small its result: ``printf('%.*c', 999000000, 'x')``
+#: loops over its precision inside one step even once its output hit :data:`VALUE_LIMIT` (SQLite before 3.42; 28 s
+#: here). Every connection refuses them in the report's own SQL (views, triggers: :func:`_authorize`).
+SCHEMA_DENIED_FUNCTIONS = frozenset({"printf", "format"})
+#: The side files SQLite may open beside a database: every one must be a regular file (:func:`check_files`).
+SIDE_FILES = ("-journal", "-wal", "-shm")
 _HEADER = b"SQLite format 3\x00"
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,7 +93,13 @@ class Connection(sqlite3.Connection):
         return 0
 
     def cursor(self, factory: Any = None) -> Any:  # SQLAlchemy's cursors are Cursors too
-        return super().cursor(factory or Cursor)
+        try:
+            return super().cursor(factory or Cursor)
+        except sqlite3.ProgrammingError as exc:  # a closed connection: ReportClosedError
+            mapped = translate(exc, self.path, only_own=True)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         return self.cursor().execute(sql, parameters)
@@ -141,36 +166,89 @@ class Cursor(sqlite3.Cursor):
         return self._call(super().__next__)
 
 
+#: SQLite's primary result codes (``sqlite_errorcode & 0xff``) by what they mean to a reportdb user.
+_KINDS = {5: "busy", 6: "busy", 7: "memory", 8: "readonly", 9: "interrupt", 10: "disk", 11: "corrupt", 13: "full",
+          18: "toobig", 19: "constraint", 21: "closed", 23: "denied", 26: "notadb"}
+#: The same from the message text, where Python (3.10) gives no code: the first phrase found wins.
+_PHRASES = (("malformed", "corrupt"), ("not a database", "notadb"), ("disk is full", "full"),
+            ("disk i/o", "disk"), ("locked", "busy"), ("busy", "busy"), ("too big", "toobig"),
+            ("out of memory", "memory"), ("readonly database", "readonly"), ("interrupt", "interrupt"),
+            ("closed database", "closed"), ("constraint failed", "constraint"), ("not authorized", "denied"))
+
+
+def error_kind(exc: sqlite3.Error) -> str:
+    """What SQLite error ``exc`` means: ``corrupt`` (damaged), ``notadb`` (not a SQLite database), ``full``, ``disk`` (I/O),
+    ``busy`` (locked), ``constraint``, ``closed`` (misuse of a closed connection), ``toobig``, ``memory``,
+    ``readonly``, ``interrupt``, ``denied`` (by :func:`_authorize`) or ``other`` (a statement the schema cannot run). By SQLite's result code where
+    Python gives it (3.11+), else by the message; a closed connection is Python's own ProgrammingError."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _KINDS:
+        return _KINDS[code & 0xFF]
+    if isinstance(exc, sqlite3.IntegrityError):
+        return "constraint"
+    message = str(exc).lower()
+    if isinstance(exc, sqlite3.ProgrammingError) and "closed" in message:
+        return "closed"
+    return next((kind for phrase, kind in _PHRASES if phrase in message), "other")
+
+
 def translate(
     exc: sqlite3.Error, path: Path, *, what: str | None = None, stopped: bool = False, timeout: float = STATEMENT_TIMEOUT,
     only_own: bool = False,
 ) -> ReportDBError | None:
     """The ReportDBError that an sqlite3 error on the report at ``path`` stands for (``what`` names the table or
-    tensor being read). ``stopped``: the progress handler aborted the statement. ``only_own``: map only the errors
-    that mean the same whoever ran the statement (a timeout, a damaged file) and return None for the others."""
+    tensor being read), by SQLite's error code (:func:`error_kind`). ``stopped``: the progress handler aborted the
+    statement. ``only_own``: map only the errors that mean the same whoever ran the statement (a timeout, a damaged
+    file, a full disk, a value over the limit, a closed connection) and return None for the others (a file that is
+    not a database among them: its opener names it, NotAReportError)."""
     where = f"{path}: {what}" if what else str(path)
     message = str(exc)
-    code = getattr(exc, "sqlite_errorname", "")
-    if stopped and "interrupt" in message:
+    kind = error_kind(exc)
+    if stopped and kind == "interrupt":
         return QueryTimeoutError(
             f"{where}: a query ran longer than {timeout:g} s and was stopped; the report's schema may be hostile or "
             f"damaged (a recursive view, say). Check the file's origin, or copy it with `reportdb migrate`"
         )
-    if code.startswith("SQLITE_CORRUPT") or "malformed" in message:
+    if kind == "corrupt":
         return CorruptionError(
-            f"{where}: the database file is damaged ({message}); restore it from a copy, or recover what is left with "
-            f"`sqlite3 {path} .recover`"
+            f"{where}: the database file is damaged or not a SQLite database ({message}); restore it from a copy, or "
+            f"recover what is left with `sqlite3 {path} .recover`"
+        )
+    if kind == "full":
+        return DiskError(f"{where}: the disk is full ({message}); nothing of the failed write was kept. Free some "
+                         "space and run it again")
+    if kind == "disk":
+        return DiskError(f"{where}: the disk reported an I/O error ({message}); the file was not changed by it. Check "
+                         "the device (or a network file system) and run it again")
+    if kind == "closed":
+        return ReportClosedError(f"{where}: the report is closed; open it again (reportdb.open) to go on using it")
+    if kind in ("toobig", "memory"):
+        return ResourceLimitError(
+            f"{where}: a query made SQLite build a value over reportdb's limit of {VALUE_LIMIT} bytes, or run out of "
+            f"memory ({message}); the report's schema may be hostile (an SQL function in a view or a generated "
+            "column). Check the file's origin"
+        )
+    if kind == "denied":
+        return UnsafeReportError(
+            f"{where}: the report's SQL (a view or trigger) calls a function reportdb does not run from a report "
+            f"({', '.join(sorted(SCHEMA_DENIED_FUNCTIONS))}: one call can run for many seconds; {message}). Check the "
+            "file's origin"
         )
     if only_own:
         return None
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in message or "busy" in message):
+    if kind == "notadb":
+        return NotAReportError(f"{where}: not a SQLite database, or its header is damaged ({message})")
+    if kind == "busy":
         return ReportLockedError(f"{where}: the database is locked by another process ({message}); try again when it is done")
-    if isinstance(exc, sqlite3.OperationalError):
-        return SchemaError(
-            f"{where}: the report's tables are not laid out as this reportdb expects ({message}); was the file changed "
-            "by another tool? `reportdb verify` checks it"
-        )
-    return CorruptionError(f"{where}: cannot be read ({message}); the database file is damaged or not a report")
+    if kind == "constraint":
+        return ConstraintError(f"{where}: the report's own constraints refused a write ({message}); nothing of it was "
+                               "written")
+    if kind == "readonly":
+        return ReadOnlyError(f"{where}: the file cannot be written here ({message}); open it where it is writable")
+    return SchemaError(
+        f"{where}: the report's tables are not laid out as this reportdb expects ({message}); was the file changed "
+        "by another tool? `reportdb verify` checks it"
+    )
 
 
 def quoted(name: str) -> str:
@@ -198,8 +276,7 @@ def readonly_uri(path: Path) -> str:
     """
     wal, shm = _side(path, "-wal"), _side(path, "-shm")
     base = path.resolve().as_uri()
-    with path.open("rb") as f:
-        header = f.read(100)
+    header = _header(path)
     is_wal = len(header) == 100 and header.startswith(_HEADER) and header[18] == 2 and header[19] == 2
     wal_size = wal.stat().st_size if wal.exists() else None
     if wal_size is not None and shm.exists():
@@ -216,6 +293,59 @@ def readonly_uri(path: Path) -> str:
     return f"{base}?mode=ro&readonly_shm=1"
 
 
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_files(path: Path) -> None:
+    """Refuse a database, or a side file SQLite would open beside it (``-journal``, ``-wal``, ``-shm``), that is not a
+    regular file: opening a FIFO blocks until someone writes to it (every command hung), and a device reads as
+    anything (``/dev/zero`` read as an empty report). Looked at with ``stat``, which opens nothing: the database may be
+    a symbolic link to a regular file (SQLite then keeps its side files beside the link's target, looked at too), a
+    side file must be a regular file itself. UnsafeReportError names what was found and what to do."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        found = None
+    except OSError as exc:
+        raise ReportDBError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        raise UnsafeReportError(
+            f"{path}: is {_kind_of(found.st_mode)}, not a regular file; reportdb reads a report only from a regular "
+            "file (reading this one could block forever or read endless bytes). Check what put it there"
+        )
+    real = os.path.realpath(path) if found is not None and os.path.islink(path) else str(path)
+    for base in {str(path), real}:
+        for suffix in SIDE_FILES:
+            try:
+                mode = os.lstat(base + suffix).st_mode
+            except OSError:
+                continue
+            if not stat.S_ISREG(mode):
+                raise UnsafeReportError(
+                    f"{base}{suffix}: is {_kind_of(mode)}, not a regular file, where SQLite keeps the database's "
+                    f"{suffix[1:]} file; opening it could block forever or write elsewhere. Remove it (nothing of the "
+                    f"report is in it), then open {path} again"
+                )
+
+
+def _header(path: Path) -> bytes:
+    """The first 100 bytes of the database file, read without blocking (``O_NONBLOCK``: a FIFO swapped in after
+    :func:`check_files` looked would block an ordinary open)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeReportError(f"{path}: is not a regular file; reportdb reads a report only from a regular file")
+        return os.read(fd, 100)
+    finally:
+        os.close(fd)
+
+
 def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqlite3.Connection:
     """Open ``path`` in autocommit mode (transactions are explicit), hardened against a hostile schema.
 
@@ -223,12 +353,15 @@ def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqli
     works without write access to the file or its folder (see :func:`readonly_uri`); ``PRAGMA query_only``
     holds it to reads. ``timeout`` bounds each call into SQLite (default :data:`STATEMENT_TIMEOUT`).
     """
+    check_files(path)
     if readonly:
         try:
             uri = readonly_uri(path)
         except OSError as exc:
             raise ReportDBError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, factory=Connection)
+        if hasattr(conn, "setlimit"):
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_LIMIT)
     else:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, factory=Connection)
     assert isinstance(conn, Connection)
@@ -238,6 +371,7 @@ def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqli
     conn.timeout = STATEMENT_TIMEOUT if timeout is None else timeout
     conn._arm()
     conn.set_progress_handler(conn._progress, _PROGRESS_STEPS)
+    conn.set_authorizer(_authorize)
     try:
         _harden(conn, readonly=readonly)
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -262,6 +396,32 @@ def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqli
         conn.close()
         raise
     return conn
+
+
+def connect_plain(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A plain ``sqlite3`` connection (autocommit, SQLite's errors as they are, no time bound: for reportdb's own
+    long steps on a file it writes itself, a migration's copy or a checkpoint), hardened like every connection
+    (:func:`_harden`: ``trusted_schema=OFF``), waiting :data:`BUSY_TIMEOUT_MS` for locks, and refused where the file or
+    a side file is not a regular file (:func:`check_files`)."""
+    check_files(path)
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=check_same_thread)
+    try:
+        _harden(conn, readonly=False)
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, database: str | None, source: str | None) -> int:
+    """SQLite's authorizer of every :func:`connect` connection, asked as each statement is prepared (not at each step, and
+    statements are cached): deny a :data:`SCHEMA_DENIED_FUNCTIONS` call that comes from a view or trigger of the
+    report (``source`` names it; the caller's own SQL has none). The statement then fails with "not authorized"
+    (UnsafeReportError, :func:`translate`)."""
+    if action == sqlite3.SQLITE_FUNCTION and source is not None and str(arg2).lower() in SCHEMA_DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
 
 
 def _harden(conn: sqlite3.Connection, *, readonly: bool) -> None:
@@ -371,8 +531,7 @@ def share_file(conn: sqlite3.Connection) -> bool:
 
 def is_lock_error(exc: BaseException) -> bool:
     """Whether ``exc`` is SQLite saying another connection holds the lock (worth a retry, or a step to skip)."""
-    text = str(exc).lower()
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+    return isinstance(exc, sqlite3.OperationalError) and error_kind(exc) == "busy"
 
 
 @contextlib.contextmanager
@@ -450,7 +609,7 @@ def _repage(conn: sqlite3.Connection, page_size: int) -> None:
             conn.execute(f"PRAGMA page_size={page_size}")
             conn.execute("VACUUM")
         fit_cache(conn)
-    except (QueryTimeoutError, sqlite3.OperationalError):
+    except (QueryTimeoutError, DiskError, ResourceLimitError, sqlite3.OperationalError):
         # All or nothing, and only an optimization: the file is as it was. Locked by another connection, out of
         # temporary space, or a table SQLite cannot copy here (a collation this process lacks): written as it is.
         pass
@@ -536,7 +695,7 @@ def _small_pages_saving(conn: sqlite3.Connection, page: int, small: int) -> int:
     (b-trees smaller than a page save a whole one), so it errs small. Free pages count whole: the VACUUM drops them."""
     trees = conn.execute("SELECT count(*) FROM sqlite_master WHERE rootpage > 0").fetchone()[0]
     saving = trees * (page - small) // 2 + page * conn.execute("PRAGMA freelist_count").fetchone()[0]
-    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+    names = {str(r[0]).lower() for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
     if "rdb_chunk" in names:
         rows = conn.execute("SELECT length(data) + 48 FROM rdb_chunk WHERE data IS NOT NULL").fetchall()
         lengths = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

@@ -19,13 +19,15 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from ..dtypes import itemsize, numpy_dtype
-from ..errors import CorruptionError, ReportDBError, TensorNotFoundError
+from ..errors import CorruptionError, ReportDBError, TensorNotFoundError, excerpt
 from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, assemble_with, assembled_shape, shape_from_json
 from ..numeric.stats import histogram_edges
 from . import blobs, engine, windows
 
 #: The longest JSON text a metadata column may hold (a memory config is a few KiB).
 MAX_JSON = 16 << 20
+#: The longest dtype name a tensor's row may hold (the longest real one is a few dozen characters).
+_MAX_NAME = 64
 
 #: The statistics columns of ``rdb_stats`` that ``Report.tensor_stats`` returns as they are, in order.
 STATS_COLUMNS = ("count", "min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "zero_count")
@@ -249,6 +251,12 @@ def _decode_info(
                 stored.cache.put(key, shard)
         shards.append(shard)
     shape = stored.shape("rdb_tensor", "shape", row[2], optional=True)
+    if type(row[3]) is not int or row[3] < 0:
+        raise stored.damaged("rdb_tensor", f"column nbytes holds {type(row[3]).__name__} {excerpt(row[3], 40)}, not a "
+                                           "byte count")
+    if not isinstance(row[1], str) or len(row[1]) > _MAX_NAME:
+        raise stored.damaged("rdb_tensor", f"column dtype holds {type(row[1]).__name__} {excerpt(row[1], 40)}, not a "
+                                           "dtype name")
     info = TensorInfo(
         tensor_id, rank, row[1], shape, row[3], spec, stored.json("rdb_tensor", "source", row[12]), tuple(shards)
     )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import NotAReportError, ReadOnlyError, ReportDBError, SchemaError, SchemaTooNewError, UnsafeReportError
+from ..errors import NotAReportError, ReadOnlyError, ReportDBError, SchemaError, SchemaTooNewError, UnsafeReportError, excerpt
 from . import engine as engine_mod
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,32 +112,73 @@ def _alembic_config() -> Config:
     return config
 
 
+def folded(name: str) -> str:
+    """A table name as SQLite compares it: ASCII letters in lower case (``RDB_SHARD`` is ``rdb_shard`` to SQLite, so
+    every check of reportdb's names compares folded names)."""
+    return name.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def _is_ours(name: str) -> bool:
-    """Whether ``name`` is one of reportdb's table names (``rdb_*`` and the alembic version table)."""
+    """Whether ``name`` is one of reportdb's table names (``rdb_*`` and the alembic version table), in any letter
+    case."""
+    name = folded(name)
     return name.startswith("rdb_") or name == VERSION_TABLE
+
+
+def _listed(items: list[str], most: int = 5) -> str:
+    """The first ``most`` of ``items`` for a message, joined, with how many more there are."""
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+#: A word ``AS`` in a table's SQL: the tables where :func:`check_safety` looks for generated columns (every
+#: generated column is declared ``... AS (expr)``; looking at every table's columns would cost ~0.5 ms an open).
+_MAY_GENERATE = re.compile(r"\bAS\b", re.IGNORECASE)
+
+
+def _generated_columns(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> list[str]:
+    """``table.column`` of every generated column (``PRAGMA table_xinfo`` hidden 2: virtual, 3: stored) in the
+    tables of ``rows`` (``sqlite_master``'s type, name, tbl_name, sql)."""
+    found = []
+    for kind, name, _, sql in rows:
+        if kind == "table" and isinstance(name, str) and isinstance(sql, str) and _MAY_GENERATE.search(sql):
+            for column in conn.execute(f"PRAGMA table_xinfo({engine_mod.quoted(name)})").fetchall():
+                if column[6] in (2, 3):
+                    found.append(f"{name}.{column[1]}")
+    return found
 
 
 def check_safety(conn: sqlite3.Connection, path: Path, *, writing: bool) -> None:
     """Refuse a report whose schema would make reportdb run report-supplied SQL: a view, virtual table or trigger
     under one of reportdb's names (a recursive view named ``rdb_shard`` made every read spin), triggers on
     reportdb's tables, and, when ``writing``, any trigger (reportdb never runs someone else's SQL on its writes:
-    triggers made a later ``put_tensor`` read back another tensor's values)."""
+    triggers made a later ``put_tensor`` read back another tensor's values), and generated columns anywhere (their
+    expressions run at each read: a ``printf`` of 999,000,000 characters made one 4 KiB read take 39 s and 1 GB).
+    Names are compared as SQLite compares them, case-folded (a view ``RDB_SHARD`` is ``rdb_shard``)."""
     rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
     impostors = sorted(
-        f"{kind} {name!r}"
+        f"{str(kind)[:20]} {excerpt(name, 80)}"
         for kind, name, _, sql in rows
         if isinstance(name, str) and _is_ours(name)
         and (kind not in ("table", "index") or str(sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL")
     )
     if impostors:
         raise UnsafeReportError(
-            f"{path}: {', '.join(impostors)} stands where reportdb keeps a plain table; reportdb will not read or "
+            f"{path}: {_listed(impostors)} stands where reportdb keeps a plain table; reportdb will not read or "
             "write through it. The file is not a report reportdb wrote: check where it came from"
         )
+    generated = _generated_columns(conn, rows)
+    if generated:
+        raise UnsafeReportError(
+            f"{path}: the report has generated columns ({_listed([excerpt(name, 80)[1:-1] for name in generated])}), whose SQL would run at every read; reportdb reads "
+            "no report with them (neither ttnn nor reportdb writes any). Check where the file came from"
+        )
     triggers = sorted((str(name), str(table)) for kind, name, table, _ in rows if kind == "trigger")
-    on_ours = [f"{name!r} on {table}" for name, table in triggers if _is_ours(table)]
+    on_ours = [f"{excerpt(name, 80)} on {excerpt(table, 80)[1:-1]}" for name, table in triggers if _is_ours(table)]
     if on_ours or (writing and triggers):
-        listed = ", ".join(on_ours) if on_ours else ", ".join(f"{name!r} on {table}" for name, table in triggers)
+        listed = _listed(on_ours or [f"{excerpt(name, 80)} on {excerpt(table, 80)[1:-1]}" for name, table in triggers])
         raise UnsafeReportError(
             f"{path}: the report has triggers ({listed}); reportdb never runs report-supplied SQL on "
             + ("its tables" if on_ours else "its writes")
@@ -195,7 +236,8 @@ def known_revisions() -> frozenset[str]:
 
 def inspect(conn: sqlite3.Connection, path: Path) -> SchemaState:
     """Classify the database without writing to it; a schema newer than this code raises here."""
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {folded(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+              if isinstance(row[0], str)}
     if not tables:
         return SchemaState(SchemaKind.EMPTY, None)
     if VERSION_TABLE not in tables:

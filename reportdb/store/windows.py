@@ -443,10 +443,17 @@ def _decode_copy(
     layout: blobs.BlobLayout, plan: WindowPlan, flat: np.ndarray, chunk: blobs.ChunkRow, start: int,
     found: list[tuple[int, int, int, int]], data: bytes, what: str,
 ) -> None:
-    """Check a compressed chunk's crc32, decompress it and copy the window's boxes out of it."""
-    buffer = np.frombuffer(blobs.decoded(layout, chunk, data, what, crc=True), dtype=np.uint8)
-    for block in found:
-        plan.copy(flat, block, buffer, start)
+    """Check a compressed chunk's crc32 and size, and copy the window's boxes out of it as it is decompressed, a piece
+    at a time (``blobs.decoded_pieces``), up to the window's last byte in it: the memory a window costs is its own size and one
+    piece, never the chunk's (a hostile frame may declare up to ``blobs.MAX_CHUNK_SIZE``)."""
+    end = max(src + plan.extent(level, count) for level, count, src, _ in found)  # past the window's last byte here
+    for offset, piece in blobs.decoded_pieces(layout, chunk, data, what):
+        at = start + offset
+        buffer = np.frombuffer(piece, dtype=np.uint8)
+        for block in plan.blocks(at, at + len(piece)):
+            plan.copy(flat, block, buffer, at)
+        if at + len(piece) >= end:
+            break
 
 
 def _read_parts(
