@@ -410,3 +410,22 @@ def test_source_is_byte_and_mtime_identical_after_migrate(journal: str, tmp_path
         conn = sqlite3.connect(tmp_path / "out" / "db.sqlite")
         assert conn.execute("SELECT COUNT(*) FROM devices WHERE device_id=77").fetchone()[0] == 1
         conn.close()
+
+
+def test_tables_under_reportdb_names_in_any_case_are_left_out_of_a_migration(tmp_path: Path) -> None:
+    """SQLite's names ignore ASCII case: a legacy source's ``RDB_Tensor`` or ``Reportdb_Alembic_Version`` is reportdb's
+    table to SQLite, so migrate leaves it out (and lists it) as it does ``rdb_tensor``, instead of copying it over the
+    migration's own tables or taking the folder for a reportdb database."""
+    src = writable_copy(tmp_path / "report")
+    conn = sqlite3.connect(src / "db.sqlite")
+    conn.executescript(
+        "CREATE TABLE RDB_Tensor (tensor_id INTEGER, forged TEXT); INSERT INTO RDB_Tensor VALUES (2, 'x');"
+        "CREATE TABLE Reportdb_Alembic_Version (version_num TEXT); INSERT INTO Reportdb_Alembic_Version VALUES ('0001');"
+    )
+    conn.commit()
+    conn.close()
+    summary = reportdb.migrate(src, tmp_path / "out")
+    skipped = {e.name: e.kind for e in summary.skipped}
+    assert skipped.get("RDB_Tensor") == "table" and skipped.get("Reportdb_Alembic_Version") == "table"
+    assert summary.tensors.stored == 36
+    assert reportdb.verify(tmp_path / "out").ok

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from .. import report as report_mod
 from ..errors import NotAReportError
 from ..store import engine
-from ..store.schema import VERSION_TABLE
+from ..store.schema import VERSION_TABLE, folded
 from .common import (
     DB_NAME, PARTIAL_NAME, SQLITE_SIDE, TENSORS_DIR, MigrationLog, NotAReportFolderError, UnsafeFolderError, rel_path,
     user_tables,
@@ -116,7 +116,8 @@ def report_folder(path: str | os.PathLike[str]) -> Path:
             tables = user_tables(conn)
     except sqlite3.Error as exc:
         raise NotAReportError(f"{db}: not a readable SQLite report database ({exc})") from exc
-    if not tables & set(_REPORT_TABLES) and VERSION_TABLE not in tables:
+    names = {folded(t) for t in tables}
+    if not names & set(_REPORT_TABLES) and VERSION_TABLE not in names:
         raise NotAReportFolderError(f"{db}: no report tables ({', '.join(_REPORT_TABLES)}); not a TTNN report")
     return p
 

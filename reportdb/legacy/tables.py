@@ -20,11 +20,11 @@ from .. import report as report_mod
 from ..errors import QueryTimeoutError
 from ..store import engine
 from ..store.engine import BUSY_TIMEOUT_MS, quoted
-from ..store.schema import VERSION_TABLE
+from ..store.schema import VERSION_TABLE, folded
 from .common import SQLITE_SIDE, MigrationError, UnsafeFolderError, leave_wal, user_tables
 from .inventory import path_kind
 
-_OURS = ("rdb_", "reportdb_")
+_OURS = ("rdb_", "reportdb_")  # compared with folded() names: SQLite's names ignore ASCII case
 _REFERENCES_OURS = re.compile(r"(?i)(?<![A-Za-z0-9_])(rdb_|reportdb_)")
 _CREATE = re.compile(r"(?is)\s*CREATE\s")
 
@@ -124,7 +124,7 @@ def _copy_tables(src_db: Path, partial: Path, fingerprint: str, run_id: str) -> 
         leave_wal(conn, partial)
         conn.execute("ATTACH DATABASE ? AS src", (engine.readonly_uri(src_db),))
         src_tables = user_tables(conn, "src")
-        reportdb_source = VERSION_TABLE in src_tables
+        reportdb_source = VERSION_TABLE in src_tables  # as reportdb writes it; another case is a stranger's table
         objects = conn.execute(
             "SELECT type, name, tbl_name, sql FROM src.sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' "
             "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'view' THEN 2 ELSE 3 END, rowid"
@@ -132,7 +132,7 @@ def _copy_tables(src_db: Path, partial: Path, fingerprint: str, run_id: str) -> 
         copy, skipped = _schema_plan(src_db, objects, reportdb_source)
         conn.execute("BEGIN IMMEDIATE")
         for name in sorted(user_tables(conn)):
-            if reportdb_source or not name.startswith(_OURS):
+            if reportdb_source or not folded(name).startswith(_OURS):
                 conn.execute(f"DROP TABLE main.{quoted(name)}")
         counts: dict[str, int] = {}
         for kind, name, table, sql in copy:
@@ -173,7 +173,7 @@ def _schema_plan(
     left_out: set[str] = set()
     for kind, name, table, sql in objects:
         reason = None
-        if kind != "table" and name.startswith(_OURS):
+        if kind != "table" and folded(name).startswith(_OURS):
             raise UnsafeFolderError(
                 f"{src_db}: {kind} {name!r} uses the name of one of reportdb's tables; migrate copies no report "
                 "whose schema does that (the file is damaged or hostile)"
@@ -184,8 +184,8 @@ def _schema_plan(
             raise MigrationError(f"{src_db}: table {name!r} is a virtual table, which migrate cannot copy")
         if kind == "trigger":
             continue
-        if kind == "table" and name.startswith(_OURS) and not reportdb_source:
-            reason = "a table under reportdb's own names in a report that is not a reportdb database: not copied"
+        if kind == "table" and folded(name).startswith(_OURS) and not (reportdb_source and name == folded(name)):
+            reason = "a table under reportdb's own names (in any letter case) that reportdb did not write: not copied"
         elif table in left_out:
             reason = f"on table {table!r}, which is not copied"
         elif kind == "view" and _REFERENCES_OURS.search(sql):
@@ -222,7 +222,7 @@ def trigger_plan(
                 "not copied: a trigger runs report-supplied SQL on every later write to its table "
                 "(copy_triggers=True copies it)"
             )
-        elif table.startswith(_OURS) or _REFERENCES_OURS.search(sql):
+        elif folded(table).startswith(_OURS) or _REFERENCES_OURS.search(sql):
             reason = "on or naming reportdb's tables: never copied"
         elif table not in present:
             reason = f"on {table!r}, which is not copied"
@@ -314,5 +314,5 @@ def _rowid_alias(conn: sqlite3.Connection, table: str, columns: list[str]) -> st
 
 def table_counts(conn: sqlite3.Connection) -> dict[str, int]:
     """Row counts of the copied (non-reportdb) tables."""
-    names = sorted(n for n in user_tables(conn) if not n.startswith(_OURS))
+    names = sorted(n for n in user_tables(conn) if not folded(n).startswith(_OURS))
     return {n: conn.execute(f"SELECT COUNT(*) FROM {quoted(n)}").fetchone()[0] for n in names}
