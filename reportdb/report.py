@@ -270,6 +270,10 @@ class Report:
                     self._conn, readonly=self.mode == "r", before_write=self._start_writing if self.mode == "a" else self._release
                 )
                 self._sessions = sessionmaker(bind=self._engine)
+                # SQLAlchemy's first connect ends with a ROLLBACK on this shared connection: run it here, under the
+                # lock and with no snapshot open, so it cannot race the reaper ending one (nor end one a read holds)
+                self._end_snapshot()
+                self._engine.connect().close()
             return self._sessions()
 
     @contextlib.contextmanager

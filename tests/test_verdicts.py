@@ -160,7 +160,7 @@ def test_golden_exit_codes(legacy_and_migrated: tuple[Path, Path], tmp_path: Pat
         w.add_rows("local_tensor_comparison_records", [{"tensor_id": 1, "golden_tensor_id": 2, "desired_pcc": 0.99}])
     ok = _cli("compare", str(passing), "--golden")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    with reportdb.Writer(passing) as w:
+    with reportdb.Writer(passing, append=True) as w:
         w.add_rows("global_tensor_comparison_records", [{"tensor_id": 1, "golden_tensor_id": 99, "desired_pcc": 0.99}])
     partial = _cli("compare", str(passing), "--golden")
     assert partial.returncode == 3 and "1 not compared" in partial.stdout

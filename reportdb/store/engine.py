@@ -731,7 +731,9 @@ def engine_for(conn: sqlite3.Connection, *, readonly: bool, before_write: Callab
     from sqlalchemy import create_engine, event
     from sqlalchemy.pool import StaticPool
 
-    engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
+    # no reset on return: the pool's ROLLBACK would end whatever transaction the shared connection has then, a
+    # Report's read snapshot included; a session ends its own transaction itself
+    engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool, pool_reset_on_return=None)
     begin = "BEGIN" if readonly else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine, "begin")
