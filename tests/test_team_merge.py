@@ -100,6 +100,7 @@ def test_merge_of_legacy_reports_adds_rank_and_reports_conflicts(tmp_path: Path)
         folder.mkdir()
         with sqlite3.connect(folder / "db.sqlite") as conn:
             conn.execute("CREATE TABLE operations (operation_id int, name text, duration float)")
+            conn.execute("CREATE TABLE tensors (tensor_id int, shape text)")  # every TTNN report has both
             conn.execute("CREATE TABLE custom_table (a text)")  # unknown to reportdb: kept, with a rank
             conn.execute("CREATE TABLE source_files (id INTEGER PRIMARY KEY, path TEXT UNIQUE, contents TEXT)")
             conn.execute("CREATE TABLE stack_traces (operation_id int, stack_trace text, source_file_id int)")
