@@ -1504,7 +1504,8 @@ async function fetchRunPair() {
   const v = runPair.view;
   const h = v.y1 - v.y0;
   const w = v.x1 - v.x0;
-  const fit = Math.min(340 / w, 260 / h);
+  const room = Math.min(340 / w, 260 / h);
+  const fit = room >= 1 ? Math.floor(room) : room; // whole pixels per element where they fit: square cells
   const cw = Math.max(1, Math.round(w * fit));
   const ch = Math.max(1, Math.round(h * fit));
   const lead = row.shape.length > 2 ? row.shape.slice(0, -2).map(() => 0).join(",") : "";
