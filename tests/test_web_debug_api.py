@@ -116,3 +116,37 @@ def test_locate_worst_tile(client: Any) -> None:
     assert worst["max_abs_error"] == pytest.approx(float(err[32:64, 32:64].max()), rel=1e-6)
     assert np.array(found["tile_map"]).shape[-2:] == (2, 3)
     _get(client, "api/locate/sideways/3?report=run_a", 404)
+
+
+def test_engine_endpoints_beside_concurrent_requests(root: Path) -> None:
+    """The engine endpoints answer while other threads read the same report (they share its one connection)."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, web.create_app([root / "run_a", root / "run_b"]), threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.port}/"
+    failures: list[tuple[str, int]] = []
+
+    def get(url: str) -> None:
+        try:
+            urllib.request.urlopen(base + url, timeout=60).read()
+        except urllib.error.HTTPError as exc:
+            failures.append((url, exc.code))
+
+    urls = ["api/reports/run_a/operations/5", "api/compare-tensor/global/5?report=run_a",
+            "api/compare-tensor/global/5/heatmap?format=json&report=run_a", "api/reports/run_a/operations/4",
+            "api/reports/run_a/tensors/5/heatmap?format=json", "api/locate/global/4?report=run_a",
+            "api/runs?a=run_a&b=run_b", "api/reports/run_b/operations"]  # fmt: skip
+    try:
+        threads = [threading.Thread(target=get, args=(u,)) for u in urls * 3]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        server.shutdown()
+    assert not failures

@@ -6,6 +6,7 @@ fresh page giving the same view. Numbers the page shows are checked against nump
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -116,7 +117,8 @@ def _metric(page: Any, key: str) -> float:
 
 
 def _shot(page: Any, tmp_path: Path, name: str) -> None:
-    out = tmp_path / name
+    """A screenshot under the test's tmp dir, and under $REPORTDB_SHOT_DIR when set (to look at after a passing run)."""
+    out = Path(os.environ.get("REPORTDB_SHOT_DIR") or tmp_path) / name
     page.screenshot(path=str(out), full_page=True)
     assert out.stat().st_size > 10_000
 

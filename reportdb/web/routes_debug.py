@@ -5,8 +5,9 @@ these answer; no verdict is made here or in the page, the blueprint's one tolera
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any
+from typing import Any, Iterator
 
 from flask import Blueprint, Response, request
 
@@ -21,6 +22,17 @@ from .context import lookup, settings
 from .params import ApiError
 from .reports import Served
 from .sources import tensor_id_of
+
+
+@contextlib.contextmanager
+def exclusive(*served: Served) -> Iterator[None]:
+    """Hold the reports' connections (in path order, so two requests never wait on each other) while an engine
+    function works on them: the engine opens ORM sessions on a Report's one connection, which other requests'
+    threads share, so its work on a served report must not interleave with theirs."""
+    with contextlib.ExitStack() as stack:
+        for one in sorted(set(served), key=lambda x: str(x.path)):
+            stack.enter_context(one.report.connection())
+        yield
 
 
 def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
@@ -38,7 +50,8 @@ def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
         raise ApiError(413, f"report {one.name} stores {total:,} bytes of tensors, more than a request compares "
                             f"({limits.MAX_RUN_BYTES:,})", "run `reportdb compare REPORT --golden` on the command line")
     with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), "the golden records of a report"):
-        found = compare_golden(one.report, policy=settings().policy, store=False)
+        with exclusive(one):
+            found = compare_golden(one.report, policy=settings().policy, store=False)
     lookup().keep(key, found)
     return found
 
@@ -98,7 +111,8 @@ def operation(report: str, op_id: str) -> Response:
     found = lookup().cached(key)
     if found is None:
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), f"the context of operation {operation_id}"):
-            found = operation_context(one.report, operation_id, rank=rank, policy=settings().policy).to_dict()
+            with exclusive(one):
+                found = operation_context(one.report, operation_id, rank=rank, policy=settings().policy).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
 
@@ -123,8 +137,9 @@ def where(kind: str, tensor_id: str) -> Response:
             raise ApiError(413, f"tensor {tid} holds {size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} a "
                                 "request locates in", "run `reportdb locate` on the command line; it has no such bound")
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 64 + one.chunk_bytes(tid, rank), f"locating errors in tensor {tid}"):
-            found = locate(one.report, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
-                           top=top).to_dict()
+            with exclusive(one):
+                found = locate(one.report, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
+                               top=top).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
 

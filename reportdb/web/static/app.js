@@ -1851,7 +1851,7 @@ async function restoreRuns(hash) {
   if (names.includes(hash.get("b"))) $("#run-b").value = hash.get("b");
   for (const k of ["rtol", "atol", "pcc"]) if (hash.has(k)) $(`#run-${k}`).value = hash.get(k);
   switchTab("runs");
-  loadOps();
+  await loadOps();
   await compareRuns();
   const row = Number(hash.get("row"));
   if (hash.has("row") && Number.isInteger(row)) openRunPair(row, hash.get("view"));
