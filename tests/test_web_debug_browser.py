@@ -151,6 +151,13 @@ def test_first_culprit_marked_and_opened_then_global(pages: Pages, tmp_path: Pat
     assert "model.py" in page.text_content("#context-stack")
     assert page.query_selector(f'#context-tensors button[data-op-link="{t - 1}"]') is not None
     assert page.query_selector(f'#context-tensors button[data-op-link="{t + 1}"]') is not None
+    page.click("#op-context summary")
+    assert "memory_config" in page.inner_text("#context-args")
+    _shot(page, tmp_path, "context.png")
+    page.click(f'#context-tensors button[data-op-link="{t + 1}"]')  # a consumer's link opens that operation
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{t + 1} ')")
+    page.wait_for_selector(f'#op-context[data-op-id="{t + 1}"]')
+    page.click("#op-context summary")
 
     # the global record of a victim opens as global: its golden is the global golden tensor, its PCC the global one
     page.click(f'#op-table tbody tr[data-op-id="{t + 2}"]')

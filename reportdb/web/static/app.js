@@ -1581,7 +1581,7 @@ async function loadContext(opId) {
   }
   if (seq !== contextSeq) return;
   const devices = c.device_ids.length ? ` \u00b7 device ${c.device_ids.join(", ")}` : "";
-  $("#context-summary").textContent = `${c.name} \u00b7 ` + (c.duration === null ? "duration not recorded" : `${fmt(c.duration, 4)} (duration)`) +
+  $("#context-summary").textContent = `${c.name} \u00b7 ` + (c.duration === null ? "duration not recorded" : `duration ${fmt(c.duration, 6)}`) +
     devices + ` \u00b7 ${c.arguments.length} arguments` + (c.stack_trace ? " \u00b7 stack trace" : "");
   const rows = [el("tr", {}, ...["", "tensor", "shape", "dtype", "produced by", "consumed by", "comparisons"].map((h) => el("th", {}, h)))];
   for (const [label, list] of [["in", c.inputs], ["out", c.outputs]]) {
@@ -1595,8 +1595,9 @@ async function loadContext(opId) {
       for (const k of t.comparisons) {
         const text = `${k.kind} ${k.verdict ?? k.status}` + (k.failed.length ? ` (${k.failed.join(", ")})` : "") +
           (k.pcc === null ? "" : ` pcc ${fmtPcc(k.pcc)}`);
-        comps.append(el("span", { className: "mono" }, text + " "));
-        if (k.role) comps.append(roleBadge(k.role));
+        const line = el("div", {}, el("span", { className: "mono" }, text + " "));
+        if (k.role) line.append(roleBadge(k.role));
+        comps.append(line);
       }
       const tr = el("tr", {}, el("td", { className: "mono" }, `${label}${t.index}`), el("td", { className: "mono" }, `t${t.tensor_id}`),
         el("td", { className: "mono" }, t.shape ?? ""), el("td", { className: "mono" }, t.dtype ?? ""), producer, consumers, comps);
