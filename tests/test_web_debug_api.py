@@ -42,9 +42,9 @@ def test_operations_carry_roles_and_the_first_culprit(client: Any) -> None:
     assert page["judged"] is True
     assert page["first_culprit"] == {"operation_id": data.CULPRIT_OP, "tensor_id": data.CULPRIT_OP,
                                      "name": f"ttnn.step_{data.CULPRIT_OP}", "rank": 0}
-    assert [op["id"] for op in page["items"]] == list(range(1, data.OPS + 1))  # execution order by default
+    assert [op["id"] for op in page["items"]] == list(range(1, data.OPS + 2))  # execution order by default
     roles = {op["id"]: op["role"] for op in page["items"]}
-    assert roles == {1: "pass", 2: "pass", 3: "culprit", 4: "victim", 5: "victim", 6: "victim"}
+    assert roles == {1: "pass", 2: "pass", 3: "culprit", 4: "victim", 5: "victim", 6: "victim", 7: "culprit"}
     out = page["items"][data.CULPRIT_OP - 1]["outputs"][0]["comparisons"]
     assert out["local"]["role"] == "culprit" and "pcc" in out["local"]["failed"]
     assert out["local"]["passed"] is False and out["global"]["passed"] is False
@@ -116,6 +116,16 @@ def test_locate_worst_tile(client: Any) -> None:
     assert worst["max_abs_error"] == pytest.approx(float(err[32:64, 32:64].max()), rel=1e-6)
     assert np.array(found["tile_map"]).shape[-2:] == (2, 3)
     _get(client, "api/locate/sideways/3?report=run_a", 404)
+
+
+def test_locate_devices_of_a_mesh_tensor(client: Any) -> None:
+    found = _get(client, f"api/locate/local/{data.MESH_TENSOR}?report=run_a")
+    mesh, golden = data.mesh_tensor()
+    by_device = {tuple(d["coordinate"]): d for d in found["devices"]}
+    assert [k for k, d in by_device.items() if not d["passed"]] == [(0, 2)]
+    part = (Ellipsis, slice(64, 96))
+    assert by_device[(0, 2)]["fit_scale"] == pytest.approx(1.07, rel=1e-6)
+    assert by_device[(0, 2)]["max_abs_error"] == pytest.approx(float(np.abs(mesh[part] - golden[part]).max()), rel=1e-6)
 
 
 def test_engine_endpoints_beside_concurrent_requests(root: Path) -> None:

@@ -128,10 +128,10 @@ def test_first_culprit_marked_and_opened_then_global(pages: Pages, tmp_path: Pat
     chain = data.chain(0)
     # execution order by default, the first culprit marked, each operation's role shown
     ids = [int(tr.get_attribute("data-op-id")) for tr in page.query_selector_all("#op-table tbody tr")]
-    assert ids == list(range(1, data.OPS + 1))
+    assert ids == list(range(1, data.OPS + 2))
     assert page.get_attribute("#op-table tbody tr.first-culprit", "data-op-id") == str(data.CULPRIT_OP)
     roles = [page.get_attribute(f'#op-table tbody tr[data-op-id="{i}"] [data-role]', "data-role") for i in ids]
-    assert roles == ["pass", "pass", "culprit", "victim", "victim", "victim"]
+    assert roles == ["pass", "pass", "culprit", "victim", "victim", "victim", "culprit"]
     assert f"#{data.CULPRIT_OP} ttnn.step_{data.CULPRIT_OP}" in page.inner_text("#culprit-info")
     # worst first ranks by local error: the culprit on top, not the victim with the lowest global PCC
     page.click("#worst-first")
@@ -246,3 +246,53 @@ def test_runs_view_tolerances_verdicts_and_pair_heatmaps(pages: Pages, tmp_path:
     page.click("#run-compare")
     page.wait_for_function("() => document.querySelector('#run-table tbody tr.divergence')?.innerText.includes('diverges: sqnr_db')")
     assert "pcc=-1" in page.evaluate("location.hash")
+
+
+def test_worst_tile_tile_grid_and_hover_from_the_fetched_window(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.click("#jump-culprit")
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    page.wait_for_function("() => document.querySelector('#panel-error').dataset.region === '0:64,0:96'")
+    page.click("#worst-tile")
+    page.wait_for_function("() => document.querySelector('#panel-error').dataset.region === '16:64,16:80'")
+    assert page.get_attribute("#worst-tile", "data-tile") == "0,0,1,1"  # the flipped block is tile (1, 1)
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
+    assert page.get_attribute("#panel-actual", "data-tiles") == "32x32"  # the tile grid is drawn at this zoom
+    chain = data.chain(0)
+    actual, golden = chain["device"][data.CULPRIT_OP][0, 0], chain["local"][data.CULPRIT_OP][0, 0]
+    asked: list[str] = []
+    page.on("request", lambda req: asked.append(req.url) if "/point" in req.url or "/values" in req.url else None)
+    box = page.locator("#panel-actual .canvas-wrap canvas").bounding_box()
+    for fy, fx in ((0.7, 0.5), (0.3, 0.2), (0.9, 0.9)):
+        page.mouse.move(2, 2)
+        page.wait_for_selector("#tooltip", state="hidden")
+        page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+        page.wait_for_selector("#tooltip:not([hidden])")
+        index = [int(x) for x in page.get_attribute("#tooltip .idx", "data-index").split(",")]
+        shown = {tr.get_attribute("data-key"): tr.query_selector_all("td")[-1].inner_text().strip()
+                 for tr in page.query_selector_all("#tooltip tr")}
+        r, c = index[2], index[3]
+        assert float(shown["actual"]) == pytest.approx(float(actual[r, c]), rel=1e-6)
+        assert float(shown["golden"]) == pytest.approx(float(golden[r, c]), rel=1e-6)
+        assert float(shown["abs_error"]) == pytest.approx(abs(float(actual[r, c]) - float(golden[r, c])), rel=1e-5)
+        bits = np.array([actual[r, c], golden[r, c]], dtype=np.float32).view(np.int32).astype(np.int64)
+        ordered = np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
+        assert int(shown["ulp"]) == int(abs(ordered[0] - ordered[1]))
+        assert shown["tile"].startswith(f"({r // 32}, {c // 32})")
+        assert page.get_attribute("#tooltip", "data-source") == "grid"
+    assert not asked, asked  # the values came from the window already fetched
+    _shot(page, tmp_path, "worst-tile.png")
+
+
+def test_device_table_of_a_mesh_tensor(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.click(f'#op-table tbody tr[data-op-id="{data.OPS + 1}"]')
+    page.wait_for_selector("#device-table tr[data-device]")
+    rows = {tr.get_attribute("data-device"): tr.inner_text() for tr in page.query_selector_all("#device-table tr[data-device]")}
+    assert sorted(rows) == ["0,0", "0,1", "0,2", "0,3"]
+    assert "FAIL" in rows["0,2"] and all("pass" in v for k, v in rows.items() if k != "0,2")
+    assert "1.07" in rows["0,2"]  # its fit scale
+    _shot(page, tmp_path, "devices.png")
+    page.click('#device-table tr[data-device="0,2"]')  # opens that device's shard
+    page.wait_for_function("() => document.querySelector('#device-select').value === '0,2'")
+    page.wait_for_selector("#device-card", state="hidden")

@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 
 import reportdb
+from reportdb.spec import Distribution, Placement
 
 OPS = 6
 CULPRIT_OP = 3
 DIVERGE_OP = 4
 SHAPE = (1, 1, 64, 96)
 FLIP = (slice(32, 64), slice(32, 64))
+MESH_TENSOR = 50
 
 
 def _step(x: np.ndarray, op: int) -> np.ndarray:
@@ -62,7 +64,26 @@ def build(path: Path, variant: int = 0) -> dict[str, dict[int, np.ndarray]]:
             {"tensor_id": op, "golden_tensor_id": 200 + op, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
             for op in range(1, OPS + 1)
         ])  # fmt: skip
+    with reportdb.open(path, "a") as report:  # a 1x4 mesh tensor whose device (0, 2) is 7% off in scale
+        mesh, golden = mesh_tensor()
+        report.put_tensor(MESH_TENSOR, shards=[((0, d), mesh[..., 32 * d : 32 * (d + 1)]) for d in range(4)],
+                          ttnn_dtype="FLOAT32", distribution=Distribution((1, 4), (Placement("replicate"), Placement("shard", 3))))
+        report.put_tensor(MESH_TENSOR + 100, golden)
+        with report.connection() as conn:
+            conn.execute("INSERT INTO operations(operation_id, name) VALUES (?, ?)", (OPS + 1, "ttnn.all_gather"))
+            conn.execute("INSERT INTO input_tensors(operation_id, input_index, tensor_id) VALUES (?, 0, ?)", (OPS + 1, OPS))
+            conn.execute("INSERT INTO output_tensors(operation_id, output_index, tensor_id) VALUES (?, 0, ?)", (OPS + 1, MESH_TENSOR))
+            conn.execute("INSERT INTO local_tensor_comparison_records(tensor_id, golden_tensor_id, matches, desired_pcc, "
+                         "actual_pcc) VALUES (?, ?, 1, 0.99, 1.0)", (MESH_TENSOR, MESH_TENSOR + 100))
     return data
+
+
+def mesh_tensor() -> tuple[np.ndarray, np.ndarray]:
+    """The 1x4 mesh tensor (assembled) and its golden: device (0, 2)'s columns are 1.07 times the golden's."""
+    golden = np.random.default_rng(9).standard_normal((1, 1, 32, 128)).astype(np.float32)
+    mesh = golden.copy()
+    mesh[..., 64:96] *= 1.07
+    return mesh, golden
 
 
 def pcc(a: np.ndarray, b: np.ndarray) -> float:

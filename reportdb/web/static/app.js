@@ -456,6 +456,8 @@ async function openTensor(ref, { kind: wantedKind = null } = {}) {
   resetView();
   refreshCompare();
   refreshHistograms();
+  $("#worst-tile").hidden = !t.kind;
+  showDevices(t);
   writeHash();
 }
 
@@ -803,6 +805,7 @@ class Panel {
       ctx.restore();
     }
     if (this.overlayGrid) this.drawMismatches(v);
+    this.drawTiles(v);
     const h = state.hover;
     if (h) {
       const sx = canvas.width / (v.x1 - v.x0);
@@ -846,6 +849,37 @@ class Panel {
       });
     });
     ctx.restore();
+  }
+
+  /** The tensor's tile grid (its own tile shape, 32x32 by default) over the view, once a tile is 12 pixels or more. */
+  drawTiles(v) {
+    const t = state.tensor;
+    if (!t?.info) return;
+    const [th, tw] = tileShape(t);
+    const { ctx, canvas } = this;
+    const sx = canvas.width / (v.x1 - v.x0);
+    const sy = canvas.height / (v.y1 - v.y0);
+    if (tw * sx < 12 || th * sy < 12) {
+      this.figure.dataset.tiles = "";
+      return;
+    }
+    ctx.save();
+    ctx.strokeStyle = "rgba(255,255,255,.75)";
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let c = Math.ceil(v.x0 / tw) * tw; c <= v.x1; c += tw) {
+      const x = Math.round((c - v.x0) * sx) + 0.5;
+      ctx.moveTo(x, 0);
+      ctx.lineTo(x, canvas.height);
+    }
+    for (let r = Math.ceil(v.y0 / th) * th; r <= v.y1; r += th) {
+      const y = Math.round((r - v.y0) * sy) + 0.5;
+      ctx.moveTo(0, y);
+      ctx.lineTo(canvas.width, y);
+    }
+    ctx.stroke();
+    ctx.restore();
+    this.figure.dataset.tiles = `${th}x${tw}`;
   }
 
   /** The value of the pooled cell holding source element (r, c), or undefined outside the grid. */
@@ -1122,11 +1156,74 @@ function fullIndex(r, c) {
 }
 
 let hoverSeq = 0;
+/** A tensor's tile shape: its own (TILE layout), else 32x32, the hardware's. */
+function tileShape(t) {
+  const tile = t.info?.tile;
+  return tile && tile.length === 2 ? tile : [32, 32];
+}
+
+/** The hover's tile line: which tile of the 2-D view holds (r, c), and the elements it covers. */
+function tileRow(t, r, c) {
+  const [th, tw] = tileShape(t);
+  const tr = Math.floor(r / th);
+  const tc = Math.floor(c / tw);
+  return ["tile", `(${tr}, ${tc}) rows ${tr * th}\u2013${tr * th + th - 1} cols ${tc * tw}\u2013${tc * tw + tw - 1}`, "tile"];
+}
+
+/** A float's bit pattern as an ordered integer in `dtype` (float32, bfloat16 or float16 only), for ULP distances
+ * computed the way the server does (both values rounded to the coarser dtype); null for other dtypes. */
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+function orderedBits(x, dtype) {
+  F32[0] = x;
+  let bits = U32[0];
+  if (dtype === "bfloat16") {
+    bits = ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff; // round to nearest even
+    return bits & 0x8000 ? -(bits & 0x7fff) : bits;
+  }
+  if (dtype === "float32") return bits & 0x80000000 ? -(bits & 0x7fffffff) : bits;
+  return null;
+}
+
+const FLOAT_RANK = { float32: 2, bfloat16: 1 };
+
+/** The hover's rows from the grids already fetched, when they hold single elements (1x1 cells) of float32 or
+ * bfloat16 tensors: no request per pointer move. Null when the server must be asked (pooled cells, other dtypes). */
+function localPoint(t, r, c) {
+  const a = panels.actual.grid;
+  if (!a || a.cell[0] !== 1 || a.cell[1] !== 1) return null;
+  const x = num(panels.actual.cellValue(r, c));
+  if (x === null) return null;
+  if (!t.kind) return [["value", fmt(x, 7), "value"]];
+  const g = panels.golden.grid;
+  if (!g || g.cell[0] !== 1 || g.cell[1] !== 1 || !t.goldenInfo) return null;
+  const y = num(panels.golden.cellValue(r, c));
+  const dtypes = [t.info.dtype, t.goldenInfo.dtype];
+  if (y === null || !Number.isFinite(x) || !Number.isFinite(y) || !dtypes.every((d) => d in FLOAT_RANK)) return null;
+  const coarse = FLOAT_RANK[dtypes[0]] <= FLOAT_RANK[dtypes[1]] ? dtypes[0] : dtypes[1];
+  const abs = Math.abs(x - y);
+  const rel = abs / Math.max(Math.abs(y), Number.MIN_VALUE);
+  const ulp = Math.abs(orderedBits(x, coarse) - orderedBits(y, coarse));
+  const rtol = Number(tolTouched ? $("#rtol").value : t.info.policy?.rtol ?? $("#rtol").value);
+  const atol = Number(tolTouched ? $("#atol").value : t.info.policy?.atol ?? $("#atol").value);
+  const bad = abs > atol + rtol * Math.abs(y);
+  return [
+    ["actual", fmt(x, 7), "actual"], ["golden", fmt(y, 7), "golden"], ["|a\u2212g|", fmt(abs, 6), "abs_error", bad],
+    ["rel", fmt(rel, 6), "rel_error", bad], ["ULP", String(ulp), "ulp"],
+  ];
+}
+
 const fetchPoint = debounce(async (r, c, clientX, clientY) => {
   const t = state.tensor;
   if (!t) return;
   const seq = ++hoverSeq;
   const index = fullIndex(r, c);
+  const local = localPoint(t, r, c);
+  if (local) {
+    showTooltip(index, [...local, tileRow(t, r, c)], clientX, clientY);
+    $("#tooltip").dataset.source = "grid";
+    return;
+  }
   try {
     let rows;
     // A per-device point the server cannot compare (a global golden) falls back to the value alone.
@@ -1162,7 +1259,8 @@ const fetchPoint = debounce(async (r, c, clientX, clientY) => {
       rows.push(["cell max|x|", fmt(panels.actual.cellValue(r, c), 5), "cell"]);
       if (t.kind && panels.error.grid) rows.push(["cell max err", fmt(panels.error.cellValue(r, c), 5), "cell_error"]);
     }
-    showTooltip(index, rows, clientX, clientY);
+    showTooltip(index, [...rows, tileRow(t, r, c)], clientX, clientY);
+    $("#tooltip").dataset.source = "server";
   } catch (err) {
     if (seq === hoverSeq) reportError(err);
   }
@@ -1556,6 +1654,86 @@ async function openRunRow(row) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Where in the tensor: the worst tile and the per-device summary (reportdb.locate through api/locate)
+
+/** What `reportdb locate` says about the open tensor against its golden (kept on the tensor for the devices and the
+ * worst tile). */
+async function located(t) {
+  if (!t.located) {
+    t.located = api(`api/locate/${t.kind}/${t.ref.tensor_id}`, { report: state.report, rank: t.ref.rank, device: t.device, top: 1 });
+  }
+  return t.located;
+}
+
+/** Zoom onto the tile with the largest error: its leading indices picked, the view on the tile and a tile around it. */
+async function goWorstTile() {
+  const t = state.tensor;
+  if (!t?.kind) return;
+  let found;
+  try {
+    found = await located(t);
+  } catch (err) {
+    reportError(err);
+    return;
+  }
+  if (state.tensor !== t) return;
+  const worst = found.worst_tiles[0];
+  if (!worst) {
+    showStatus("no tile has an error", "info");
+    return;
+  }
+  const [th, tw] = found.tile_shape;
+  const lead = worst.tile.slice(0, -2);
+  const [tr, tc] = worst.tile.slice(-2);
+  const leadChanged = lead.length === t.lead.length && lead.some((x, i) => x !== t.lead[i]);
+  if (leadChanged) {
+    t.lead = lead;
+    setupLeadFields(t);
+  }
+  $("#worst-tile").dataset.tile = worst.tile.join(",");
+  const v = state.view;
+  setView(Math.max(0, tr * th - th / 2), Math.min(v.H, (tr + 1) * th + th / 2), Math.max(0, tc * tw - tw / 2), Math.min(v.W, (tc + 1) * tw + tw / 2));
+  if (leadChanged) fetchHeatmaps();
+}
+
+/** The per-device table of a multi-device tensor: each shard against its part of the golden, by the policy. */
+async function showDevices(t) {
+  const card = $("#device-card");
+  const multi = (t.info.shards || []).filter((s) => s.device).length > 1;
+  card.hidden = !(t.kind && multi && !t.device);
+  if (card.hidden) return;
+  $("#device-table").replaceChildren();
+  let found;
+  try {
+    found = await located(t);
+  } catch (err) {
+    $("#device-note").textContent = err.message;
+    return;
+  }
+  if (state.tensor !== t) return;
+  $("#device-note").textContent = `${found.devices.length} shards against ${found.golden}`;
+  const head = el("tr", {}, ...["device", "PCC", "max |err|", "fit scale", "fit offset", ""].map((h) => el("th", {}, h)));
+  const rows = found.devices.map((d) => {
+    const tr = el("tr", {}, el("td", { className: "mono" }, d.coordinate.join(",")),
+      el("td", { className: "num mono" + (d.passed ? "" : " pcc-fail") }, fmtPcc(d.pcc)), el("td", { className: "num mono" }, fmt(d.max_abs_error)),
+      el("td", { className: "num mono" }, fmt(d.fit_scale, 5)), el("td", { className: "num mono" }, fmt(d.fit_offset, 5)));
+    const cell = el("td", { className: "center" });
+    cell.append(badge(d.passed));
+    tr.append(cell);
+    tr.dataset.device = d.coordinate.join(",");
+    tr.tabIndex = 0;
+    const pick = () => {
+      $("#device-select").value = tr.dataset.device;
+      $("#device-select").dispatchEvent(new Event("change"));
+    };
+    tr.addEventListener("click", pick);
+    tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") pick(); });
+    return tr;
+  });
+  $("#device-table").replaceChildren(head, ...rows);
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // An operation's context: arguments, stack trace, duration, producers and consumers as links, comparisons
 
 let contextSeq = 0;
@@ -1802,7 +1980,9 @@ function wire() {
     const t = state.tensor;
     if (!t) return;
     t.device = ev.target.value || null;
+    t.located = null;
     state.hover = null;
+    showDevices(t);
     try {
       t.info = await api(`api/reports/${enc(state.report)}/tensors/${t.ref.tensor_id}`, { rank: t.ref.rank, device: t.device });
     } catch (err) {
@@ -1826,6 +2006,7 @@ function wire() {
   $("#run-compare").addEventListener("click", compareRuns);
   $("#run-jump").addEventListener("click", jumpToDivergence);
   $("#jump-culprit").addEventListener("click", jumpToCulprit);
+  $("#worst-tile").addEventListener("click", goWorstTile);
   $("#run-zoom-in").addEventListener("click", () => zoomRunPair(2));
   $("#run-zoom-out").addEventListener("click", () => zoomRunPair(0.5));
   $("#run-zoom-reset").addEventListener("click", () => { if (runPair.row !== null) openRunPair(runPair.row); });
