@@ -1712,11 +1712,12 @@ async function showDevices(t) {
   }
   if (state.tensor !== t) return;
   $("#device-note").textContent = `${found.devices.length} shards against ${found.golden}`;
-  const head = el("tr", {}, ...["device", "PCC", "max |err|", "fit scale", "fit offset", ""].map((h) => el("th", {}, h)));
+  const head = el("tr", {}, ...["device", "PCC", "max |err|", "fit scale", "fit offset", "failed", ""].map((h) => el("th", {}, h)));
   const rows = found.devices.map((d) => {
     const tr = el("tr", {}, el("td", { className: "mono" }, d.coordinate.join(",")),
       el("td", { className: "num mono" + (d.passed ? "" : " pcc-fail") }, fmtPcc(d.pcc)), el("td", { className: "num mono" }, fmt(d.max_abs_error)),
-      el("td", { className: "num mono" }, fmt(d.fit_scale, 5)), el("td", { className: "num mono" }, fmt(d.fit_offset, 5)));
+      el("td", { className: "num mono" }, fmt(d.fit_scale, 5)), el("td", { className: "num mono" }, fmt(d.fit_offset, 5)),
+      el("td", { className: "mono" }, (d.failed || []).join(", ")));
     const cell = el("td", { className: "center" });
     cell.append(badge(d.passed));
     tr.append(cell);
