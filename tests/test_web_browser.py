@@ -353,9 +353,11 @@ def test_run_against_run_jumps_to_the_first_divergence(page: Any, tmp_path: Path
     divergence = page.inner_text("#run-table tbody tr.divergence")
     assert "ttnn.relu" in divergence and "FAIL" in divergence
     assert "first divergence: op 2 ttnn.relu" in page.inner_text("#run-summary")
-    page.click("#run-jump")
+    page.click("#run-jump")  # opens the A-against-B view of the diverging output
     assert page.evaluate("document.activeElement.classList.contains('divergence')")
-    page.keyboard.press("Enter")  # opens run B's operation
+    page.wait_for_selector("#run-pair:not([hidden])")
+    assert "ttnn.relu" in page.inner_text("#run-pair-title")
+    page.click("#run-open-b")  # opens run B's operation
     page.wait_for_function("() => document.querySelector('#op-title').textContent.includes('ttnn.relu')")
     assert page.input_value("#report-select") == "run_b"
     page.wait_for_selector('#verdict[data-passed="false"]')  # run B's relu is 1.5x its golden: a scale error

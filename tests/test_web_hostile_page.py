@@ -34,8 +34,9 @@ def markup(field: str) -> str:
 
 
 # Where each planted string goes and whether the page shows it (shown ones must appear as text).
-SHOWN = ("opname", "dtype", "ttnnd", "layout", "buftype", "memlayout", "storage", "version", "runopname")
-HIDDEN = ("argname", "argvalue", "stack", "tensorsdtype", "errmsg")
+SHOWN = ("opname", "dtype", "ttnnd", "layout", "buftype", "memlayout", "storage", "version", "runopname", "argname",
+         "argvalue", "stack")  # fmt: skip
+HIDDEN = ("tensorsdtype", "errmsg")
 
 
 def _build(path: Path) -> None:
@@ -146,6 +147,8 @@ def test_no_report_string_becomes_an_element(page: Any, tmp_path: Path) -> None:
     page.click('#op-table tbody tr[data-op-id="1"]')
     page.wait_for_selector('#op-tensors .chip[data-tensor-id="5"]')
     page.wait_for_function("() => document.querySelector('#spec').textContent.includes('injected-layout')")
+    page.click("#op-context summary")  # the operation's context: its arguments and stack trace
+    page.wait_for_selector('#op-context[data-op-id="1"]')
     look()  # the operation's title, its chips (tensor 5's dtype), tensor 2's spec (layout, memory config, storage)
     page.click('#op-tensors .chip[data-tensor-id="5"]')
     page.wait_for_function("() => document.querySelector('#spec').textContent.includes('injected-dtype')")

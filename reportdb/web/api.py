@@ -11,7 +11,14 @@ Endpoints (relative to the blueprint's prefix; ``report`` is a served report's n
   ``comparison`` object (``tensor_id``, ``golden_tensor_id``, ``matches``, ``desired_pcc``, ``actual_pcc``) the
   answer carries beside reportdb's full metrics; without ``report`` the request's own report (the resolver's) or
   the only one served
-- ``GET api/runs?a=<report>&b=<report>``
+- ``GET api/runs?a=<report>&b=<report>`` (``rtol``, ``atol``, ``pcc``) and ``api/runs/heatmap`` (``a``, ``b``,
+  ``tensor_a``, ``tensor_b``, ``side`` a, b or error): run against run, and one matched pair's A, B and |A-B| grids
+- ``GET api/reports/<report>/golden``: every golden record recomputed with its verdict and role (culprit, victim,
+  pass) and the first culprit in execution order; the operation list carries the same roles
+- ``GET api/reports/<report>/operations/<id>``: an operation's context (arguments, stack trace, duration,
+  producers and consumers of its tensors, their comparisons)
+- ``GET api/locate/<local|global>/<id>`` (``report``, ``device``, ``top``): the worst tiles, the tile map, devices
+  and cores of a tensor's error
 
 Nothing in a request reaches the filesystem or becomes SQL: a report is a name looked up among those served (or
 the path the host app's resolver gives), a tensor a number, a window numpy basic indexing checked against the
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, g, request
 
-from . import limits, routes_compare, routes_reports
+from . import limits, routes_compare, routes_debug, routes_reports
 from .answers import error_answer
 from .context import Lookup, Settings
 from .params import ApiError
@@ -79,5 +86,6 @@ def routes(bp: Blueprint, config: Settings) -> None:
 
     routes_reports.register(bp)
     routes_compare.register(bp)
+    routes_debug.register(bp)
     bp.add_url_rule("/<path:rest>", endpoint="unknown", view_func=_unknown,
                     methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"])

@@ -171,6 +171,44 @@ def runs() -> Response:
                    "unmatched_a": result.get("unmatched_a", []), "unmatched_b": result.get("unmatched_b", [])})
 
 
+def runs_heatmap() -> Response:
+    """One matched pair of run against run as a heatmap over a region: ``side`` a or b (values, pooled by max
+    |value|) or error (``error`` abs, rel, ulp or mask of A against B at the request's or the policy's tolerances),
+    so the page draws A, B and their difference with the same zoom."""
+    args = request.args
+    sources = []
+    for side in ("a", "b"):
+        if not args.get(side):
+            raise ApiError(400, f"parameter {side} is missing", "give a=<report>&b=<report>&tensor_a=<id>&tensor_b=<id>")
+        served = lookup().get(args[side])
+        tensor = args.get(f"tensor_{side}") or ""
+        sources.append(Source(served, tensor_id_of(tensor), params.integer(args, "rank", 0), params.device(args)))
+    a, b = same_shape(sources[0], sources[1])
+    shown = params.choice(args, "side", ("a", "b", "error"))
+    fmt = params.choice(args, "format", ("png", "json"))
+    area = region(args, a.shape, fmt)
+    if shown != "error":
+        one = a if shown == "a" else b
+        cost = one.cost(2 * views.BAND_ELEMENTS, max(one.dtype.itemsize, 4) + 16) + 64 * grid_cells(area)
+        with settings().budget.hold(cost, f"a heatmap of tensor {one.tensor_id}"):
+            grid = views.pool_region(area, lambda y0, y1: views.as_float(rows(one, area, y0, y1)))
+        return heatmap_answer(area, grid, None, fmt, {"tensor_id": one.tensor_id, "dtype": one.info.dtype})
+    error = params.choice(args, "error", views.ERROR_KINDS)
+    dtype = tolerances.policy_dtype(b.info.spec.ttnn_dtype, b.info.dtype)
+    plan = tolerances.plan(args, settings().policy, b.served.producer(b.tensor_id, b.rank), dtype, None)
+    rtol, atol = plan.rtol, plan.atol
+
+    def band(y0: int, y1: int) -> np.ndarray:
+        return views.errors(rows(b, area, y0, y1), rows(a, area, y0, y1), error, rtol=rtol, atol=atol)
+
+    elements = views.BAND_ELEMENTS // 4
+    cost = a.cost(2 * elements, 64) + b.cost(2 * elements, 16) + 64 * grid_cells(area)
+    with settings().budget.hold(cost, f"the difference of tensors {a.tensor_id} and {b.tensor_id}"):
+        grid = views.pool_region(area, band, signed=False, elements=elements)
+    return heatmap_answer(area, grid, error, fmt, {"tensor_a": a.tensor_id, "tensor_b": b.tensor_id, "error": error,
+                                                   "rtol": rtol, "atol": atol})
+
+
 def register(bp: Blueprint) -> None:
     """Add the comparison endpoints to ``bp`` (the compare-tensor paths are those ttnn-visualizer proposed for its own)."""
     bp.add_url_rule("/api/compare-tensor/<kind>/<tensor_id>", view_func=compare_tensor)
@@ -178,3 +216,4 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/api/compare-tensor/<kind>/<tensor_id>/point", view_func=compare_point)
     bp.add_url_rule("/api/compare-tensor/<kind>/<tensor_id>/histogram", view_func=compare_histogram)
     bp.add_url_rule("/api/runs", view_func=runs)
+    bp.add_url_rule("/api/runs/heatmap", view_func=runs_heatmap)

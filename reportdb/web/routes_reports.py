@@ -19,6 +19,7 @@ from .context import lookup, settings
 from .heatmaps import grid_cells, heatmap_answer, region, rows
 from .params import ApiError
 from .reports import RECORD_TABLES, Operation, Record, Served
+from .routes_debug import error_rank, golden_analysis, roles_of
 from .sources import Source, normalised, shard_index, tensor_id_of, verdict_key
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -58,16 +59,23 @@ def colormaps() -> Response:
 
 
 class _Verdicts:
-    """The PCC and verdict of each record of one report and rank: recomputed by this server where it has, else kept
-    by ``compare --golden --store``, else as ttnn recorded it."""
+    """The PCC, verdict and role of each record of one report and rank: recomputed by the engine
+    (``compare_golden`` under the blueprint's policy) where the report is small enough for a request, else by this
+    server where it has, else kept by ``compare --golden --store``, else as ttnn recorded it."""
 
     def __init__(self, one: Served, rank: int) -> None:
         self.one = one
         self.rank = rank
         self.records = {kind: one.records(kind, rank) for kind in RECORD_TABLES}
         self.kept = one.stored_results()
+        self.analysis = golden_analysis(one, required=False) if any(self.records.values()) else None
+        self.judged = roles_of(self.analysis, rank)
 
     def result(self, kind: str, tensor_id: int) -> tuple[float | None, bool | None]:
+        """The PCC and verdict of a record: the engine's under the blueprint's policy, else as kept or recorded."""
+        judged = self.judged.get((kind, tensor_id))
+        if judged is not None and judged["verdict"] is not None:
+            return judged["pcc"], judged["verdict"] == "pass"
         cached = lookup().cached(verdict_key(self.one, kind, tensor_id, self.rank))
         return cached if cached is not None else self.kept.get((kind, tensor_id, self.rank), (None, None))
 
@@ -92,16 +100,29 @@ class _Verdicts:
         if record is None:
             return None
         pcc, passed = self.result(kind, tensor_id)
+        judged = self.judged.get((kind, tensor_id), {})
         return {
             "tensor_id": tensor_id, "golden_tensor_id": record.golden_tensor_id, "matches": record.recorded_matches,
             "desired_pcc": record.desired_pcc, "actual_pcc": record.recorded_pcc,
             "recorded_pcc": record.recorded_pcc, "recorded_matches": record.recorded_matches, "pcc": pcc, "passed": passed,
+            "role": judged.get("role"), "failed": judged.get("failed", []),
         }  # fmt: skip
+
+    def role(self, op: Operation) -> str | None:
+        """The operation's role: ``culprit`` when an output is one, else ``victim`` when one is, else ``pass`` when
+        its outputs were judged, else None."""
+        roles = {self.judged.get((kind, t), {}).get("role") for t in op.outputs for kind in RECORD_TABLES}
+        return next((r for r in ("culprit", "victim", "pass") if r in roles), None)
 
 
 def _ordered(ops: list[Operation], summaries: dict[int, tuple[float | None, bool | None]], sort: str,
-             descending: bool) -> list[Operation]:  # fmt: skip
-    """The operations by id, name, or worst PCC (worst first ascending; those without a PCC last either way)."""
+             descending: bool, ranks: dict[int, int]) -> list[Operation]:  # fmt: skip
+    """The operations by id (execution order), name, worst PCC (worst first ascending), or error: the engine's
+    worst-first order (``ranks``: by local error, culprits before victims); those without one last either way."""
+    if sort == "error":
+        place = {op.id: min((ranks[t] for t in op.outputs if t in ranks), default=None) for op in ops}
+        known = sorted((op for op in ops if place[op.id] is not None), key=lambda op: place[op.id] or 0, reverse=descending)
+        return known + [op for op in ops if place[op.id] is None]
     if sort == "pcc":
         worst = {op_id: pcc for op_id, (pcc, _) in summaries.items() if pcc is not None}
         with_pcc = sorted((op for op in ops if op.id in worst), key=lambda op: worst[op.id], reverse=descending)
@@ -117,14 +138,14 @@ def operations(report: str) -> Response:
     args = request.args
     rank = params.integer(args, "rank", 0)
     text = (args.get("filter") or "").lower()[:200]
-    sort = params.choice(args, "sort", ("id", "name", "pcc"))
+    sort = params.choice(args, "sort", ("id", "name", "pcc", "error"))
     order = params.choice(args, "order", ("asc", "desc"))
     offset = params.integer(args, "offset", 0)
     limit = params.integer(args, "limit", 100, low=1, high=limits.MAX_PAGE)
     verdicts = _Verdicts(one, rank)
     ops = [op for op in one.operations(rank) if text in op.name.lower()]
     summaries = {op.id: verdicts.summary(op) for op in ops}
-    page_ops = _ordered(ops, summaries, sort, order == "desc")[offset : offset + limit]
+    page_ops = _ordered(ops, summaries, sort, order == "desc", error_rank(verdicts.analysis, rank))[offset : offset + limit]
     stored = one.stored_keys()
     described = _described(one, {t for op in page_ops for t in (*op.inputs, *op.outputs)}, stored, rank)
 
@@ -135,10 +156,13 @@ def operations(report: str) -> Response:
 
     items = [
         {"id": op.id, "name": op.name, "inputs": [ref(t) for t in op.inputs], "outputs": [ref(t) for t in op.outputs],
-         "worst_pcc": summaries[op.id][0], "passed": summaries[op.id][1]}
+         "worst_pcc": summaries[op.id][0], "passed": summaries[op.id][1], "role": verdicts.role(op)}
         for op in page_ops
     ]  # fmt: skip
-    return answer({"total": len(ops), "offset": offset, "limit": limit, "items": items})
+    first = None if verdicts.analysis is None else verdicts.analysis.first_culprit
+    return answer({"total": len(ops), "offset": offset, "limit": limit, "items": items,
+                   "judged": verdicts.analysis is not None,
+                   "first_culprit": None if first is None or first.rank != rank else first.to_dict()})
 
 
 def tensor(report: str, tensor_id: str) -> Response:

@@ -191,7 +191,8 @@ class Scale {
 const state = {
   reports: [],
   report: null, // name
-  ops: { filter: "", sort: "id", order: "asc", offset: 0, limit: 100, total: 0, items: [] },
+  ops: { filter: "", sort: "id", order: "asc", offset: 0, limit: 100, total: 0, items: [], first: null, judged: false },
+  restore: null, // the view a pasted URL asks for, applied as its operation and tensor open
   opId: null,
   op: null,
   tensor: null, // {ref, kind, info, goldenInfo, device, lead, record}
@@ -254,11 +255,39 @@ const loadOps = async () => {
     });
     o.total = data.total;
     o.items = data.items;
+    o.first = data.first_culprit;
+    o.judged = data.judged;
     renderOps();
+    showCulprit();
   } catch (err) {
     reportError(err);
   }
 };
+
+/** The badge of an output's role (culprit, victim, pass) as the API's golden analysis gives it. */
+function roleBadge(role) {
+  const span = document.createElement("span");
+  span.className = `badge ${role === "culprit" ? "culprit" : role === "victim" ? "victim" : role === "pass" ? "pass" : "none"}`;
+  span.textContent = role ?? "\u2014";
+  span.dataset.role = role ?? "";
+  return span;
+}
+
+/** The first culprit line above the list and its jump control. */
+function showCulprit() {
+  const first = state.ops.first;
+  $("#jump-culprit").disabled = !first;
+  $("#culprit-info").textContent = first
+    ? `first culprit: #${first.operation_id} ${first.name} (t${first.tensor_id})`
+    : state.ops.judged ? "no culprit: every local comparison passes" : "roles unknown (report too large for a request)";
+}
+
+/** Open the first culprit's operation and its culprit output. */
+async function jumpToCulprit() {
+  const first = state.ops.first;
+  if (!first) return;
+  await openOperationById(first.operation_id, { tensorId: first.tensor_id });
+}
 
 /** The badge of a pass/fail/unknown golden status. */
 function badge(passed) {
@@ -288,14 +317,18 @@ function renderOps() {
     const name = document.createElement("td");
     name.textContent = op.name;
     name.title = op.name;
-    tr.append(id, name, pcc, status);
+    const role = document.createElement("td");
+    role.className = "center";
+    role.append(roleBadge(op.role));
+    tr.classList.toggle("first-culprit", !!o.first && op.id === o.first.operation_id);
+    tr.append(id, name, pcc, status, role);
     return tr;
   });
   tbody.replaceChildren(...rows);
   const focusRow = rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0];
   if (focusRow) focusRow.tabIndex = 0;
   if (!rows.length) {
-    tbody.append(el("tr", {}, el("td", { colSpan: 4, className: "muted" }, "No operation matches.")));
+    tbody.append(el("tr", {}, el("td", { colSpan: 5, className: "muted" }, "No operation matches.")));
   }
   const first = o.total ? o.offset + 1 : 0;
   $("#page-info").textContent = `${fmtInt(first)}\u2013${fmtInt(o.offset + o.items.length)} of ${fmtInt(o.total)}`;
@@ -304,7 +337,7 @@ function renderOps() {
   for (const th of $$("#op-table th[data-sort]")) {
     th.setAttribute("aria-sort", th.dataset.sort === o.sort ? (o.order === "asc" ? "ascending" : "descending") : "none");
   }
-  $("#worst-first").setAttribute("aria-pressed", String(o.sort === "pcc" && o.order === "asc"));
+  $("#worst-first").setAttribute("aria-pressed", String((o.sort === "pcc" || o.sort === "error") && o.order === "asc"));
 }
 
 function setSort(sort, order) {
@@ -315,7 +348,7 @@ function setSort(sort, order) {
 // ---------------------------------------------------------------------------------------------------------
 // One operation
 
-function selectOp(op, { focusTensor = true } = {}) {
+function selectOp(op, { tensorId = null } = {}) {
   state.opId = op.id;
   state.op = op;
   for (const tr of $$("#op-table tbody tr")) {
@@ -342,15 +375,16 @@ function selectOp(op, { focusTensor = true } = {}) {
   // Open the first output with a golden record, else the first stored output, else the first stored input.
   const withGolden = op.outputs.find((t) => t.stored && (t.comparisons.local || t.comparisons.global));
   const pick = withGolden || op.outputs.find((t) => t.stored) || op.inputs.find((t) => t.stored);
-  const wanted = Number(hashParams().get("tensor"));
-  const fromHash = [...op.outputs, ...op.inputs].find((t) => t.tensor_id === wanted && t.stored);
-  if (fromHash || pick) openTensor(fromHash || pick);
+  const wanted = tensorId ?? (state.restore?.tensor !== undefined ? Number(state.restore.tensor) : null);
+  const chosen = [...op.outputs, ...op.inputs].find((t) => t.tensor_id === wanted && t.stored);
+  if (chosen || pick) openTensor(chosen || pick);
   else {
     $("#tensor-view").hidden = true;
     state.tensor = null;
+    state.restore = null;
   }
+  loadContext(op.id);
   writeHash();
-  if (!focusTensor) return;
 }
 
 function tensorChip(ref, label) {
@@ -367,6 +401,8 @@ function tensorChip(ref, label) {
     const bdg = badge(passed);
     bdg.textContent = pcc === null ? "golden" : fmtPcc(pcc);
     b.append(bdg);
+    const role = ref.comparisons.local?.role ?? ref.comparisons.global?.role;
+    if (role && role !== "pass") b.append(roleBadge(role));
   }
   if (!ref.stored) {
     b.disabled = true;
@@ -381,17 +417,27 @@ function tensorChip(ref, label) {
 // ---------------------------------------------------------------------------------------------------------
 // One tensor (with its golden when it has a comparison record)
 
-async function openTensor(ref) {
+async function openTensor(ref, { kind: wantedKind = null } = {}) {
   for (const c of $$("#op-tensors .chip")) c.setAttribute("aria-pressed", String(Number(c.dataset.tensorId) === ref.tensor_id));
+  const restore = state.restore && Number(state.restore.tensor) === ref.tensor_id ? state.restore : null;
+  state.restore = null;
   const kinds = ["local", "global"].filter((k) => ref.comparisons[k]);
-  const kind = kinds[0] || null;
+  const asked = wantedKind ?? restore?.kind;
+  const kind = kinds.includes(asked) ? asked : kinds[0] || null;
   $("#kind-field").hidden = kinds.length < 2;
-  const t = { ref, kind, kinds, info: null, goldenInfo: null, device: null, lead: [], record: kind ? ref.comparisons[kind] : null };
+  const device = restore?.device || null;
+  const t = { ref, kind, kinds, info: null, goldenInfo: null, device, lead: [], record: kind ? ref.comparisons[kind] : null,
+    restoreView: restore?.view ?? null };
   state.tensor = t;
   state.hover = null;
   $("#tensor-view").hidden = false;
+  if (restore && (restore.rtol || restore.atol)) {
+    $("#rtol").value = restore.rtol ?? $("#rtol").value;
+    $("#atol").value = restore.atol ?? $("#atol").value;
+    tolTouched = true;
+  }
   try {
-    t.info = await api(`api/reports/${enc(state.report)}/tensors/${ref.tensor_id}`, { rank: ref.rank });
+    t.info = await api(`api/reports/${enc(state.report)}/tensors/${ref.tensor_id}`, { rank: ref.rank, device: t.device });
     if (t.record?.golden_tensor_id !== null && t.record?.golden_tensor_id !== undefined) {
       t.goldenInfo = await api(`api/reports/${enc(state.report)}/tensors/${t.record.golden_tensor_id}`, { rank: ref.rank })
         .catch(() => null);
@@ -401,7 +447,7 @@ async function openTensor(ref) {
     return;
   }
   if (state.tensor !== t) return;
-  $("#pcc").value = t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  $("#pcc").value = restore?.pcc ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
   defaultTolerances(t.info.policy);
   syncSlider();
   setupTensorControls(t);
@@ -410,6 +456,8 @@ async function openTensor(ref) {
   resetView();
   refreshCompare();
   refreshHistograms();
+  $("#worst-tile").hidden = !t.kind;
+  showDevices(t);
   writeHash();
 }
 
@@ -453,7 +501,8 @@ function setupTensorControls(t) {
   const dev = $("#device-select");
   dev.replaceChildren(new Option(t.info.shape ? "all (assembled)" : "\u2014", ""));
   for (const s of shards) if (s.device) dev.append(new Option(`device ${s.device.join(",")} \u00b7 ${s.shape.join("\u00d7")}`, s.device.join(",")));
-  if (multi && !t.info.shape) t.device = shards[0].device.join(",");
+  if (t.device && !shards.some((s) => s.device && s.device.join(",") === t.device)) t.device = null;
+  if (multi && !t.info.shape && !t.device) t.device = shards[0].device.join(",");
   dev.value = t.device ?? "";
   setupLeadFields(t);
 }
@@ -756,6 +805,7 @@ class Panel {
       ctx.restore();
     }
     if (this.overlayGrid) this.drawMismatches(v);
+    this.drawTiles(v);
     const h = state.hover;
     if (h) {
       const sx = canvas.width / (v.x1 - v.x0);
@@ -799,6 +849,37 @@ class Panel {
       });
     });
     ctx.restore();
+  }
+
+  /** The tensor's tile grid (its own tile shape, 32x32 by default) over the view, once a tile is 12 pixels or more. */
+  drawTiles(v) {
+    const t = state.tensor;
+    if (!t?.info) return;
+    const [th, tw] = tileShape(t);
+    const { ctx, canvas } = this;
+    const sx = canvas.width / (v.x1 - v.x0);
+    const sy = canvas.height / (v.y1 - v.y0);
+    if (tw * sx < 12 || th * sy < 12) {
+      this.figure.dataset.tiles = "";
+      return;
+    }
+    ctx.save();
+    ctx.strokeStyle = "rgba(255,255,255,.75)";
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let c = Math.ceil(v.x0 / tw) * tw; c <= v.x1; c += tw) {
+      const x = Math.round((c - v.x0) * sx) + 0.5;
+      ctx.moveTo(x, 0);
+      ctx.lineTo(x, canvas.height);
+    }
+    for (let r = Math.ceil(v.y0 / th) * th; r <= v.y1; r += th) {
+      const y = Math.round((r - v.y0) * sy) + 0.5;
+      ctx.moveTo(0, y);
+      ctx.lineTo(canvas.width, y);
+    }
+    ctx.stroke();
+    ctx.restore();
+    this.figure.dataset.tiles = `${th}x${tw}`;
   }
 
   /** The value of the pooled cell holding source element (r, c), or undefined outside the grid. */
@@ -869,6 +950,12 @@ function resetView() {
   if (!t) return;
   const [H, W] = dims2d(viewShape(t));
   state.view = { y0: 0, y1: H, x0: 0, x1: W, H, W };
+  const asked = (t.restoreView || "").match(/^(\d+):(\d+),(\d+):(\d+)$/);
+  t.restoreView = null;
+  if (asked) {
+    const [y0, y1, x0, x1] = asked.slice(1).map(Number);
+    if (y0 < y1 && y1 <= H && x0 < x1 && x1 <= W) Object.assign(state.view, { y0, y1, x0, x1 });
+  }
   for (const p of Object.values(panels)) {
     p.grid = p.image = p.overlayGrid = null;
   }
@@ -889,6 +976,7 @@ function setView(y0, y1, x0, x1) {
   [v.x0, v.x1] = clampSpan(x0, x1, v.W);
   drawAll();
   fetchHeatmapsSoon();
+  writeHashSoon();
 }
 
 /** Zoom by `factor` (>1 in) keeping the source point at fractions (fy, fx) of the view where it is. */
@@ -1068,11 +1156,74 @@ function fullIndex(r, c) {
 }
 
 let hoverSeq = 0;
+/** A tensor's tile shape: its own (TILE layout), else 32x32, the hardware's. */
+function tileShape(t) {
+  const tile = t.info?.tile;
+  return tile && tile.length === 2 ? tile : [32, 32];
+}
+
+/** The hover's tile line: which tile of the 2-D view holds (r, c), and the elements it covers. */
+function tileRow(t, r, c) {
+  const [th, tw] = tileShape(t);
+  const tr = Math.floor(r / th);
+  const tc = Math.floor(c / tw);
+  return ["tile", `(${tr}, ${tc}) rows ${tr * th}\u2013${tr * th + th - 1} cols ${tc * tw}\u2013${tc * tw + tw - 1}`, "tile"];
+}
+
+/** A float's bit pattern as an ordered integer in `dtype` (float32, bfloat16 or float16 only), for ULP distances
+ * computed the way the server does (both values rounded to the coarser dtype); null for other dtypes. */
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+function orderedBits(x, dtype) {
+  F32[0] = x;
+  let bits = U32[0];
+  if (dtype === "bfloat16") {
+    bits = ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff; // round to nearest even
+    return bits & 0x8000 ? -(bits & 0x7fff) : bits;
+  }
+  if (dtype === "float32") return bits & 0x80000000 ? -(bits & 0x7fffffff) : bits;
+  return null;
+}
+
+const FLOAT_RANK = { float32: 2, bfloat16: 1 };
+
+/** The hover's rows from the grids already fetched, when they hold single elements (1x1 cells) of float32 or
+ * bfloat16 tensors: no request per pointer move. Null when the server must be asked (pooled cells, other dtypes). */
+function localPoint(t, r, c) {
+  const a = panels.actual.grid;
+  if (!a || a.cell[0] !== 1 || a.cell[1] !== 1) return null;
+  const x = num(panels.actual.cellValue(r, c));
+  if (x === null) return null;
+  if (!t.kind) return [["value", fmt(x, 7), "value"]];
+  const g = panels.golden.grid;
+  if (!g || g.cell[0] !== 1 || g.cell[1] !== 1 || !t.goldenInfo) return null;
+  const y = num(panels.golden.cellValue(r, c));
+  const dtypes = [t.info.dtype, t.goldenInfo.dtype];
+  if (y === null || !Number.isFinite(x) || !Number.isFinite(y) || !dtypes.every((d) => d in FLOAT_RANK)) return null;
+  const coarse = FLOAT_RANK[dtypes[0]] <= FLOAT_RANK[dtypes[1]] ? dtypes[0] : dtypes[1];
+  const abs = Math.abs(x - y);
+  const rel = abs / Math.max(Math.abs(y), Number.MIN_VALUE);
+  const ulp = Math.abs(orderedBits(x, coarse) - orderedBits(y, coarse));
+  const rtol = Number(tolTouched ? $("#rtol").value : t.info.policy?.rtol ?? $("#rtol").value);
+  const atol = Number(tolTouched ? $("#atol").value : t.info.policy?.atol ?? $("#atol").value);
+  const bad = abs > atol + rtol * Math.abs(y);
+  return [
+    ["actual", fmt(x, 7), "actual"], ["golden", fmt(y, 7), "golden"], ["|a\u2212g|", fmt(abs, 6), "abs_error", bad],
+    ["rel", fmt(rel, 6), "rel_error", bad], ["ULP", String(ulp), "ulp"],
+  ];
+}
+
 const fetchPoint = debounce(async (r, c, clientX, clientY) => {
   const t = state.tensor;
   if (!t) return;
   const seq = ++hoverSeq;
   const index = fullIndex(r, c);
+  const local = localPoint(t, r, c);
+  if (local) {
+    showTooltip(index, [...local, tileRow(t, r, c)], clientX, clientY);
+    $("#tooltip").dataset.source = "grid";
+    return;
+  }
   try {
     let rows;
     // A per-device point the server cannot compare (a global golden) falls back to the value alone.
@@ -1108,7 +1259,8 @@ const fetchPoint = debounce(async (r, c, clientX, clientY) => {
       rows.push(["cell max|x|", fmt(panels.actual.cellValue(r, c), 5), "cell"]);
       if (t.kind && panels.error.grid) rows.push(["cell max err", fmt(panels.error.cellValue(r, c), 5), "cell_error"]);
     }
-    showTooltip(index, rows, clientX, clientY);
+    showTooltip(index, [...rows, tileRow(t, r, c)], clientX, clientY);
+    $("#tooltip").dataset.source = "server";
   } catch (err) {
     if (seq === hoverSeq) reportError(err);
   }
@@ -1333,14 +1485,24 @@ function onTolerance() {
 // Run against run
 
 let runData = null;
+const runPair = { row: null, view: null, seq: 0 };
+
+/** Tolerances of run against run: the fields the user filled; empty ones stay the policy's for each dtype. */
+function runTolerances() {
+  const out = {};
+  for (const k of ["rtol", "atol", "pcc"]) if ($(`#run-${k}`).value !== "") out[k] = $(`#run-${k}`).value;
+  return out;
+}
 
 async function compareRuns() {
   const a = $("#run-a").value;
   const b = $("#run-b").value;
   $("#run-summary").textContent = "comparing\u2026";
   $("#run-jump").disabled = true;
+  $("#run-pair").hidden = true;
+  runPair.row = null;
   try {
-    runData = await api("api/runs", { a, b, ...tol() });
+    runData = await api("api/runs", { a, b, ...runTolerances() });
   } catch (err) {
     $("#run-summary").textContent = "";
     reportError(err);
@@ -1348,18 +1510,22 @@ async function compareRuns() {
   }
   const tbody = $("#run-table tbody");
   tbody.replaceChildren();
-  let failed = 0;
+  const counts = { identical: 0, within_tolerance: 0, diverges: 0 };
   runData.items.forEach((row, i) => {
     const tr = document.createElement("tr");
     tr.tabIndex = 0;
     tr.dataset.row = i;
+    tr.dataset.verdict = row.verdict ?? "";
     if (row.first_divergence) tr.classList.add("divergence");
-    if (row.passed === false) failed++;
+    if (row.verdict in counts) counts[row.verdict]++;
+    const verdict = row.verdict ? row.verdict.replace("_", " ") + (row.failed?.length ? `: ${row.failed.join(", ")}` : "") : row.status ?? "";
     const cells = [
       [row.operation_id_a, "num mono"], [row.operation_id_b, "num mono"], [row.name, ""], [row.output_index, "num mono"],
       [`${row.tensor_a} / ${row.tensor_b}`, "num mono"], [row.shape ? row.shape.join("\u00d7") : "", "mono"],
       [fmtPcc(row.pcc), "num mono" + (row.passed === false ? " pcc-fail" : "")], [fmt(row.max_abs_error), "num mono"],
-      [fmt(row.ulp_max), "num mono"], [(row.flags || []).join(", ") || (row.status !== "compared" ? row.status || "" : ""), "muted"],
+      [row.ulp_max === null || row.ulp_max === undefined ? "" : fmtInt(row.ulp_max), "num mono"],
+      [(row.flags || []).join(", ") || (row.status !== "compared" ? row.status || "" : ""), "muted"],
+      [verdict, row.verdict === "diverges" ? "pcc-fail" : ""],
     ];
     for (const [text, cls] of cells) {
       const td = document.createElement("td");
@@ -1371,25 +1537,111 @@ async function compareRuns() {
     res.className = "center";
     res.append(badge(row.passed));
     tr.append(res);
-    const open = () => openRunRow(row);
-    tr.addEventListener("dblclick", open);
+    const open = () => openRunPair(i);
+    tr.addEventListener("click", open);
     tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
     tbody.append(tr);
   });
   const first = runData.first_divergence;
   $("#run-jump").disabled = !first;
-  $("#run-summary").textContent = `${runData.items.length} outputs compared, ${failed} differ` +
+  $("#run-summary").textContent = `${runData.items.length} outputs compared: ${counts.identical} identical, ` +
+    `${counts.within_tolerance} within tolerance, ${counts.diverges} diverge` +
     (first ? ` \u00b7 first divergence: op ${first.operation_id_b} ${first.name}` : " \u00b7 no divergence");
+  writeHash();
 }
 
+/** Open the first diverging output's A-against-B view. */
 function jumpToDivergence() {
   const tr = $("#run-table tbody tr.divergence");
   if (!tr) return;
   tr.scrollIntoView({ block: "center" });
-  tr.classList.remove("flash");
-  void tr.offsetWidth;
-  tr.classList.add("flash");
   tr.focus();
+  openRunPair(Number(tr.dataset.row));
+}
+
+/** Show matched output `i` of the runs as A, B and |A-B| heatmaps over one shared, zoomable view. */
+function openRunPair(i, view = null) {
+  const row = runData?.items[i];
+  if (!row) return;
+  for (const tr of $$("#run-table tbody tr")) tr.setAttribute("aria-selected", String(Number(tr.dataset.row) === i));
+  runPair.row = i;
+  if (!row.shape || row.status !== "compared") {
+    $("#run-pair").hidden = true;
+    showStatus(`output ${row.output_index} of op ${row.operation_id_b}: ${row.status || "not compared"}`);
+    return;
+  }
+  const [H, W] = dims2d(row.shape);
+  runPair.view = { y0: 0, y1: H, x0: 0, x1: W, H, W };
+  const asked = (view || "").match(/^(\d+):(\d+),(\d+):(\d+)$/);
+  if (asked) {
+    const [y0, y1, x0, x1] = asked.slice(1).map(Number);
+    if (y0 < y1 && y1 <= H && x0 < x1 && x1 <= W) Object.assign(runPair.view, { y0, y1, x0, x1 });
+  }
+  $("#run-pair").hidden = false;
+  $("#run-pair-title").textContent = `#${row.operation_id_a} / #${row.operation_id_b} ${row.name} out${row.output_index}: ` +
+    `t${row.tensor_a} (A) against t${row.tensor_b} (B) \u00b7 ${(row.verdict ?? "").replace("_", " ")}`;
+  fetchRunPair();
+}
+
+function zoomRunPair(factor) {
+  const v = runPair.view;
+  if (!v) return;
+  const h = Math.max(1, Math.round((v.y1 - v.y0) / factor));
+  const w = Math.max(1, Math.round((v.x1 - v.x0) / factor));
+  const cy = (v.y0 + v.y1) / 2;
+  const cx = (v.x0 + v.x1) / 2;
+  const y0 = Math.max(0, Math.min(v.H - Math.min(h, v.H), Math.round(cy - h / 2)));
+  const x0 = Math.max(0, Math.min(v.W - Math.min(w, v.W), Math.round(cx - w / 2)));
+  Object.assign(v, { y0, y1: y0 + Math.min(h, v.H), x0, x1: x0 + Math.min(w, v.W) });
+  fetchRunPair();
+}
+
+/** Fetch A, B and |A-B| of the shared region as grids with square cells, then paint them (A and B on one scale). */
+async function fetchRunPair() {
+  const row = runData.items[runPair.row];
+  const v = runPair.view;
+  const h = v.y1 - v.y0;
+  const w = v.x1 - v.x0;
+  const room = Math.min(340 / w, 260 / h);
+  const fit = room >= 1 ? Math.floor(room) : room; // whole pixels per element where they fit: square cells
+  const cw = Math.max(1, Math.round(w * fit));
+  const ch = Math.max(1, Math.round(h * fit));
+  const lead = row.shape.length > 2 ? row.shape.slice(0, -2).map(() => 0).join(",") : "";
+  const base = {
+    a: runData.a, b: runData.b, tensor_a: row.tensor_a, tensor_b: row.tensor_b, index: lead, y: `${v.y0}:${v.y1}`,
+    x: `${v.x0}:${v.x1}`, width: Math.min(cw, w), height: Math.min(ch, h), format: "json",
+  };
+  const seq = ++runPair.seq;
+  let grids;
+  try {
+    grids = await Promise.all(["a", "b", "error"].map((side) =>
+      api("api/runs/heatmap", { ...base, side, ...(side === "error" ? { error: "abs", ...runTolerances() } : {}) })));
+  } catch (err) {
+    reportError(err);
+    return;
+  }
+  if (seq !== runPair.seq) return;
+  const lo = Math.min(num(grids[0].min) ?? 0, num(grids[1].min) ?? 0);
+  const hi = Math.max(num(grids[0].max) ?? 0, num(grids[1].max) ?? 0);
+  const values = lo < 0 ? new Scale("diverging", -Math.max(-lo, hi), Math.max(-lo, hi)) : new Scale("sequential", 0, hi || 1);
+  const errors = new Scale("sequential", 0, num(grids[2].max) || 1);
+  ["a", "b", "error"].forEach((side, k) => {
+    const fig = $(`#run-pair .run-panel[data-side="${side}"]`);
+    const canvas = $("canvas", fig);
+    canvas.width = cw;
+    canvas.height = ch;
+    const scale = side === "error" ? errors : values;
+    const image = gridImage(grids[k], (x) => { const i = scale.index(x) * 3; return [scale.table[i], scale.table[i + 1], scale.table[i + 2], 255]; });
+    const ctx = canvas.getContext("2d");
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(image, 0, 0, cw, ch);
+    fig.dataset.region = `${grids[k].y[0]}:${grids[k].y[1]},${grids[k].x[0]}:${grids[k].x[1]}`;
+    fig.dataset.cell = grids[k].cell.join(",");
+    fig.dataset.max = String(num(grids[k].max));
+    $(".scale", fig).textContent = `${fmt(scale.lo, 3)} \u2026 ${fmt(scale.hi, 3)} \u00b7 ${grids[k].cell.join("\u00d7")} per cell`;
+  });
+  $("#run-region").textContent = `rows ${v.y0}\u2013${v.y1 - 1} of ${v.H} \u00b7 cols ${v.x0}\u2013${v.x1 - 1} of ${v.W}`;
+  writeHash();
 }
 
 /** Open a run-vs-run row's operation of run B in the operations view. */
@@ -1398,10 +1650,156 @@ async function openRunRow(row) {
   $("#report-select").value = state.report;
   showReportSummary();
   switchTab("ops");
-  await openOperationById(row.operation_id_b);
+  await openOperationById(row.operation_id_b, { tensorId: row.tensor_b });
 }
 
-async function openOperationById(id) {
+// ---------------------------------------------------------------------------------------------------------
+// Where in the tensor: the worst tile and the per-device summary (reportdb.locate through api/locate)
+
+/** What `reportdb locate` says about the open tensor against its golden (kept on the tensor for the devices and the
+ * worst tile). */
+async function located(t) {
+  if (!t.located) {
+    t.located = api(`api/locate/${t.kind}/${t.ref.tensor_id}`, { report: state.report, rank: t.ref.rank, device: t.device, top: 1 });
+  }
+  return t.located;
+}
+
+/** Zoom onto the tile with the largest error: its leading indices picked, the view on the tile and a tile around it. */
+async function goWorstTile() {
+  const t = state.tensor;
+  if (!t?.kind) return;
+  let found;
+  try {
+    found = await located(t);
+  } catch (err) {
+    reportError(err);
+    return;
+  }
+  if (state.tensor !== t) return;
+  const worst = found.worst_tiles[0];
+  if (!worst) {
+    showStatus("no tile has an error", "info");
+    return;
+  }
+  const [th, tw] = found.tile_shape;
+  const lead = worst.tile.slice(0, -2);
+  const [tr, tc] = worst.tile.slice(-2);
+  const leadChanged = lead.length === t.lead.length && lead.some((x, i) => x !== t.lead[i]);
+  if (leadChanged) {
+    t.lead = lead;
+    setupLeadFields(t);
+  }
+  $("#worst-tile").dataset.tile = worst.tile.join(",");
+  const v = state.view;
+  setView(Math.max(0, tr * th - th / 2), Math.min(v.H, (tr + 1) * th + th / 2), Math.max(0, tc * tw - tw / 2), Math.min(v.W, (tc + 1) * tw + tw / 2));
+  if (leadChanged) fetchHeatmaps();
+}
+
+/** The per-device table of a multi-device tensor: each shard against its part of the golden, by the policy. */
+async function showDevices(t) {
+  const card = $("#device-card");
+  const multi = (t.info.shards || []).filter((s) => s.device).length > 1;
+  card.hidden = !(t.kind && multi && !t.device);
+  if (card.hidden) return;
+  $("#device-table").replaceChildren();
+  let found;
+  try {
+    found = await located(t);
+  } catch (err) {
+    $("#device-note").textContent = err.message;
+    return;
+  }
+  if (state.tensor !== t) return;
+  $("#device-note").textContent = `${found.devices.length} shards against ${found.golden}`;
+  const head = el("tr", {}, ...["device", "PCC", "max |err|", "fit scale", "fit offset", "failed", ""].map((h) => el("th", {}, h)));
+  const rows = found.devices.map((d) => {
+    const tr = el("tr", {}, el("td", { className: "mono" }, d.coordinate.join(",")),
+      el("td", { className: "num mono" + (d.passed ? "" : " pcc-fail") }, fmtPcc(d.pcc)), el("td", { className: "num mono" }, fmt(d.max_abs_error)),
+      el("td", { className: "num mono" }, fmt(d.fit_scale, 5)), el("td", { className: "num mono" }, fmt(d.fit_offset, 5)),
+      el("td", { className: "mono" }, (d.failed || []).join(", ")));
+    const cell = el("td", { className: "center" });
+    cell.append(badge(d.passed));
+    tr.append(cell);
+    tr.dataset.device = d.coordinate.join(",");
+    tr.tabIndex = 0;
+    const pick = () => {
+      $("#device-select").value = tr.dataset.device;
+      $("#device-select").dispatchEvent(new Event("change"));
+    };
+    tr.addEventListener("click", pick);
+    tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") pick(); });
+    return tr;
+  });
+  $("#device-table").replaceChildren(head, ...rows);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// An operation's context: arguments, stack trace, duration, producers and consumers as links, comparisons
+
+let contextSeq = 0;
+
+/** A link to another operation of the report. */
+function opLink(ref) {
+  const b = el("button", { className: "linkish mono" }, `#${ref.operation_id} ${ref.name}`);
+  b.dataset.opLink = ref.operation_id;
+  b.addEventListener("click", () => openOperationById(ref.operation_id));
+  return b;
+}
+
+async function loadContext(opId) {
+  const seq = ++contextSeq;
+  const box = $("#op-context");
+  box.dataset.opId = "";
+  let c;
+  try {
+    c = await api(`api/reports/${enc(state.report)}/operations/${opId}`);
+  } catch (err) {
+    $("#context-summary").textContent = err.message;
+    return;
+  }
+  if (seq !== contextSeq) return;
+  const devices = c.device_ids.length ? ` \u00b7 device ${c.device_ids.join(", ")}` : "";
+  $("#context-summary").textContent = `${c.name} \u00b7 ` + (c.duration === null ? "duration not recorded" : `duration ${fmt(c.duration, 6)}`) +
+    devices + ` \u00b7 ${c.arguments.length} arguments` + (c.stack_trace ? " \u00b7 stack trace" : "");
+  const rows = [el("tr", {}, ...["", "tensor", "shape", "dtype", "produced by", "consumed by", "comparisons"].map((h) => el("th", {}, h)))];
+  for (const [label, list] of [["in", c.inputs], ["out", c.outputs]]) {
+    for (const t of list) {
+      const producer = el("td", {});
+      if (t.producer) producer.append(opLink(t.producer));
+      const consumers = el("td", {});
+      for (const ref of t.consumers.slice(0, 8)) consumers.append(opLink(ref));
+      if (t.consumers.length > 8) consumers.append(el("span", { className: "muted" }, ` +${t.consumers.length - 8}`));
+      const comps = el("td", {});
+      for (const k of t.comparisons) {
+        const text = `${k.kind} ${k.verdict ?? k.status}` + (k.failed.length ? ` (${k.failed.join(", ")})` : "") +
+          (k.pcc === null ? "" : ` pcc ${fmtPcc(k.pcc)}`);
+        const line = el("div", {}, el("span", { className: "mono" }, text + " "));
+        if (k.role) line.append(roleBadge(k.role));
+        comps.append(line);
+      }
+      const tr = el("tr", {}, el("td", { className: "mono" }, `${label}${t.index}`), el("td", { className: "mono" }, `t${t.tensor_id}`),
+        el("td", { className: "mono" }, t.shape ?? ""), el("td", { className: "mono" }, t.dtype ?? ""), producer, consumers, comps);
+      tr.dataset.tensorId = t.tensor_id;
+      rows.push(tr);
+    }
+  }
+  $("#context-tensors").replaceChildren(...rows);
+  const args = [];
+  for (const [name, value] of c.arguments) {
+    const text = value === null ? "" : value.length > 400 ? value.slice(0, 400) + "\u2026" : value;
+    args.push(el("dt", {}, name), el("dd", { className: "mono", title: value ?? "" }, text));
+  }
+  $("#context-args").replaceChildren(...(args.length ? args : [el("dd", { className: "muted" }, "none recorded")]));
+  let stack = c.stack_trace || "no stack trace recorded";
+  for (const src of c.source) {
+    stack += `\n\n${src.path}:${src.line}\n` + src.lines.map((l, k) => `${String(src.first_line + k).padStart(5)}${src.first_line + k === src.line ? " >" : "  "} ${l}`).join("\n");
+  }
+  $("#context-stack").textContent = stack;
+  box.dataset.opId = String(opId);
+}
+
+async function openOperationById(id, { tensorId = null } = {}) {
   const o = state.ops;
   Object.assign(o, { filter: "", offset: 0 });
   $("#op-filter").value = "";
@@ -1415,9 +1813,10 @@ async function openOperationById(id) {
     if (!page) return;
     const op = page.items.find((x) => x.id === id);
     if (op) {
-      Object.assign(o, { offset, total: page.total, items: page.items });
+      Object.assign(o, { offset, total: page.total, items: page.items, first: page.first_culprit, judged: page.judged });
+      showCulprit();
       renderOps();
-      selectOp(op);
+      selectOp(op, { tensorId });
       $(`#op-table tbody tr[data-op-id="${id}"]`)?.scrollIntoView({ block: "center" });
       return;
     }
@@ -1444,13 +1843,45 @@ function hashParams() {
   return new URLSearchParams(location.hash.slice(1));
 }
 
+/** Keep the view in the URL: report, operation, tensor, golden kind, device, zoom window and chosen tolerances; on
+ * the runs tab its reports, tolerances, the open output and its zoom window. */
 function writeHash() {
+  if (state.restore) return; // a pasted URL is still being opened
   const p = new URLSearchParams();
+  if (!$("#view-runs").hidden) {
+    p.set("tab", "runs");
+    p.set("a", $("#run-a").value);
+    p.set("b", $("#run-b").value);
+    for (const [k, v] of Object.entries(runTolerances())) p.set(k, v);
+    if (runData && runPair.row !== null) {
+      p.set("row", runPair.row);
+      const v = runPair.view;
+      if (v) p.set("view", `${v.y0}:${v.y1},${v.x0}:${v.x1}`);
+    }
+    history.replaceState(null, "", `#${p}`);
+    return;
+  }
   if (state.report) p.set("report", state.report);
   if (state.opId !== null) p.set("op", state.opId);
-  if (state.tensor) p.set("tensor", state.tensor.ref.tensor_id);
+  const t = state.tensor;
+  if (t) {
+    p.set("tensor", t.ref.tensor_id);
+    if (t.kind) p.set("kind", t.kind);
+    if (t.device) p.set("device", t.device);
+    if (state.view) {
+      const r = requestRegion();
+      p.set("view", `${r.y0}:${r.y1},${r.x0}:${r.x1}`);
+    }
+    if (tolTouched) {
+      p.set("rtol", $("#rtol").value);
+      p.set("atol", $("#atol").value);
+    }
+    if (t.kind) p.set("pcc", $("#pcc").value);
+  }
   history.replaceState(null, "", `#${p}`);
 }
+
+const writeHashSoon = debounce(writeHash, 200);
 
 // ---------------------------------------------------------------------------------------------------------
 // Wiring
@@ -1494,7 +1925,7 @@ function wire() {
   }
   $("#worst-first").addEventListener("click", () => {
     const on = $("#worst-first").getAttribute("aria-pressed") === "true";
-    setSort(on ? "id" : "pcc", "asc");
+    setSort(on ? "id" : state.ops.judged ? "error" : "pcc", "asc");
   });
   $("#page-prev").addEventListener("click", () => { state.ops.offset = Math.max(0, state.ops.offset - state.ops.limit); loadOps(); });
   $("#page-next").addEventListener("click", () => { state.ops.offset += state.ops.limit; loadOps(); });
@@ -1544,21 +1975,22 @@ function wire() {
   $("#kind-select").addEventListener("change", (ev) => {
     const t = state.tensor;
     if (!t) return;
-    t.kind = ev.target.value;
-    t.record = t.ref.comparisons[t.kind];
-    openTensor({ ...t.ref });
+    openTensor(t.ref, { kind: ev.target.value });
   });
   $("#device-select").addEventListener("change", async (ev) => {
     const t = state.tensor;
     if (!t) return;
     t.device = ev.target.value || null;
+    t.located = null;
     state.hover = null;
+    showDevices(t);
     try {
       t.info = await api(`api/reports/${enc(state.report)}/tensors/${t.ref.tensor_id}`, { rank: t.ref.rank, device: t.device });
     } catch (err) {
       reportError(err);
     }
     if (state.tensor !== t) return;
+    writeHash();
     renderStats(t);
     setupLeadFields(t);
     resetView();
@@ -1570,10 +2002,16 @@ function wire() {
   $("#zoom-reset").addEventListener("click", () => { const v = state.view; if (v) setView(0, v.H, 0, v.W); });
   $("#heatmaps").addEventListener("keydown", onHeatmapKey);
 
-  $("#tab-ops").addEventListener("click", () => switchTab("ops"));
-  $("#tab-runs").addEventListener("click", () => switchTab("runs"));
+  $("#tab-ops").addEventListener("click", () => { switchTab("ops"); writeHash(); });
+  $("#tab-runs").addEventListener("click", () => { switchTab("runs"); writeHash(); });
   $("#run-compare").addEventListener("click", compareRuns);
   $("#run-jump").addEventListener("click", jumpToDivergence);
+  $("#jump-culprit").addEventListener("click", jumpToCulprit);
+  $("#worst-tile").addEventListener("click", goWorstTile);
+  $("#run-zoom-in").addEventListener("click", () => zoomRunPair(2));
+  $("#run-zoom-out").addEventListener("click", () => zoomRunPair(0.5));
+  $("#run-zoom-reset").addEventListener("click", () => { if (runPair.row !== null) openRunPair(runPair.row); });
+  $("#run-open-b").addEventListener("click", () => { const row = runData?.items[runPair.row]; if (row) openRunRow(row); });
   $("#help-button").addEventListener("click", () => $("#help").showModal());
 
   document.addEventListener("keydown", (ev) => {
@@ -1589,6 +2027,19 @@ function wire() {
   window.addEventListener("resize", debounce(() => { if (state.tensor) fetchHeatmaps(); }, 150));
 }
 
+/** Reopen the runs tab a URL names: its reports and tolerances, compared, and its open output at its zoom window. */
+async function restoreRuns(hash) {
+  const names = state.reports.map((r) => r.name);
+  if (names.includes(hash.get("a"))) $("#run-a").value = hash.get("a");
+  if (names.includes(hash.get("b"))) $("#run-b").value = hash.get("b");
+  for (const k of ["rtol", "atol", "pcc"]) if (hash.has(k)) $(`#run-${k}`).value = hash.get(k);
+  switchTab("runs");
+  await loadOps();
+  await compareRuns();
+  const row = Number(hash.get("row"));
+  if (hash.has("row") && Number.isInteger(row)) openRunPair(row, hash.get("view"));
+}
+
 async function main() {
   wire();
   syncSlider();
@@ -1598,9 +2049,17 @@ async function main() {
     reportError(err);
     return;
   }
-  await loadOps();
-  const wanted = Number(hashParams().get("op"));
-  if (hashParams().has("op") && Number.isFinite(wanted)) await openOperationById(wanted);
+  const hash = hashParams();
+  if (hash.get("tab") === "runs" && state.reports.length > 1) {
+    await restoreRuns(hash);
+  } else {
+    await loadOps();
+    const wanted = Number(hash.get("op"));
+    if (hash.has("op") && Number.isFinite(wanted)) {
+      state.restore = hash.has("tensor") ? Object.fromEntries(hash) : null;
+      await openOperationById(wanted);
+    }
+  }
   document.body.dataset.ready = "true";
 }
 

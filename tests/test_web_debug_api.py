@@ -1,0 +1,162 @@
+"""The web API's debugging endpoints through Flask's test client, views of ``reportdb.analysis``: the operation list's
+roles and first culprit, worst-first by local error, the golden analysis, an operation's context, the A-against-B
+heatmaps of run against run and ``locate``, each checked against numpy and against the engine's own answer (one
+policy everywhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import reportdb
+import reportdb.web as web
+
+import web_debug_data as data
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runs' reports: ``run_a`` (one culprit and its victims) and ``run_b`` (diverging from it at DIVERGE_OP)."""
+    base = tmp_path_factory.mktemp("web-debug")
+    data.build(base / "run_a", 0)
+    data.build(base / "run_b", 1)
+    return base
+
+
+@pytest.fixture(scope="module")
+def client(root: Path) -> Any:
+    return web.create_app([root / "run_a", root / "run_b"]).test_client()
+
+
+def _get(client: Any, url: str, status: int = 200) -> Any:
+    response = client.get(url)
+    assert response.status_code == status, response.get_data(as_text=True)
+    return response.get_json()
+
+
+def test_operations_carry_roles_and_the_first_culprit(client: Any) -> None:
+    page = _get(client, "api/reports/run_a/operations")
+    assert page["judged"] is True
+    assert page["first_culprit"] == {"operation_id": data.CULPRIT_OP, "tensor_id": data.CULPRIT_OP,
+                                     "name": f"ttnn.step_{data.CULPRIT_OP}", "rank": 0}
+    assert [op["id"] for op in page["items"]] == list(range(1, data.OPS + 2))  # execution order by default
+    roles = {op["id"]: op["role"] for op in page["items"]}
+    assert roles == {1: "pass", 2: "pass", 3: "culprit", 4: "victim", 5: "victim", 6: "victim", 7: "culprit"}
+    out = page["items"][data.CULPRIT_OP - 1]["outputs"][0]["comparisons"]
+    assert out["local"]["role"] == "culprit" and "pcc" in out["local"]["failed"]
+    assert out["local"]["passed"] is False and out["global"]["passed"] is False
+    victim = page["items"][4]["outputs"][0]["comparisons"]
+    assert victim["local"]["passed"] is True and victim["global"]["passed"] is False
+    chain = data.chain(0)
+    assert victim["global"]["pcc"] == pytest.approx(data.pcc(chain["device"][5], chain["global"][5]), abs=1e-9)
+
+
+def test_worst_first_ranks_by_local_error_not_by_pcc(client: Any) -> None:
+    by_error = _get(client, "api/reports/run_a/operations?sort=error")["items"]
+    assert by_error[0]["id"] == data.CULPRIT_OP  # the culprit, though a victim's global PCC is lower
+    by_pcc = _get(client, "api/reports/run_a/operations?sort=pcc")["items"]
+    assert by_pcc[0]["id"] != data.CULPRIT_OP and by_pcc[0]["role"] == "victim"
+
+
+def test_golden_analysis_is_the_engines(client: Any, root: Path) -> None:
+    answer = _get(client, "api/reports/run_a/golden")
+    engine = reportdb.compare_golden(root / "run_a", store=False)
+    assert engine.first_culprit is not None
+    assert answer["first_culprit"]["operation_id"] == engine.first_culprit.operation_id
+    assert answer["counts"] == engine.counts()
+    assert [(r["kind"], r["tensor_id"], r["role"], r["verdict"]) for r in answer["records"]] == [
+        (r.kind, r.tensor_id, r.role, r.verdict) for r in engine.records
+    ]
+    _get(client, "api/reports/nope/golden", 404)
+
+
+def test_operation_context(client: Any) -> None:
+    c = _get(client, f"api/reports/run_a/operations/{data.CULPRIT_OP + 1}")
+    assert c["name"] == f"ttnn.step_{data.CULPRIT_OP + 1}" and c["duration"] == 1000.0 * (data.CULPRIT_OP + 1)
+    assert dict(c["arguments"])["memory_config"] == "DRAM"
+    assert "model.py" in c["stack_trace"]
+    (inp,) = c["inputs"]
+    assert inp["tensor_id"] == data.CULPRIT_OP and inp["producer"]["operation_id"] == data.CULPRIT_OP
+    (out,) = c["outputs"]
+    assert [ref["operation_id"] for ref in out["consumers"]] == [data.CULPRIT_OP + 2]
+    roles = {k["kind"]: (k["verdict"], k["role"]) for k in out["comparisons"]}
+    assert roles == {"local": ("pass", "victim"), "global": ("fail", "victim")}
+    _get(client, "api/reports/run_a/operations/999", 400)
+    _get(client, "api/reports/run_a/operations/x1", 400)
+
+
+def test_run_pair_heatmaps_against_numpy(client: Any) -> None:
+    a, b = data.chain(0)["device"][data.DIVERGE_OP], data.chain(1)["device"][data.DIVERGE_OP]
+    runs = _get(client, "api/runs?a=run_a&b=run_b")
+    first = runs["first_divergence"]
+    assert first["operation_id_b"] == data.DIVERGE_OP
+    base = (f"api/runs/heatmap?a=run_a&b=run_b&tensor_a={first['tensor_a']}&tensor_b={first['tensor_b']}"
+            "&index=0,0&y=0:64&x=0:96&width=96&height=64&format=json")
+    grid_a = np.array(_get(client, base + "&side=a")["grid"], dtype=np.float64)
+    grid_b = np.array(_get(client, base + "&side=b")["grid"], dtype=np.float64)
+    err = _get(client, base + "&side=error&error=abs")
+    assert np.array_equal(grid_a, a[0, 0].astype(np.float64)) and np.array_equal(grid_b, b[0, 0].astype(np.float64))
+    assert np.allclose(np.array(err["grid"], dtype=np.float64), np.abs(a[0, 0] - b[0, 0]), rtol=1e-6)
+    assert err["max"] == pytest.approx(float(np.abs(a - b).max()), rel=1e-6)
+    row = next(r for r in runs["items"] if r["first_divergence"])
+    assert row["verdict"] == "diverges" and row["failed"]  # the verdict names what failed
+    _get(client, base.replace(f"tensor_b={first['tensor_b']}", "tensor_b=424242") + "&side=b", 404)
+
+
+def test_locate_worst_tile(client: Any) -> None:
+    found = _get(client, f"api/locate/local/{data.CULPRIT_OP}?report=run_a&top=3")
+    chain = data.chain(0)
+    err = np.abs(chain["device"][data.CULPRIT_OP] - chain["local"][data.CULPRIT_OP])[0, 0]
+    worst = found["worst_tiles"][0]
+    tile_r, tile_c = worst["tile"][-2:]
+    assert (tile_r, tile_c) == (1, 1)  # the flipped block is tile (1, 1)
+    assert worst["max_abs_error"] == pytest.approx(float(err[32:64, 32:64].max()), rel=1e-6)
+    assert np.array(found["tile_map"]).shape[-2:] == (2, 3)
+    _get(client, "api/locate/sideways/3?report=run_a", 404)
+
+
+def test_locate_devices_of_a_mesh_tensor(client: Any) -> None:
+    found = _get(client, f"api/locate/local/{data.MESH_TENSOR}?report=run_a")
+    mesh, golden = data.mesh_tensor()
+    by_device = {tuple(d["coordinate"]): d for d in found["devices"]}
+    assert [k for k, d in by_device.items() if not d["passed"]] == [(0, 2)]
+    part = (Ellipsis, slice(64, 96))
+    assert by_device[(0, 2)]["fit_scale"] == pytest.approx(1.07, rel=1e-6)
+    assert by_device[(0, 2)]["max_abs_error"] == pytest.approx(float(np.abs(mesh[part] - golden[part]).max()), rel=1e-6)
+
+
+def test_engine_endpoints_beside_concurrent_requests(root: Path) -> None:
+    """The engine endpoints answer while other threads read the same report (they share its one connection)."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, web.create_app([root / "run_a", root / "run_b"]), threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.port}/"
+    failures: list[tuple[str, int]] = []
+
+    def get(url: str) -> None:
+        try:
+            urllib.request.urlopen(base + url, timeout=60).read()
+        except urllib.error.HTTPError as exc:
+            failures.append((url, exc.code))
+
+    urls = ["api/reports/run_a/operations/5", "api/compare-tensor/global/5?report=run_a",
+            "api/compare-tensor/global/5/heatmap?format=json&report=run_a", "api/reports/run_a/operations/4",
+            "api/reports/run_a/tensors/5/heatmap?format=json", "api/locate/global/4?report=run_a",
+            "api/reports/run_b/operations"]  # fmt: skip
+    try:
+        threads = [threading.Thread(target=get, args=(u,)) for u in urls * 3]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        server.shutdown()
+    assert not failures

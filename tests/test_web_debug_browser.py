@@ -1,0 +1,298 @@
+"""The page's debugging views in a real browser (Playwright driving Debian's Chromium against a ``reportdb serve``
+process): the first culprit marked in the operation list and opened by its control, the global golden record opened
+(not the local one again), an operation's context with producer and consumer links, the runs view's tolerance
+controls, verdicts and A / B / |A-B| heatmaps reached by the jump to the first divergence, and a URL reopened in a
+fresh page giving the same view. Numbers the page shows are checked against numpy."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+import web_debug_data as data
+
+pytestmark = [pytest.mark.process, pytest.mark.service]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
+VIEWPORT = {"width": 1366, "height": 768}
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("web-debug-browser")
+    data.build(base / "run_a", 0)
+    data.build(base / "run_b", 1)
+    return base
+
+
+@pytest.fixture(scope="module")
+def server(root: Path) -> Iterator[str]:
+    """``reportdb serve`` of both runs on a free loopback port; yields the URL it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", str(root / "run_a"), str(root / "run_b"),
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
+    found: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            match = re.search(r"http://\S+/", line)
+            if match and not found:
+                found.append(match.group(0))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not ready.wait(60) or not found:
+            proc.kill()
+            pytest.fail(f"reportdb serve printed no URL; stderr: {proc.communicate(timeout=10)[1][-2000:]}")
+        yield found[0]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: `apt-get install chromium`")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class Pages:
+    """Fresh pages on the server, each failing the test on a script error or a request outside the server."""
+
+    def __init__(self, browser: Any, server: str) -> None:
+        self.browser, self.server = browser, server
+        self.contexts: list[Any] = []
+        self.errors: list[str] = []
+
+    def open(self, fragment: str = "") -> Any:
+        context = self.browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+        self.contexts.append(context)
+        pg = context.new_page()
+        pg.set_default_timeout(20_000)
+        pg.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        pg.on("request", lambda req: None if req.url.startswith(self.server) or req.url.startswith("data:")
+              else self.errors.append(f"outside request {req.url}"))
+        pg.goto(self.server + fragment)
+        pg.wait_for_selector("body[data-ready=true]")
+        return pg
+
+
+@pytest.fixture()
+def pages(browser: Any, server: str) -> Iterator[Pages]:
+    found = Pages(browser, server)
+    yield found
+    for context in found.contexts:
+        context.close()
+    assert not found.errors, found.errors
+
+
+def _metric(page: Any, key: str) -> float:
+    return float(page.inner_text(f'#metrics dd[data-metric="{key}"]').strip().split(" ")[0].replace(",", ""))
+
+
+def _shot(page: Any, tmp_path: Path, name: str) -> None:
+    """A screenshot under the test's tmp dir, and under $REPORTDB_SHOT_DIR when set (to look at after a passing run)."""
+    out = Path(os.environ.get("REPORTDB_SHOT_DIR") or tmp_path) / name
+    page.screenshot(path=str(out), full_page=True)
+    assert out.stat().st_size > 10_000
+
+
+def test_first_culprit_marked_and_opened_then_global(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    chain = data.chain(0)
+    # execution order by default, the first culprit marked, each operation's role shown
+    ids = [int(tr.get_attribute("data-op-id")) for tr in page.query_selector_all("#op-table tbody tr")]
+    assert ids == list(range(1, data.OPS + 2))
+    assert page.get_attribute("#op-table tbody tr.first-culprit", "data-op-id") == str(data.CULPRIT_OP)
+    roles = [page.get_attribute(f'#op-table tbody tr[data-op-id="{i}"] [data-role]', "data-role") for i in ids]
+    assert roles == ["pass", "pass", "culprit", "victim", "victim", "victim", "culprit"]
+    assert f"#{data.CULPRIT_OP} ttnn.step_{data.CULPRIT_OP}" in page.inner_text("#culprit-info")
+    # worst first ranks by local error: the culprit on top, not the victim with the lowest global PCC
+    page.click("#worst-first")
+    page.wait_for_selector('#worst-first[aria-pressed="true"]')
+    page.wait_for_function(f"() => document.querySelector('#op-table tbody tr').dataset.opId === '{data.CULPRIT_OP}'")
+    page.click("#worst-first")
+    page.wait_for_function("() => document.querySelector('#op-table tbody tr').dataset.opId === '1'")
+
+    page.click("#jump-culprit")
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{data.CULPRIT_OP} ')")
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    assert page.input_value("#kind-select") == "local"
+    t = data.CULPRIT_OP
+    assert _metric(page, "pcc") == pytest.approx(data.pcc(chain["device"][t], chain["local"][t]), abs=2e-6)
+    # the context: arguments, stack trace, producer and consumers as links
+    page.wait_for_selector(f'#op-context[data-op-id="{t}"]')
+    assert "model.py" in page.text_content("#context-stack")
+    assert page.query_selector(f'#context-tensors button[data-op-link="{t - 1}"]') is not None
+    assert page.query_selector(f'#context-tensors button[data-op-link="{t + 1}"]') is not None
+    page.click("#op-context summary")
+    assert "memory_config" in page.inner_text("#context-args")
+    _shot(page, tmp_path, "context.png")
+    page.click(f'#context-tensors button[data-op-link="{t + 1}"]')  # a consumer's link opens that operation
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{t + 1} ')")
+    page.wait_for_selector(f'#op-context[data-op-id="{t + 1}"]')
+    page.click("#op-context summary")
+
+    # the global record of a victim opens as global: its golden is the global golden tensor, its PCC the global one
+    page.click(f'#op-table tbody tr[data-op-id="{t + 2}"]')
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{t + 2} ')")
+    page.wait_for_selector('#verdict[data-passed="true"]')  # its local comparison passes: a victim
+    page.select_option("#kind-select", "global")
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    assert page.input_value("#kind-select") == "global"
+    assert f"tensor {200 + t + 2}" in page.inner_text("#panel-golden .panel-sub")
+    assert _metric(page, "pcc") == pytest.approx(data.pcc(chain["device"][t + 2], chain["global"][t + 2]), abs=2e-6)
+    assert "kind=global" in page.evaluate("location.hash")
+    _shot(page, tmp_path, "culprit.png")
+
+
+def test_url_reopens_the_same_view(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    t = data.CULPRIT_OP + 1
+    page.click(f'#op-table tbody tr[data-op-id="{t}"]')
+    page.wait_for_selector('#verdict[data-passed="true"]')
+    page.select_option("#kind-select", "global")
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    page.fill("#rtol", "0.5")
+    page.fill("#atol", "0.25")
+    box = page.locator("#panel-actual .canvas-wrap canvas").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.75, box["y"] + box["height"] * 0.75)
+    for _ in range(4):
+        page.mouse.wheel(0, -100)
+        page.wait_for_timeout(60)
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
+    page.wait_for_timeout(400)  # the URL is written a moment after the zoom settles
+    region = page.get_attribute("#panel-actual", "data-region")
+    fragment = page.evaluate("location.hash")
+    assert "view=" in fragment and "kind=global" in fragment and "rtol=0.5" in fragment
+    mismatches = _metric(page, "allclose_mismatches")
+
+    again = pages.open("/" + fragment)
+    again.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{t} ')")
+    again.wait_for_selector('#verdict[data-passed="false"]')
+    again.wait_for_function(f"() => document.querySelector('#panel-actual').dataset.region === '{region}'")
+    assert again.input_value("#kind-select") == "global"
+    assert again.input_value("#rtol") == "0.5" and again.input_value("#atol") == "0.25"
+    chain = data.chain(0)
+    err = np.abs(chain["device"][t].astype(np.float64) - chain["global"][t])
+    assert _metric(again, "allclose_mismatches") == mismatches == int(np.count_nonzero(err > 0.25 + 0.5 * np.abs(chain["global"][t])))
+    assert again.evaluate("location.hash") == fragment
+
+
+def test_runs_view_tolerances_verdicts_and_pair_heatmaps(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.click("#tab-runs")
+    page.select_option("#run-a", "run_a")
+    page.select_option("#run-b", "run_b")
+    assert page.input_value("#run-rtol") == "" and page.get_attribute("#run-rtol", "placeholder") == "policy"
+    page.click("#run-compare")
+    page.wait_for_selector("#run-table tbody tr.divergence")
+    div = page.query_selector("#run-table tbody tr.divergence")
+    assert div.get_attribute("data-verdict") == "diverges" and "diverges: " in div.inner_text()
+    verdicts = [tr.get_attribute("data-verdict") for tr in page.query_selector_all("#run-table tbody tr")]
+    assert verdicts[: data.DIVERGE_OP - 1] == ["identical"] * (data.DIVERGE_OP - 1)
+    assert f"first divergence: op {data.DIVERGE_OP}" in page.inner_text("#run-summary")
+
+    page.click("#run-jump")  # opens the A-against-B view of the first divergence
+    page.wait_for_selector("#run-pair:not([hidden])")
+    page.wait_for_function("() => document.querySelector('.run-panel[data-side=error]').dataset.max")
+    a, b = data.chain(0)["device"][data.DIVERGE_OP], data.chain(1)["device"][data.DIVERGE_OP]
+    sides = {s: page.get_attribute(f'.run-panel[data-side="{s}"]', "data-region") for s in ("a", "b", "error")}
+    assert set(sides.values()) == {"0:64,0:96"}
+    assert float(page.get_attribute(".run-panel[data-side=error]", "data-max")) == pytest.approx(float(np.abs(a - b).max()), rel=1e-6)
+    size = page.evaluate("[...document.querySelectorAll('.run-panel canvas')].map(c => [c.width, c.height])")
+    assert all(w == 3 * 96 and h == 3 * 64 for w, h in size)  # square cells: 3 whole pixels per element each way
+    page.click("#run-zoom-in")
+    page.wait_for_function("() => document.querySelector('.run-panel[data-side=a]').dataset.region === '16:48,24:72'")
+    assert len({page.get_attribute(f'.run-panel[data-side="{s}"]', "data-region") for s in ("a", "b", "error")}) == 1
+    _shot(page, tmp_path, "runs.png")
+
+    # the URL keeps the runs view: a fresh page opens the same pair at the same zoom
+    fragment = page.evaluate("location.hash")
+    assert "tab=runs" in fragment and "row=" in fragment and "view=16%3A48%2C24%3A72" in fragment
+    again = pages.open("/" + fragment)
+    again.wait_for_function("() => document.querySelector('.run-panel[data-side=a]')?.dataset.region === '16:48,24:72'")
+    assert again.inner_text("#run-pair-title") == page.inner_text("#run-pair-title")
+
+    # the tolerance controls are the request's: a PCC threshold of -1 leaves SQNR as the failed criterion
+    assert "diverges: pcc, sqnr_db" in page.inner_text("#run-table tbody tr.divergence")
+    page.fill("#run-pcc", "-1")
+    page.click("#run-compare")
+    page.wait_for_function("() => document.querySelector('#run-table tbody tr.divergence')?.innerText.includes('diverges: sqnr_db')")
+    assert "pcc=-1" in page.evaluate("location.hash")
+
+
+def test_worst_tile_tile_grid_and_hover_from_the_fetched_window(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.click("#jump-culprit")
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    page.wait_for_function("() => document.querySelector('#panel-error').dataset.region === '0:64,0:96'")
+    page.click("#worst-tile")
+    page.wait_for_function("() => document.querySelector('#panel-error').dataset.region === '16:64,16:80'")
+    assert page.get_attribute("#worst-tile", "data-tile") == "0,0,1,1"  # the flipped block is tile (1, 1)
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
+    assert page.get_attribute("#panel-actual", "data-tiles") == "32x32"  # the tile grid is drawn at this zoom
+    chain = data.chain(0)
+    actual, golden = chain["device"][data.CULPRIT_OP][0, 0], chain["local"][data.CULPRIT_OP][0, 0]
+    asked: list[str] = []
+    page.on("request", lambda req: asked.append(req.url) if "/point" in req.url or "/values" in req.url else None)
+    box = page.locator("#panel-actual .canvas-wrap canvas").bounding_box()
+    for fy, fx in ((0.7, 0.5), (0.3, 0.2), (0.9, 0.9)):
+        page.mouse.move(2, 2)
+        page.wait_for_selector("#tooltip", state="hidden")
+        page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+        page.wait_for_selector("#tooltip:not([hidden])")
+        index = [int(x) for x in page.get_attribute("#tooltip .idx", "data-index").split(",")]
+        shown = {tr.get_attribute("data-key"): tr.query_selector_all("td")[-1].inner_text().strip()
+                 for tr in page.query_selector_all("#tooltip tr")}
+        r, c = index[2], index[3]
+        assert float(shown["actual"]) == pytest.approx(float(actual[r, c]), rel=1e-6)
+        assert float(shown["golden"]) == pytest.approx(float(golden[r, c]), rel=1e-6)
+        assert float(shown["abs_error"]) == pytest.approx(abs(float(actual[r, c]) - float(golden[r, c])), rel=1e-5)
+        bits = np.array([actual[r, c], golden[r, c]], dtype=np.float32).view(np.int32).astype(np.int64)
+        ordered = np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
+        assert int(shown["ulp"]) == int(abs(ordered[0] - ordered[1]))
+        assert shown["tile"].startswith(f"({r // 32}, {c // 32})")
+        assert page.get_attribute("#tooltip", "data-source") == "grid"
+    assert not asked, asked  # the values came from the window already fetched
+    _shot(page, tmp_path, "worst-tile.png")
+
+
+def test_device_table_of_a_mesh_tensor(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.click(f'#op-table tbody tr[data-op-id="{data.OPS + 1}"]')
+    page.wait_for_selector("#device-table tr[data-device]")
+    rows = {tr.get_attribute("data-device"): tr.inner_text() for tr in page.query_selector_all("#device-table tr[data-device]")}
+    assert sorted(rows) == ["0,0", "0,1", "0,2", "0,3"]
+    assert "FAIL" in rows["0,2"] and all("pass" in v for k, v in rows.items() if k != "0,2")
+    assert "1.07" in rows["0,2"]  # its fit scale
+    _shot(page, tmp_path, "devices.png")
+    page.click('#device-table tr[data-device="0,2"]')  # opens that device's shard
+    page.wait_for_function("() => document.querySelector('#device-select').value === '0,2'")
+    page.wait_for_selector("#device-card", state="hidden")

@@ -1,0 +1,91 @@
+"""Reports for the page's debugging views (tests/test_web_debug_api.py, tests/test_web_debug_browser.py): a chain of
+float32 operations with local and global golden records where one operation (CULPRIT_OP) is wrong by itself (a
+sign-flipped 32x32 block in its output) and the operations after it inherit the error (their local comparisons pass,
+their global ones fail), and a second run whose output of DIVERGE_OP differs from the first run's by a flipped
+block (run against run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import reportdb
+from reportdb.spec import Distribution, Placement
+
+OPS = 6
+CULPRIT_OP = 3
+DIVERGE_OP = 4
+SHAPE = (1, 1, 64, 96)
+FLIP = (slice(32, 64), slice(32, 64))
+MESH_TENSOR = 50
+
+
+def _step(x: np.ndarray, op: int) -> np.ndarray:
+    """The exact computation of operation ``op`` (golden and device alike)."""
+    return (np.tanh(x * (1.0 + 0.1 * op)) + 0.05 * op).astype(np.float32)
+
+
+def chain(variant: int) -> dict[str, dict[int, np.ndarray]]:
+    """Per operation: the device output, its local golden (op on the device's input) and its global golden (the
+    golden chain from the start). ``variant`` 1 flips a block of DIVERGE_OP's output as well (the second run)."""
+    x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)
+    device, local, glob = {0: x}, {}, {}
+    g = x
+    for op in range(1, OPS + 1):
+        local[op] = _step(device[op - 1], op)
+        g = _step(g, op)
+        glob[op] = g
+        out = local[op].copy()
+        if op == CULPRIT_OP or (variant == 1 and op == DIVERGE_OP):
+            out[(0, 0) + FLIP] *= -1
+        device[op] = out
+    return {"device": device, "local": local, "global": glob}
+
+
+def build(path: Path, variant: int = 0) -> dict[str, dict[int, np.ndarray]]:
+    """The report of a run: op ``k`` reads tensor ``k - 1`` and writes tensor ``k``; its local golden is tensor
+    ``100 + k``, its global golden ``200 + k``. Operations carry arguments, a stack trace and a duration."""
+    data = chain(variant)
+    with reportdb.Writer(path) as w:
+        w.put_tensor(0, data["device"][0])
+        for op in range(1, OPS + 1):
+            w.put_tensor(op, data["device"][op], role="output")
+            w.put_tensor(100 + op, data["local"][op])
+            w.put_tensor(200 + op, data["global"][op])
+            w.add_operation(op, f"ttnn.step_{op}", inputs=[op - 1], outputs=[op], duration=1000.0 * op,
+                            arguments={"scale": f"{1.0 + 0.1 * op:.1f}", "memory_config": "DRAM"},
+                            stack_trace=[f'File "model.py", line {10 + op}, in forward', f"    y = ttnn.step_{op}(x)"])
+        w.add_rows("local_tensor_comparison_records", [
+            {"tensor_id": op, "golden_tensor_id": 100 + op, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
+            for op in range(1, OPS + 1)
+        ])  # fmt: skip
+        w.add_rows("global_tensor_comparison_records", [
+            {"tensor_id": op, "golden_tensor_id": 200 + op, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
+            for op in range(1, OPS + 1)
+        ])  # fmt: skip
+    with reportdb.open(path, "a") as report:  # a 1x4 mesh tensor whose device (0, 2) is 7% off in scale
+        mesh, golden = mesh_tensor()
+        report.put_tensor(MESH_TENSOR, shards=[((0, d), mesh[..., 32 * d : 32 * (d + 1)]) for d in range(4)],
+                          ttnn_dtype="FLOAT32", distribution=Distribution((1, 4), (Placement("replicate"), Placement("shard", 3))))
+        report.put_tensor(MESH_TENSOR + 100, golden)
+        with report.connection() as conn:
+            conn.execute("INSERT INTO operations(operation_id, name) VALUES (?, ?)", (OPS + 1, "ttnn.all_gather"))
+            conn.execute("INSERT INTO input_tensors(operation_id, input_index, tensor_id) VALUES (?, 0, ?)", (OPS + 1, OPS))
+            conn.execute("INSERT INTO output_tensors(operation_id, output_index, tensor_id) VALUES (?, 0, ?)", (OPS + 1, MESH_TENSOR))
+            conn.execute("INSERT INTO local_tensor_comparison_records(tensor_id, golden_tensor_id, matches, desired_pcc, "
+                         "actual_pcc) VALUES (?, ?, 1, 0.99, 1.0)", (MESH_TENSOR, MESH_TENSOR + 100))
+    return data
+
+
+def mesh_tensor() -> tuple[np.ndarray, np.ndarray]:
+    """The 1x4 mesh tensor (assembled) and its golden: device (0, 2)'s columns are 1.07 times the golden's."""
+    golden = np.random.default_rng(9).standard_normal((1, 1, 32, 128)).astype(np.float32)
+    mesh = golden.copy()
+    mesh[..., 64:96] *= 1.07
+    return mesh, golden
+
+
+def pcc(a: np.ndarray, b: np.ndarray) -> float:
+    """numpy's Pearson correlation of two arrays."""
+    return float(np.corrcoef(np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel())[0, 1])
