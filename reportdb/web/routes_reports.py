@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, request, send_from_directory
 
-from ..errors import SchemaError, TensorNotFoundError
+from ..errors import CorruptionError, SchemaError, TensorNotFoundError
 from . import limits, params, tolerances, views
 from .answers import answer, values_json
 from .context import lookup, settings
@@ -264,7 +264,11 @@ def _described(one: Served, tensor_ids: set[int], stored: set[tuple[int, int]], 
     found: dict[int, dict[str, Any]] = {}
     for tensor_id in sorted(tensor_ids):
         if (tensor_id, rank) in stored:
-            info = one.report.tensor_info(tensor_id, rank)
+            try:
+                info = one.report.tensor_info(tensor_id, rank)
+            except CorruptionError as exc:  # one damaged tensor's row is shown as such; the rest of the list stands
+                found[tensor_id] = {"shape": None, "dtype": None, "ttnn_dtype": None, "damaged": str(exc)}
+                continue
             found[tensor_id] = {"shape": None if info.shape is None else list(info.shape), "dtype": info.dtype,
                                 "ttnn_dtype": info.spec.ttnn_dtype}
     rest = sorted(tensor_ids - found.keys())
