@@ -11,11 +11,6 @@ against numpy. Screenshots are kept under pytest's tmp dir (and as ``docs/web-pa
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,13 +23,10 @@ from reportdb.analysis.policy import Policy
 from reportdb.spec import Distribution, Placement
 
 from conftest import ROOT
+from served import VIEWPORT, chromium, serving
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
-VIEWPORT = {"width": 1366, "height": 768}
 BLOCK = (slice(100, 104), slice(600, 604))  # the 4x4 block of tensor 2 (index [0, 0]) that is off by 0.25
 FILLER_OPS = 120  # operations without golden records after the three that have one, so the list has two pages
 
@@ -97,52 +89,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def server(runs: dict[str, Any]) -> Iterator[str]:
     """A ``reportdb serve`` process serving both runs on a free loopback port; yields the URL it printed."""
-    root = runs["root"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reportdb", "serve", str(root / "run_a"), str(root / "run_b"), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
-    )  # fmt: skip
-    found: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            match = re.search(r"http://\S+/", line)
-            if match and not found:
-                found.append(match.group(0))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        if not ready.wait(60) or not found:
-            proc.kill()
-            pytest.fail(f"reportdb serve printed no URL within 60 s; stderr: {proc.communicate(timeout=10)[1][-2000:]}")
-        yield found[0]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+    with serving(runs["root"] / "run_a", runs["root"] / "run_b", cwd=runs["root"]) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's Chromium under Playwright, launched with the flags a closed network needs."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: `apt-get install chromium` (CI's .ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture()

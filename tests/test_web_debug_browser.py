@@ -7,11 +7,6 @@ fresh page giving the same view. Numbers the page shows are checked against nump
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,13 +14,9 @@ import numpy as np
 import pytest
 
 import web_debug_data as data
+from served import VIEWPORT, chromium, serving
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
-VIEWPORT = {"width": 1366, "height": 768}
 
 
 @pytest.fixture(scope="module")
@@ -39,47 +30,14 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(root: Path) -> Iterator[str]:
     """``reportdb serve`` of both runs on a free loopback port; yields the URL it printed."""
-    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", str(root / "run_a"), str(root / "run_b"),
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
-    found: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            match = re.search(r"http://\S+/", line)
-            if match and not found:
-                found.append(match.group(0))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        if not ready.wait(60) or not found:
-            proc.kill()
-            pytest.fail(f"reportdb serve printed no URL; stderr: {proc.communicate(timeout=10)[1][-2000:]}")
-        yield found[0]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    with serving(root / "run_a", root / "run_b", cwd=root) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: `apt-get install chromium`")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 class Pages:

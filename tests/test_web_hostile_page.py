@@ -7,13 +7,8 @@ planted text is on the page as text (so the walk did reach it)."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -22,7 +17,7 @@ import pytest
 
 import reportdb
 
-from test_web_browser import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+from served import VIEWPORT, chromium, serving
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -79,51 +74,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     hostile = root / "run<img src=x class=planted onerror=alert(1)>"
     _build(hostile)
     shutil.copytree(hostile, root / "copy")
-    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", str(hostile), str(root / "copy"), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
-    found: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            match = re.search(r"http://\S+/", line)
-            if match and not found:
-                found.append(match.group(0))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        if not ready.wait(60) or not found:
-            proc.kill()
-            pytest.fail(f"no URL within 60 s: {proc.communicate(timeout=10)[1][-2000:]}")
-        yield found[0]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    with serving(hostile, root / "copy", cwd=root) as url:
+        yield url
 
 
 @pytest.fixture()
 def page(server: str) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: `apt-get install chromium`")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            pg = browser.new_context(viewport=VIEWPORT).new_page()
-            pg.set_default_timeout(20_000)
-            pg.goto(server)
-            pg.wait_for_selector("body[data-ready=true]")
-            yield pg
-        finally:
-            browser.close()
+    with chromium() as browser:
+        pg = browser.new_context(viewport=VIEWPORT).new_page()
+        pg.set_default_timeout(20_000)
+        pg.goto(server)
+        pg.wait_for_selector("body[data-ready=true]")
+        yield pg
 
 
 def _planted(page: Any) -> list[str]:
