@@ -113,7 +113,7 @@ class Connection(sqlite3.Connection):
         statement of a small tensor's read)."""
         self._arm()
         try:
-            return sqlite3.Connection.execute(self, sql, parameters).fetchall()
+            return reopened(lambda: sqlite3.Connection.execute(self, sql, parameters).fetchall())
         except UnicodeDecodeError as exc:
             raise not_utf8(self.path, exc) from exc
         except sqlite3.Error as exc:
@@ -121,6 +121,29 @@ class Connection(sqlite3.Connection):
             if mapped is None:
                 raise
             raise mapped from exc
+
+
+#: How long a statement is tried again while SQLite cannot open the file's -wal/-shm (:func:`reopened`).
+REOPEN_SECONDS = 1.0
+
+
+def reopened(call: Callable[[], Any]) -> Any:
+    """``call()``, tried again for up to :data:`REOPEN_SECONDS` while SQLite answers "unable to open database file"
+    (SQLITE_CANTOPEN): a read-only connection meets that for a moment while a writer moves the file between a rollback
+    journal and WAL (the -wal and -shm files come and go); a file that stays unopenable still fails."""
+    deadline = None
+    while True:
+        try:
+            return call()
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            if (code & 0xFF if code is not None else None) != 14 and "unable to open database file" not in str(exc):
+                raise
+            now = time.monotonic()
+            deadline = deadline or now + REOPEN_SECONDS
+            if now >= deadline:
+                raise
+            time.sleep(0.002)
 
 
 def not_utf8(path: Path, exc: UnicodeDecodeError) -> CorruptionError:
@@ -148,7 +171,7 @@ class Cursor(sqlite3.Cursor):
             raise mapped from exc
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
-        return self._call(super().execute, sql, parameters)
+        return self._call(reopened, lambda: super(Cursor, self).execute(sql, parameters))
 
     def executemany(self, sql: str, parameters: Iterable[Any], /) -> Any:
         return self._call(super().executemany, sql, parameters)
