@@ -370,6 +370,46 @@ def test_a_damaged_page_is_corruption(tmp_path: Path) -> None:
             report.tensor(1)
 
 
+def _handles(path: Path) -> int:
+    """This process's file descriptors on ``path`` (Linux ``/proc``)."""
+    import os
+
+    fds = Path("/proc/self/fd")
+    return sum(os.readlink(fd) == str(path) for fd in fds.iterdir() if fd.exists())
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts file descriptors through Linux /proc")
+def test_closing_frees_the_file_at_once_while_an_error_keeps_a_cursor_alive(tmp_path: Path) -> None:
+    """Python 3.11+ leaves a closed connection's file open while a cursor of it lives, and a failed read's traceback
+    holds one (the fuzz harness saw handles left on a damaged report): close() must free the file anyway."""
+    import gc
+
+    path = _report(tmp_path / "db.sqlite")
+    con = sqlite3.connect(path)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    roots = [r[0] for r in con.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name='rdb_tensor' AND rootpage")]
+    con.close()
+    with path.open("r+b") as f:
+        for root in roots:
+            f.seek((root - 1) * page_size)
+            f.write(b"\xff" * 64)
+    gc.disable()  # the garbage collector would free the cursor by chance; the point is that close() does
+    try:
+        report = reportdb.open(path)
+        with pytest.raises(CorruptionError) as failed:
+            report.tensor(1)
+        kept = failed.value  # its traceback's frames hold the cursor of the failed statement
+        assert _handles(path) == 1
+        report.close()
+        assert _handles(path) == 0, "the closed report still holds its file"
+        with pytest.raises(CorruptionError) as failed_verify:
+            reportdb.verify(path)
+        assert _handles(path) == 0, "verify left the file open"
+        del kept, failed_verify
+    finally:
+        gc.enable()
+
+
 # --- 6. completeness --------------------------------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ import sqlite3
 import stat
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -92,14 +93,30 @@ class Connection(sqlite3.Connection):
             return 1
         return 0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
+
     def cursor(self, factory: Any = None) -> Any:  # SQLAlchemy's cursors are Cursors too
         try:
-            return super().cursor(factory or Cursor)
+            made = super().cursor(factory or Cursor)
         except sqlite3.ProgrammingError as exc:  # a closed connection: ReportClosedError
             mapped = translate(exc, self.path, only_own=True)
             if mapped is None:
                 raise
             raise mapped from exc
+        self._cursors.add(made)
+        return made
+
+    def close(self) -> None:
+        """Close the connection and the file at once. Since Python 3.11 ``close()`` leaves SQLite's connection open
+        (a "zombie" holding the file) while any cursor of it is alive, and an error's traceback can keep one alive
+        until the garbage collector runs, or for good from a frame that stays (a thread's): so every cursor this
+        connection made is closed first, which finalizes its statement."""
+        for made in list(self._cursors):
+            with contextlib.suppress(sqlite3.Error):
+                made.close()
+        super().close()
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         return self.cursor().execute(sql, parameters)
