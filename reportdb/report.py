@@ -194,12 +194,16 @@ class Report:
         if existed and mode == "a" and self.path.stat().st_size > 0:
             recognize.check_file(self.path)  # someone else's database gets no reportdb tables
         opened = schema.open_database(self.path, writing=mode == "a", existed=existed)
+        try:
+            self._open(opened, mode)
+        except BaseException:  # a file that fails to open is not held open until the error is collected
+            opened.conn.close()
+            raise
+
+    def _open(self, opened: schema.Opened, mode: Mode) -> None:
+        """The rest of opening, on the connection :func:`schema.open_database` made: what the file holds."""
         if mode == "r":
-            try:
-                recognize.check(opened.conn, self.path, empty_ok=False)
-            except BaseException:
-                opened.conn.close()
-                raise
+            recognize.check(opened.conn, self.path, empty_ok=False)
         self._conn, self.schema_revision = opened.conn, opened.revision
         self._wal = opened.new_file  # this connection has put the file in WAL mode (else at its first write)
         self._engine: Engine | None = None  # made by session(), on first use: SQLAlchemy's ORM is slow to import
