@@ -97,3 +97,18 @@ def test_op_on_the_real_fixture_reports(tmp_path: Path) -> None:
     legacy = reportdb.operation_context(FIXTURES / "ttnn-0.62.2-bin" / "report", 4)  # the original folder, read as is
     assert legacy.name == "ttnn.linear" and legacy.outputs and not legacy.outputs[0].stored
     assert {c.status for c in legacy.outputs[0].comparisons} == {"tensor not stored"}
+
+
+def test_an_id_that_is_not_an_integer_is_corruption_not_a_crash(tmp_path: Path) -> None:
+    import sqlite3
+
+    from reportdb.errors import CorruptionError
+
+    path = _writer_report(tmp_path / "r")
+    con = sqlite3.connect(path / "db.sqlite", isolation_level=None)
+    con.execute("UPDATE input_tensors SET tensor_id='four' WHERE operation_id=3")
+    con.close()
+    with pytest.raises(CorruptionError, match="operation tables.*not an integer"):
+        reportdb.operation_context(path, 2)
+    with pytest.raises(CorruptionError, match="not an integer"):
+        reportdb.compare_golden(path)

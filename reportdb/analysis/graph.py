@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..errors import CorruptionError
+from ..results import Result
+
 if TYPE_CHECKING:
     from ..report import Report
 
@@ -28,6 +31,15 @@ def ranked_rows(conn: Any, sql: str, table: str, rank: int) -> list[tuple[Any, .
     ranked = "rank" in columns
     sql = sql.format(where=" WHERE rank=?" if ranked else "")
     return [tuple(r) for r in conn.exec_driver_sql(sql, (rank,) if ranked else ())]
+
+
+@dataclass(frozen=True)
+class OperationRef(Result):
+    """An operation by id and name: a link in the CLI's and the page's views, or one run's operation without a partner
+    in the other."""
+
+    operation_id: int
+    name: str
 
 
 @dataclass
@@ -54,6 +66,16 @@ class TensorGraph:
 
 def tensor_graph(report: "Report", rank: int = 0) -> TensorGraph:
     """The graph of one rank of ``report`` (see :class:`TensorGraph`)."""
+    try:
+        return _read_graph(report, rank)
+    except (TypeError, ValueError) as exc:  # an id column holding text or a float that is no integer
+        raise CorruptionError(
+            f"{report.path}: the operation tables (operations, input_tensors, output_tensors, tensors) hold an id that "
+            f"is not an integer ({exc}); the report was damaged or written by another tool: migrate it again"
+        ) from exc
+
+
+def _read_graph(report: "Report", rank: int) -> TensorGraph:
     graph = TensorGraph()
     with report.session() as session:
         conn = session.connection()

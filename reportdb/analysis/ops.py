@@ -17,7 +17,7 @@ from ..errors import InvalidArgumentError
 from ..results import Result
 from .culprits import assign_roles
 from .golden import GoldenRecord, _recompute, golden_records
-from .graph import TensorGraph, opened, ranked_rows, table_columns, tensor_graph
+from .graph import OperationRef, TensorGraph, opened, ranked_rows, table_columns, tensor_graph
 from .policy import as_policy
 
 if TYPE_CHECKING:
@@ -27,14 +27,6 @@ if TYPE_CHECKING:
 #: Lines of source shown around a frame's line (before, after).
 CONTEXT_LINES = (2, 2)
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
-
-
-@dataclass(frozen=True)
-class OperationRef(Result):
-    """Another operation, by id and name (a link in the CLI's and the page's views)."""
-
-    operation_id: int
-    name: str
 
 
 @dataclass(frozen=True)

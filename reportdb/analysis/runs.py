@@ -20,7 +20,7 @@ from ..errors import ReportDBError
 from ..numeric.metrics import Comparison
 from ..numeric.streamed import compare_stored
 from ..results import Result, html_table
-from .graph import TensorGraph, judged_dtype, opened, tensor_graph
+from .graph import OperationRef, TensorGraph, judged_dtype, opened, tensor_graph
 from .policy import Policy, as_policy
 
 if TYPE_CHECKING:
@@ -64,14 +64,6 @@ class RunRow(Result):
     first_divergence: bool = False
     verdict: str | None = None
     failed: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class OperationRef(Result):
-    """An operation of one run that has no partner in the other."""
-
-    operation_id: int
-    name: str
 
 
 @dataclass(frozen=True)
