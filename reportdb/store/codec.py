@@ -159,24 +159,36 @@ def compress(piece: np.ndarray) -> bytes | None:
     return frame if len(frame) <= (1 - MIN_SAVING) * piece.nbytes else None
 
 
-def decompress(codec: str, stored: bytes, nbytes: int, where: str) -> bytes:
-    """The ``nbytes`` raw bytes of a stored chunk (already crc-checked); ``where`` names it in errors.
-
-    The frame must declare its size (reportdb always writes it) and declare ``nbytes``, checked before decoding,
-    and no more than ``nbytes`` are decoded, so a damaged or hostile frame cannot make it allocate more.
-    """
+def _checked_frame(codec: str, stored: bytes, nbytes: int, where: str) -> _Zstd:
+    """The zstd library to decode stored chunk ``where`` with, once its codec is known and its frame declares
+    ``nbytes`` (reportdb always writes the size): checked before anything is decoded, so a damaged or hostile frame
+    cannot make a reader allocate more than the size the chunk's row was checked for."""
     if codec != ZSTD:
         raise CorruptionError(f"{where} is stored with unknown codec {codec!r}; the database file is damaged")
     zstd = _zstd(f"{where} is zstd-compressed and no zstd library is installed to read it")
     try:
         declared = zstd.content_size(stored)
-        if declared is None:
-            raise CorruptionError(f"{where} is a zstd frame that does not declare its size; the database file is damaged")
-        if declared != nbytes:
-            raise CorruptionError(f"{where} decompresses to {declared} bytes, not {nbytes}; the database file is damaged")
+    except zstd.error as exc:
+        raise _undecodable(where, exc) from None
+    if declared is None:
+        raise CorruptionError(f"{where} is a zstd frame that does not declare its size; the database file is damaged")
+    if declared != nbytes:
+        raise CorruptionError(f"{where} decompresses to {declared} bytes, not {nbytes}; the database file is damaged")
+    return zstd
+
+
+def _undecodable(where: str, exc: Exception) -> CorruptionError:
+    return CorruptionError(f"{where} cannot be decompressed ({exc}); the database file is damaged")
+
+
+def decompress(codec: str, stored: bytes, nbytes: int, where: str) -> bytes:
+    """The ``nbytes`` raw bytes of a stored chunk (already crc-checked) in one piece; ``where`` names it in errors.
+    The frame is checked first (:func:`_checked_frame`) and no more than ``nbytes`` are decoded."""
+    zstd = _checked_frame(codec, stored, nbytes, where)
+    try:
         raw = zstd.decompress(stored, nbytes)
     except zstd.error as exc:
-        raise CorruptionError(f"{where} cannot be decompressed ({exc}); the database file is damaged") from None
+        raise _undecodable(where, exc) from None
     if len(raw) != nbytes:
         raise CorruptionError(f"{where} decompressed to {len(raw)} bytes, not {nbytes}; the database file is damaged")
     return raw
@@ -192,24 +204,17 @@ def pieces(codec: str, stored: bytes, nbytes: int, where: str, size: int = PIECE
     at a time (``where`` names it in errors): a reader that needs only the start of a chunk (a window) stops early,
     and one that needs it all copies each piece to its place, so no chunk is ever held whole, decompressed, in memory
     (a hostile frame of 1 GiB of zeros made a 10-element window cost 1.09 GB). The frame must declare ``nbytes``, as
-    reportdb writes it; more or fewer bytes than that are a CorruptionError."""
-    if codec != ZSTD:
-        raise CorruptionError(f"{where} is stored with unknown codec {codec!r}; the database file is damaged")
-    zstd = _zstd(f"{where} is zstd-compressed and no zstd library is installed to read it")
+    reportdb writes it (:func:`_checked_frame`); more or fewer bytes than that are a CorruptionError."""
+    zstd = _checked_frame(codec, stored, nbytes, where)
     done = 0
     try:
-        declared = zstd.content_size(stored)
-        if declared is None:
-            raise CorruptionError(f"{where} is a zstd frame that does not declare its size; the database file is damaged")
-        if declared != nbytes:
-            raise CorruptionError(f"{where} decompresses to {declared} bytes, not {nbytes}; the database file is damaged")
         for piece in zstd.pieces(stored, size):
             done += len(piece)
             if done > nbytes:
                 break
             yield piece
     except zstd.error as exc:
-        raise CorruptionError(f"{where} cannot be decompressed ({exc}); the database file is damaged") from None
+        raise _undecodable(where, exc) from None
     if done != nbytes:
         found = f"ends after {done} bytes" if done < nbytes else "holds more bytes"
         raise CorruptionError(f"{where} cannot be decompressed: its frame {found}, not the {nbytes} it declares; the "
