@@ -15,7 +15,6 @@ file drops every POSIX lock the process holds on it, SQLite's included. So it us
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 from pathlib import Path
@@ -30,7 +29,8 @@ def _sync_file_range() -> Any:
     if not os.path.isdir("/proc/self/fd"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them (find_library
+        # would run /sbin/ldconfig in a subprocess inside a durable writer)
         function = libc.sync_file_range
     except (OSError, AttributeError):
         return None

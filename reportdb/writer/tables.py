@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ReportDBError, RowError
+from ..errors import ReportDBError, RowError, excerpt
 from ..store.engine import quoted
 from .values import TensorItem, bindable, int64
 
@@ -312,7 +312,7 @@ class FileTables:
                 try:
                     conn.execute(sql, values)  # a failed statement undoes itself; the transaction goes on
                 except sqlite3.IntegrityError as exc:
-                    refused.append(f"{table} {values!r:.200}: {exc}")
+                    refused.append(f"{table} {excerpt(values)}: {exc}")
 
         if operations:
             ranked = "rank" in self.columns("operations")
