@@ -281,3 +281,22 @@ def test_views_and_triggers_are_left_out_and_named(team_url: str, tmp_path: Path
     original = dump(folder / "db.sqlite")
     original["schema"] = [s for s in original["schema"] if s[1] not in ("busy", "spy")]
     assert dump(back) == original
+
+
+def test_a_chunk_table_named_in_other_case_travels_as_chunks(team_url: str, tmp_path: Path) -> None:
+    """SQLite's names are case-insensitive: ``RDB_CHUNK`` is reportdb's chunk table to every reader, so a push must
+    send it as checked chunks into the shared store, not as rows that no chunk check ever sees."""
+    src = make_report(tmp_path / "src", seed=3)
+    conn = sqlite3.connect(src / "db.sqlite", isolation_level=None)
+    conn.execute("ALTER TABLE rdb_chunk RENAME TO renamed_tmp")  # SQLite refuses a rename to the same name
+    conn.execute('ALTER TABLE renamed_tmp RENAME TO "RDB_CHUNK"')
+    conn.close()
+    pushed = team.push(src, team_url, name="upper")
+    assert pushed.chunks == len(chunk_keys(src / "db.sqlite")) > 0
+    assert store_count(team_url, "SELECT COUNT(*) FROM team_chunk") == pushed.chunks
+    back = Path(team.pull(team_url, "upper", tmp_path / "back").path)
+    verified = reportdb.verify(back)
+    assert verified.ok, verified.problems
+    with reportdb.open(src) as a, reportdb.open(back) as b:
+        for tensor_id in a.tensor_ids():
+            np.testing.assert_array_equal(a.tensor(tensor_id), b.tensor(tensor_id))

@@ -203,7 +203,7 @@ def snapshot(path: Path) -> _Snapshot:
                     digest.update(f"{ord_}:{part_no}:{len(data)}:".encode())
                     digest.update(data)
             chunks = []
-            names = {t.name for t in layout.tables if t.kind != "index"}
+            names = {tables.folded(t.name) for t in layout.tables if t.kind != "index"}  # as SQLite compares them
             if tables.CHUNK_TABLE in names:
                 chunk_cols = _columns(conn, tables.CHUNK_TABLE)
                 codec = "codec" if "codec" in chunk_cols else "NULL"

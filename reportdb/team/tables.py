@@ -26,6 +26,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import CorruptionError, FormatError, SchemaError
 from ..store import engine as engine_mod
+from ..store.schema import folded
 
 #: The chunk table travels as references into the shared chunk store, not as rows (``push.py``).
 CHUNK_TABLE = "rdb_chunk"
@@ -100,7 +101,7 @@ def read_layout(conn: sqlite3.Connection, path: Path) -> Layout:
                 conn.execute(f"SELECT rowid FROM {quoted(name)} LIMIT 0")
             except sqlite3.OperationalError:
                 has_rowid = False  # WITHOUT ROWID
-        if name == CHUNK_TABLE:
+        if folded(name) == CHUNK_TABLE:  # SQLite's names are case-insensitive (RDB_CHUNK is it too)
             unknown = sorted(set(columns) - set(CHUNK_COLUMNS))
             if unknown or not {"id", "digest", "nbytes", "crc32", "data"} <= set(columns):
                 raise SchemaError(
