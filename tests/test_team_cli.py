@@ -75,3 +75,21 @@ def test_merge_command(tmp_path: Path) -> None:
     assert out["ranks"] == {str(f / "db.sqlite"): r for r, f in enumerate(folders)} and out["tensors"] == 2
     same = _cli("merge", str(folders[0]), str(folders[0]), "-o", str(tmp_path / "bad"), ok=False)
     assert same.returncode == 1 and "same rank" in same.stderr
+
+
+def test_pull_pinned_to_the_digest_push_printed(team_url: str, tmp_path: Path) -> None:
+    """A store proves itself consistent, not honest: the digest push printed pins the content, so a report replaced
+    under the same name is refused, nothing written."""
+    first, other = make_report(tmp_path / "a", seed=1, own=1), make_report(tmp_path / "b", seed=2, own=1)
+    printed = _cli("push", str(first), team_url, "--name", "run").stdout
+    digest = printed.split("content digest ", 1)[1].split()[0]
+    assert len(digest) == 64
+    pulled = json.loads(_cli("pull", team_url, "run", "-o", str(tmp_path / "ok"), "--digest", digest, "--json").stdout)
+    assert pulled["digest"] == digest and dump(tmp_path / "ok" / "db.sqlite") == dump(first / "db.sqlite")
+    _cli("delete", team_url, "run")
+    _cli("push", str(other), team_url, "--name", "run")  # other content under the same name
+    for pin, message in ((digest, "not the " + digest), ("abc", "64 hex digits")):
+        result = _cli("pull", team_url, "run", "-o", str(tmp_path / "no"), "--digest", pin, ok=False)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 1 and len(lines) == 1 and message in lines[0], result.stderr
+        assert not (tmp_path / "no").exists()

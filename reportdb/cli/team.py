@@ -79,6 +79,7 @@ def push_(report_path: Path, url: str, name: str | None, tags: tuple[str, ...], 
               f"({_size(result.bytes_uploaded)} of {_size(result.stored_bytes)}), the rest already stored")
     else:
         _echo(f"{result.name!r} is already stored with this content: nothing sent")
+    _echo(f"content digest {result.digest} (pull --digest {result.digest} proves this content comes back)")
     if result.left_out:
         _echo(f"left out (reportdb runs no report-supplied SQL): {', '.join(result.left_out)}")
     if result.stale_collected:
@@ -89,21 +90,23 @@ def push_(report_path: Path, url: str, name: str | None, tags: tuple[str, ...], 
 @click.argument("url")
 @click.argument("name", required=False)
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), help="New report folder (default: ./NAME).")
+@click.option("--digest", metavar="HEX", help="The content digest push printed: refuse any other content.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @_friendly
-def pull_(url: str, name: str | None, out: Path | None, as_json: bool) -> None:
+def pull_(url: str, name: str | None, out: Path | None, digest: str | None, as_json: bool) -> None:
     """Pull report NAME of a team store back into a self-contained SQLite report folder.
 
     \b
     Example:
         reportdb pull postgresql://db.example.com/team nightly-1130 -o reports/nightly-1130
-    An existing file is never overwritten; a failed pull leaves nothing behind.
+    An existing file is never overwritten; a failed pull leaves nothing behind. Every row and chunk is proven
+    against the digest the store keeps; --digest (from push's output) also proves it is the content you pushed.
     """
     from reportdb import team
 
     bar = _BytesProgress(sys.stderr.isatty() and not as_json, "download")
     try:
-        result = team.pull(url, name, out, progress=bar)
+        result = team.pull(url, name, out, progress=bar, digest=digest)
     finally:
         bar.close()
     if as_json:

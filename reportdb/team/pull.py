@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..results import Result
-from ..errors import CorruptionError, OutputPathError, ReportNotFoundError
+from ..errors import CorruptionError, InvalidArgumentError, OutputPathError, ReportNotFoundError, excerpt
 from ..store import blobs, codec as codec_mod
 from . import server, tables
 
@@ -63,6 +63,7 @@ class PullResult(Result):
     chunks: int
     bytes: int
     seconds: float
+    digest: str  # the content digest proven (hex), as push reported it
 
 
 @dataclass(frozen=True)
@@ -362,10 +363,15 @@ def destination(out: str | os.PathLike[str]) -> tuple[Path, Path | None]:
 
 
 def pull(url: str, name: str | None = None, out: str | os.PathLike[str] | None = None, *,
-         progress: Progress | None = None) -> PullResult:
-    """Pull report ``name`` (or the name the URL ends with) into ``out`` (default: a folder of that name here)."""
+         progress: Progress | None = None, digest: str | None = None) -> PullResult:
+    """Pull report ``name`` (or the name the URL ends with) into ``out`` (default: a folder of that name here).
+
+    Every row and chunk is proven against the content digest the store keeps for the report; that proves the store
+    consistent, not honest. ``digest`` (the hex digest ``push`` printed) pins the content: a store holding anything
+    else under that name is refused before a byte is written."""
     from ..report import Report
 
+    expected = _expected_digest(digest)
     started = time.perf_counter()
     store = server.parse_url(url, name=name, need_name=True)
     assert store.name is not None
@@ -374,6 +380,11 @@ def pull(url: str, name: str | None = None, out: str | os.PathLike[str] | None =
     partial = target.with_name(f".{target.name}.pull-{os.getpid()}")
     try:
         found = find(conn, store, store.name)
+        if expected is not None and found.digest != expected:
+            raise CorruptionError(
+                f"{store.display}: report {found.name!r} has content digest {found.digest.hex()}, not the "
+                f"{expected.hex()} asked for: the store holds other content under that name; nothing was written"
+            )
         if made is not None:
             try:
                 made.mkdir(parents=True)
@@ -400,4 +411,17 @@ def pull(url: str, name: str | None = None, out: str | os.PathLike[str] | None =
         raise OutputPathError(f"{target}: appeared while pulling; nothing was changed") from None
     finally:
         conn.close()
-    return PullResult(found.name, str(target), n_chunks, n_bytes, time.perf_counter() - started)
+    return PullResult(found.name, str(target), n_chunks, n_bytes, time.perf_counter() - started, found.digest.hex())
+
+
+def _expected_digest(digest: str | None) -> bytes | None:
+    """The content digest a pull is pinned to (64 hex digits, as push reports it), or None."""
+    if digest is None:
+        return None
+    try:
+        raw = bytes.fromhex(digest)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise InvalidArgumentError(f"digest must be the 64 hex digits push printed, not {excerpt(digest)}")
+    return raw
