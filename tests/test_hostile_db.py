@@ -410,6 +410,39 @@ def test_closing_frees_the_file_at_once_while_an_error_keeps_a_cursor_alive(tmp_
         gc.enable()
 
 
+def _super_journal_naming(db: Path, victim: Path, page_size: int = 65536) -> None:
+    """A hot rollback journal beside ``db`` whose super-journal record (SQLite's pager.c layout: the locking page's
+    number, the name, its length and byte sum, the journal magic) names ``victim``."""
+    import struct
+
+    magic = bytes.fromhex("d9d505f920a163d7")
+    header = (magic + struct.pack(">IIIII", 0, 0, 2, 512, page_size)).ljust(512, b"\0")
+    name = str(victim).encode()
+    record = struct.pack(">I", 0x40000000 // page_size + 1) + name + struct.pack(">II", len(name), sum(name)) + magic
+    Path(f"{db}-journal").write_bytes(header + record)
+
+
+@pytest.mark.parametrize("how", ["append", "upgrade", "read"])
+def test_a_journal_naming_a_super_journal_cannot_delete_a_file_elsewhere(tmp_path: Path, how: str) -> None:
+    """Rolling back a journal that names a super-journal makes SQLite read that file and delete it: a report from
+    someone else could delete any file its reader can write. Every open refuses such a journal first."""
+    (tmp_path / "report").mkdir()
+    db = _report(tmp_path / "report" / "db.sqlite")
+    victim = tmp_path / "elsewhere" / "precious.txt"
+    victim.parent.mkdir()
+    victim.write_text("precious")
+    page_size = sqlite3.connect(db).execute("PRAGMA page_size").fetchone()[0]
+    _super_journal_naming(db, victim, page_size)
+    opening = {"append": lambda: reportdb.open(db, "a"), "upgrade": lambda: reportdb.upgrade(db),
+               "read": lambda: reportdb.open(db)}[how]
+    with pytest.raises(UnsafeReportError, match=f"names .*precious.txt.* as its super-journal"):
+        opening()
+    assert victim.read_text() == "precious"
+    Path(f"{db}-journal").unlink()  # what the message says to do: the committed report is intact
+    with reportdb.open(db) as report:
+        np.testing.assert_array_equal(report.tensor(1), ARRAY)
+
+
 # --- 6. completeness --------------------------------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import (
     ConstraintError, CorruptionError, DiskError, NotAReportError, QueryTimeoutError, ReadOnlyError, ReportClosedError,
-    ReportDBError, ReportLockedError, ResourceLimitError, SchemaError, UnsafeReportError,
+    ReportDBError, ReportLockedError, ResourceLimitError, SchemaError, UnsafeReportError, excerpt,
 )
 
 PAGE_SIZE = 65536
@@ -372,6 +372,41 @@ def check_files(path: Path) -> None:
                     f"{suffix[1:]} file; opening it could block forever or write elsewhere. Remove it (nothing of the "
                     f"report is in it), then open {path} again"
                 )
+        named = _super_journal(base + "-journal")
+        if named is not None:
+            raise UnsafeReportError(
+                f"{base}-journal: names {excerpt(named.decode('utf-8', 'replace'))} as its super-journal (a transaction "
+                "across several databases, which reportdb never writes): rolling it back makes SQLite read that file "
+                "and delete it, wherever it is. If you trust the report, remove its -journal and run `reportdb verify` "
+                "(the unfinished transaction the journal would undo may be left half-written); else ask for a copy "
+                "made after its writer finished"
+            )
+
+
+#: The magic number that begins every journal header and ends a super-journal record (SQLite's pager.c).
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def _super_journal(journal: str) -> bytes | None:
+    """The super-journal name a rollback journal ends with, or None. SQLite (``readSuperJournal``) finds it at the
+    journal's end: the name, its length, its checksum and the journal magic; a journal with one is rolled back by
+    reading the named file as a list of journals and then deleting it. Read without blocking; every name SQLite could
+    take is found (its page-number and checksum checks are not needed to refuse one)."""
+    try:
+        fd = os.open(journal, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return None  # no journal (or none readable, which SQLite could not roll back either)
+    try:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or size < 20:
+            return None
+        tail = os.pread(fd, 16, size - 16)
+        length = int.from_bytes(tail[:4], "big")
+        if tail[8:] != _JOURNAL_MAGIC or not 0 < length <= min(size - 20, 1 << 16):
+            return None
+        return os.pread(fd, length, size - 16 - length).rstrip(b"\0") or None
+    finally:
+        os.close(fd)
 
 
 def _header(path: Path) -> bytes:
