@@ -399,6 +399,7 @@ def test_truncated_zip(tmp_path: Path, cut: int) -> None:
         read_pt(path)
 
 
+@pytest.mark.slow
 def test_truncated_legacy_stream_at_every_byte(tmp_path: Path) -> None:
     data = (PT / "files" / "p901_legacy_serializer.pt").read_bytes()
     path = tmp_path / "cut.pt"
@@ -408,6 +409,7 @@ def test_truncated_legacy_stream_at_every_byte(tmp_path: Path) -> None:
             read_pt(path)
 
 
+@pytest.mark.slow
 def test_zip_with_mutated_pickle_only_raises_reportdb_errors(tmp_path: Path) -> None:
     """Every one-byte change of a real data.pkl either reads or raises a ReportDBError naming the file."""
     src = PT / "files" / "p004_float32_slice.pt"
