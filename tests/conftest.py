@@ -88,3 +88,68 @@ def flip_stored_byte(path: Path, chunk_id: int, offset: int) -> None:
         conn.commit()
     finally:
         conn.close()
+
+
+# --- The fast tier, defined here once --------------------------------------------------------------------------------
+#: The marker expression of the fast tier, the edit-test loop's (``python -m pytest --fast``): the README, ``.ci/run``
+#: and pyproject's marker descriptions name ``--fast``, never a copy of this expression.
+FAST_TIER = "not slow and not process"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true", help=f"run the fast tier only: -m {FAST_TIER!r} (and any -m given)")
+
+
+# --- The tiers' contract: a test that starts another process carries the ``process`` marker -------------------------
+# The fast tier (``--fast``) must run no other process; a test that does without the marker
+# would slip into it unseen. Every way the suite (or reportdb under it) starts one passes through these few functions:
+# they are wrapped once, and fail a test not marked ``process`` (in its set-up or call) that reaches one.
+_spawn_allowed = True  # outside a test's set-up and call (collection, teardowns): allowed
+
+
+def _refuse(what: str) -> None:
+    if not _spawn_allowed:
+        pytest.fail(f"this test starts another process ({what}) but is not marked `process`: add @pytest.mark.process")
+
+
+def _guarded(what: str, function: Any) -> Any:
+    def guard(*args: Any, **kwargs: Any) -> Any:
+        _refuse(what)
+        return function(*args, **kwargs)
+
+    guard.__wrapped__ = function  # type: ignore[attr-defined]
+    return guard
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``--fast`` selects the fast tier; the process-starting functions are wrapped once for the session (cheaper than
+    a fixture per test)."""
+    if config.getoption("fast"):
+        given = config.option.markexpr
+        config.option.markexpr = f"({given}) and ({FAST_TIER})" if given else FAST_TIER
+    import multiprocessing.process
+    import os
+    import subprocess
+
+    subprocess.Popen._execute_child = _guarded("subprocess", subprocess.Popen._execute_child)  # type: ignore[attr-defined]
+    multiprocessing.process.BaseProcess.start = _guarded("multiprocessing", multiprocessing.process.BaseProcess.start)  # type: ignore[method-assign]
+    # os.spawn* go through os.fork, os.popen through subprocess; os.system is left as it is (tests pickle it as a
+    # hostile payload, which needs the very function) and no test uses it to start one
+    for name in ("fork", "forkpty"):
+        if hasattr(os, name):
+            setattr(os, name, _guarded(f"os.{name}", getattr(os, name)))
+
+
+def _phase(item: pytest.Item) -> Any:
+    """While ``item`` sets up or runs, it may start processes only if it is marked ``process``. Teardown is left free:
+    that is where the last test of a module or session stops the servers its scope shared (``pg_ctl stop``)."""
+    global _spawn_allowed
+    _spawn_allowed = item.get_closest_marker("process") is not None
+    try:
+        yield
+    finally:
+        _spawn_allowed = True
+
+
+pytest_runtest_setup = pytest.hookimpl(hookwrapper=True)(_phase)
+pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(_phase)

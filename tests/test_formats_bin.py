@@ -370,6 +370,7 @@ def test_worked_offsets_of_the_spec(tmp_path: Path) -> None:
     assert sizes == {0: 212, 1: 225, 3: 226}
 
 
+@pytest.mark.process
 def test_missing_and_unreadable_paths_raise_reportdb_errors(tmp_path) -> None:
     from reportdb.errors import ReportNotFoundError
 
@@ -392,6 +393,7 @@ def _patched(path: Path, at: int, value: bytes) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_declared_counts_beyond_the_file_are_refused_before_allocating(tmp_path: Path) -> None:
     """Counts, shapes and sizes claiming far more than the file holds: each refused, in a process whose
     address space is capped, so a reader that allocated from the claim would fail here instead of swapping."""
@@ -422,6 +424,7 @@ def test_declared_counts_beyond_the_file_are_refused_before_allocating(tmp_path:
         assert kind == "FormatError" and cases[name][1] in message, (name, kind, message)
 
 
+@pytest.mark.slow
 def test_core_range_count_is_capped_even_when_the_bytes_are_there(tmp_path: Path) -> None:
     """Each 32-byte core range becomes ~10x as Python lists: a grid larger than any chip's is refused."""
     from reportdb.formats.tensorbin import MAX_CORE_RANGES

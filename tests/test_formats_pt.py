@@ -399,6 +399,7 @@ def test_truncated_zip(tmp_path: Path, cut: int) -> None:
         read_pt(path)
 
 
+@pytest.mark.slow
 def test_truncated_legacy_stream_at_every_byte(tmp_path: Path) -> None:
     data = (PT / "files" / "p901_legacy_serializer.pt").read_bytes()
     path = tmp_path / "cut.pt"
@@ -408,6 +409,7 @@ def test_truncated_legacy_stream_at_every_byte(tmp_path: Path) -> None:
             read_pt(path)
 
 
+@pytest.mark.slow
 def test_zip_with_mutated_pickle_only_raises_reportdb_errors(tmp_path: Path) -> None:
     """Every one-byte change of a real data.pkl either reads or raises a ReportDBError naming the file."""
     src = PT / "files" / "p004_float32_slice.pt"
@@ -516,6 +518,7 @@ def test_missing_paths_raise_report_not_found_like_the_public_api(tmp_path: Path
             assert isinstance(info.value, FileNotFoundError) and str(path) in str(info.value)
 
 
+@pytest.mark.process
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     """Opening a FIFO for reading blocks until a writer comes: the reader refuses it without waiting."""
     fifo = tmp_path / "pipe.pt"
@@ -560,6 +563,7 @@ def stored(name: str, data: bytes) -> tuple[str, bytes, int, int, int]:
     return name, data, 0, zlib.crc32(data), len(data)
 
 
+@pytest.mark.process
 def test_zip_bomb_refused_before_inflating(tmp_path: Path) -> None:
     """A 1 MB archive whose storage record inflates to 1 GiB: the declared size is refused against the
     archive's size; the old reader inflated it (a MemoryError under the cap, 1 GiB of RAM without)."""
@@ -589,6 +593,7 @@ def test_byteorder_record_bomb_refused(tmp_path: Path) -> None:
         read_pt(path)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "geometry",
     [dict(size=(1 << 16, 1 << 14), stride=(0, 0), numel=1),  # stride 0: one element becomes 4 GiB
@@ -610,6 +615,7 @@ def test_view_within_the_bound_reads(tmp_path: Path) -> None:
     assert budget(10 << 20) == 16 * (10 << 20) + EXPANSION_SLACK and MAX_EXPANSION == 16
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "memo",
     [b"r" + struct.pack("<I", 1 << 28), b"p268435456\n", b"r" + struct.pack("<I", 0xFFFFFFFF)],
@@ -638,6 +644,7 @@ def test_memo_get_of_an_unset_index_is_a_format_error(tmp_path: Path) -> None:
         read_pt(simple_pt(tmp_path, body, f32([1])))
 
 
+@pytest.mark.process
 def test_oversized_pickles_refused(tmp_path: Path) -> None:
     """A pickle over MAX_PICKLE_BYTES is refused unread; this one, a million nested tuples used as a dict key,
     crashed the old reader (hashing it overflows the C stack: the process died with SIGSEGV)."""

@@ -11,6 +11,7 @@ files and team stores); ``cli``. The package's ``__init__`` is the lazy facade o
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import reportdb
@@ -42,9 +43,10 @@ def part(module: str) -> str:
     return pieces[0]
 
 
-def imports() -> list[tuple[str, str]]:
+@functools.lru_cache(maxsize=1)  # parsed once for all the tests here (the package's files do not change under them)
+def imports() -> tuple[tuple[str, str], ...]:
     """Every (importing module, imported reportdb module or name) in the package, at any depth of the code."""
-    found = []
+    found: list[tuple[str, str]] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -61,7 +63,7 @@ def imports() -> list[tuple[str, str]]:
                     found += [(module, name) for name in names]
             elif isinstance(node, ast.Import):
                 found += [(module, a.name) for a in node.names if a.name.split(".")[0] == "reportdb"]
-    return found
+    return tuple(found)
 
 
 def test_every_part_has_a_layer() -> None:

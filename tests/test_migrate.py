@@ -103,7 +103,7 @@ def log_kinds(db: Path) -> dict[str, int]:
 # --- real reports ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("jobs", [1, pytest.param(2, marks=pytest.mark.process)])  # 2: worker processes
 @pytest.mark.parametrize("folder", REPORTS)
 def test_migrate_real_report_to_new_folder(folder: str, jobs: int, tmp_path: Path) -> None:
     src = FIXTURES / folder / "report"
@@ -420,6 +420,7 @@ def test_killed_in_place_migration_leaves_source_and_reruns(point: str, tmp_path
 # --- CLI ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_cli_migrate_json_and_verify(tmp_path: Path) -> None:
     src = FIXTURES / REPORTS[1] / "report"
     runner = CliRunner()

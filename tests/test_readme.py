@@ -30,7 +30,7 @@ pytestmark = pytest.mark.process
 #: Blocks run elsewhere, by a distinctive piece of their text: why not here, and where instead.
 ELSEWHERE = {
     'pip install -e ".[test]"': "the set-up and the full test run themselves",
-    'python -m pytest -m "not slow and not process"': "the fast tier itself",
+    "python -m pytest --fast": "the fast tier itself",
     "reportdb.ttnn.capture(w)": "needs ttnn and a model: tests/test_ttnn_integration.py (slow) runs capture()",
     "reportdb attach values.sqlite": "needs values captured in a ttnn 0.81 run: tests/test_attach.py",
     "reportdb serve": "a server and a browser: tests/test_web_browser.py (service)",

@@ -16,9 +16,11 @@ def _legacy_table_with_gaps(db: Path) -> list[tuple[int, ...]]:
     """A keyless, index-less legacy table whose rowids have gaps (rows deleted), the case a plain VACUUM renumbers."""
     con = sqlite3.connect(db, isolation_level=None)
     try:
+        con.execute("BEGIN")  # one commit, not 3000 (each an fsync of the file)
         con.execute("CREATE TABLE captures (note TEXT, value REAL)")
         con.executemany("INSERT INTO captures VALUES (?, ?)", [(f"row {i}", i / 7) for i in range(3000)])
         con.execute("DELETE FROM captures WHERE rowid % 3 = 0")
+        con.execute("COMMIT")
         return con.execute("SELECT rowid, * FROM captures ORDER BY rowid").fetchall()
     finally:
         con.close()
@@ -50,7 +52,7 @@ def test_a_commit_of_another_connection_is_never_overwritten_by_a_repage(tmp_pat
         w.put_tensor(1, np.arange(1024, dtype=np.float32))
         w.add_operation(1, "ttnn.add", outputs=[1])
     _legacy_table_with_gaps(db)
-    other = sqlite3.connect(db, isolation_level=None)
+    other = sqlite3.connect(db, isolation_level=None, timeout=0)  # a locked commit fails at once (not counted)
     other.execute("CREATE TABLE probe (id INTEGER PRIMARY KEY, note TEXT)")
     conn = engine.connect(db, readonly=False)
     commits = 0

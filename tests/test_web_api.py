@@ -661,6 +661,7 @@ def test_bad_operation_list_parameters(client: Any, query: str) -> None:
     get(client, f"/api/reports/r64/operations?{query}", 400)
 
 
+@pytest.mark.slow
 def test_no_parameter_makes_a_500(client: Any) -> None:
     """Every endpoint with odd values for every parameter answers JSON with a 2xx or 4xx, never a 500."""
     urls = ["/api/reports/made/tensors/1/values", "/api/reports/made/tensors/20/heatmap",

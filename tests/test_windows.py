@@ -63,7 +63,7 @@ def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -
     return rng.standard_normal(shape).astype(dtype)
 
 
-@pytest.mark.parametrize("chunk_size", [4096, 1000, 4 << 20])
+@pytest.mark.parametrize("chunk_size", [1000, pytest.param(4096, marks=pytest.mark.slow), pytest.param(4 << 20, marks=pytest.mark.slow)])
 def test_random_windows_equal_numpy(tmp_path: Path, chunk_size: int) -> None:
     rng = np.random.default_rng(chunk_size)
     path = tmp_path / "w.rdb"

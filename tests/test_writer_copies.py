@@ -104,6 +104,7 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
 @pytest.mark.parametrize("start", ["new file", "small report written again"])
 def test_the_page_cache_stays_within_its_size_across_commits(tmp_path: Path, start: str) -> None:
