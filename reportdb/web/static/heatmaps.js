@@ -5,6 +5,7 @@ import { Scale } from "./colour.js";
 import { $, debounce, reportError } from "./dom.js";
 import { num } from "./format.js";
 import { writeHashSoon } from "./hash.js";
+import { placement } from "./panel.js";
 import { dims2d, panels, state, tol, viewShape } from "./state.js";
 
 export function currentErrorKind() {
@@ -82,9 +83,10 @@ export function requestRegion() {
 export function commonParams(p) {
   const t = state.tensor;
   const r = requestRegion();
+  const at = placement(p.canvas, state.view);
   return {
     index: t.lead.join(","), y: `${r.y0}:${r.y1}`, x: `${r.x0}:${r.x1}`,
-    width: p.canvas.width, height: p.canvas.height, rank: t.ref.rank, device: t.device, format: "json",
+    width: Math.max(1, Math.round(at.s * (r.x1 - r.x0))), height: Math.max(1, Math.round(at.s * (r.y1 - r.y0))), rank: t.ref.rank, device: t.device, format: "json",
   };
 }
 

@@ -5,15 +5,20 @@ import { ApiError, api, enc } from "./api.js";
 import { $, debounce, reportError } from "./dom.js";
 import { fmt, num } from "./format.js";
 import { drawAll, pan, setView, zoom } from "./heatmaps.js";
+import { placement } from "./panel.js";
 import { panels, state, tileShape, tol, viewShape } from "./state.js";
 
 export let hoverSeq = 0;
-/** The source element (r, c) under a pointer event on a panel canvas, and the fractions of the view. */
+/** The source element (r, c) under a pointer event on a panel canvas, and the fractions of the view (clamped to the
+ * drawn area: the letterbox bands around it count as its nearest edge). */
 export function pointerCell(ev, canvas) {
   const v = state.view;
   const rect = canvas.getBoundingClientRect();
-  const fx = Math.min(Math.max((ev.clientX - rect.left) / rect.width, 0), 0.999999);
-  const fy = Math.min(Math.max((ev.clientY - rect.top) / rect.height, 0), 0.999999);
+  const at = placement(canvas, v);
+  const px = ((ev.clientX - rect.left) * canvas.width) / rect.width;
+  const py = ((ev.clientY - rect.top) * canvas.height) / rect.height;
+  const fx = Math.min(Math.max((px - at.ox) / (at.s * (v.x1 - v.x0)), 0), 0.999999);
+  const fy = Math.min(Math.max((py - at.oy) / (at.s * (v.y1 - v.y0)), 0), 0.999999);
   const r = Math.min(v.H - 1, Math.max(0, Math.floor(v.y0 + fy * (v.y1 - v.y0))));
   const c = Math.min(v.W - 1, Math.max(0, Math.floor(v.x0 + fx * (v.x1 - v.x0))));
   return { r, c, fy, fx };
@@ -186,8 +191,9 @@ export function wirePanel(p) {
     if (drag && !drag.box) {
       const rect = c.getBoundingClientRect();
       const v = drag.view;
-      const dy = ((ev.clientY - drag.y) / rect.height) * (v.y1 - v.y0);
-      const dx = ((ev.clientX - drag.x) / rect.width) * (v.x1 - v.x0);
+      const perPx = c.width / rect.width / placement(c, v).s; // elements per CSS pixel
+      const dy = (ev.clientY - drag.y) * perPx;
+      const dx = (ev.clientX - drag.x) * perPx;
       setView(v.y0 - dy, v.y1 - dy, v.x0 - dx, v.x1 - dx);
       return;
     }

@@ -5,6 +5,16 @@ import { $ } from "./dom.js";
 import { num } from "./format.js";
 import { state, tileShape } from "./state.js";
 
+/** Where view `v` lies on `canvas`: `s` canvas pixels per element both ways (square cells: a 64x64 block draws
+ * square whatever the panel's aspect), centred with empty bands (letterbox) where the panel's aspect differs from
+ * the view's; X/Y map a source column/row to canvas pixels. */
+export function placement(canvas, v) {
+  const s = Math.min(canvas.width / (v.x1 - v.x0), canvas.height / (v.y1 - v.y0));
+  const ox = (canvas.width - s * (v.x1 - v.x0)) / 2;
+  const oy = (canvas.height - s * (v.y1 - v.y0)) / 2;
+  return { s, ox, oy, X: (c) => ox + (c - v.x0) * s, Y: (r) => oy + (r - v.y0) * s };
+}
+
 /** One heatmap: its canvas, the last grid the server sent (kept as an image to redraw while zooming). */
 export class Panel {
   constructor(figure) {
@@ -45,7 +55,7 @@ export class Panel {
     scale.legend(this.figure);
   }
 
-  /** Redraw: the cached image placed where its region lies in the current view, then the crosshair. */
+  /** Redraw: the cached image placed where its region lies in the current view, then the marks over it. */
   draw() {
     const { ctx, canvas } = this;
     ctx.setTransform(1, 0, 0, 1, 0, 0);
@@ -59,60 +69,68 @@ export class Panel {
       wrapText(ctx, this.message, canvas.width / 2, canvas.height / 2, canvas.width * 0.85);
       return;
     }
-    for (const [grid, image] of [[this.grid, this.image]]) {
-      if (!grid || !image) continue;
-      const sx = canvas.width / (v.x1 - v.x0);
-      const sy = canvas.height / (v.y1 - v.y0);
+    const at = placement(canvas, v);
+    this.figure.dataset.drawn = [at.ox, at.oy, at.s * (v.x1 - v.x0), at.s * (v.y1 - v.y0)]
+      .map((x) => Math.round(x / (window.devicePixelRatio || 1))).join(",");
+    const { grid, image } = this;
+    if (grid && image) {
       const [gy0, gy1] = grid.y;
       const [gx0, gx1] = grid.x;
       const [cy, cx] = grid.cell;
       ctx.save();
       ctx.beginPath();
-      ctx.rect((gx0 - v.x0) * sx, (gy0 - v.y0) * sy, (gx1 - gx0) * sx, (gy1 - gy0) * sy);
+      ctx.rect(at.X(gx0), at.Y(gy0), (gx1 - gx0) * at.s, (gy1 - gy0) * at.s);
       ctx.clip();
       ctx.imageSmoothingEnabled = false;
-      ctx.drawImage(image, (gx0 - v.x0) * sx, (gy0 - v.y0) * sy, image.width * cx * sx, image.height * cy * sy);
+      ctx.drawImage(image, at.X(gx0), at.Y(gy0), image.width * cx * at.s, image.height * cy * at.s);
       ctx.restore();
     }
-    if (this.overlayGrid) this.drawMismatches(v);
-    this.drawTiles(v);
+    if (this.overlayGrid) this.drawMismatches(at);
+    this.drawTiles(v, at);
+    for (const pin of state.pins) if (pin.lead === state.tensor?.lead.join(",")) this.mark(at, pin.r, pin.c, "rgba(255,196,0,.95)", pin.n);
     const h = state.hover;
-    if (h) {
-      const sx = canvas.width / (v.x1 - v.x0);
-      const sy = canvas.height / (v.y1 - v.y0);
-      const x = (h.c - v.x0) * sx;
-      const y = (h.r - v.y0) * sy;
-      const w = Math.max(sx, 1);
-      const hh = Math.max(sy, 1);
-      ctx.strokeStyle = "rgba(20,20,20,.85)";
-      ctx.lineWidth = 1;
-      ctx.strokeRect(Math.round(x) - 1.5, Math.round(y) - 1.5, Math.round(w) + 3, Math.round(hh) + 3);
-      ctx.strokeStyle = "rgba(255,255,255,.9)";
-      ctx.strokeRect(Math.round(x) - 0.5, Math.round(y) - 0.5, Math.round(w) + 1, Math.round(hh) + 1);
+    if (h) this.mark(at, h.r, h.c);
+  }
+
+  /** Outline element (r, c): a dark and a light ring (a pin's in its colour, with its number). */
+  mark(at, r, c, colour = null, label = null) {
+    const { ctx } = this;
+    const x = Math.round(at.X(c));
+    const y = Math.round(at.Y(r));
+    const w = Math.round(Math.max(at.s, 1));
+    ctx.lineWidth = 1;
+    ctx.strokeStyle = "rgba(20,20,20,.85)";
+    ctx.strokeRect(x - 1.5, y - 1.5, w + 3, w + 3);
+    ctx.strokeStyle = colour || "rgba(255,255,255,.9)";
+    ctx.lineWidth = colour ? 2 : 1;
+    ctx.strokeRect(x - 0.5, y - 0.5, w + 1, w + 1);
+    if (label !== null) {
+      ctx.fillStyle = colour;
+      ctx.font = `bold ${Math.round(11 * (window.devicePixelRatio || 1))}px system-ui, sans-serif`;
+      ctx.textAlign = "left";
+      ctx.fillText(String(label), x + w + 3, y - 2);
     }
   }
 
   /** Mark the cells of the mismatch grid that hold a mismatch: filled when small, outlined when large enough to
    *  keep the error colour visible inside. */
-  drawMismatches(v) {
+  drawMismatches(at) {
     const { ctx, canvas } = this;
     const g = this.overlayGrid;
-    const sx = canvas.width / (v.x1 - v.x0);
-    const sy = canvas.height / (v.y1 - v.y0);
     const [cy, cx] = g.cell;
-    const w = cx * sx;
-    const h = cy * sy;
+    const w = cx * at.s;
+    const h = cy * at.s;
     const outline = w >= 6 && h >= 6;
     ctx.save();
     ctx.fillStyle = "rgba(255, 32, 64, 0.85)";
     ctx.strokeStyle = "rgb(255, 32, 64)";
     ctx.lineWidth = Math.max(1.5, Math.min(w, h) / 8);
     g.grid.forEach((row, i) => {
-      const y = (g.y[0] + i * cy - v.y0) * sy;
+      const y = at.Y(g.y[0] + i * cy);
       if (y > canvas.height || y + h < 0) return;
       row.forEach((val, j) => {
         if (!(num(val) > 0)) return;
-        const x = (g.x[0] + j * cx - v.x0) * sx;
+        const x = at.X(g.x[0] + j * cx);
         if (x > canvas.width || x + w < 0) return;
         if (outline) ctx.strokeRect(x + ctx.lineWidth / 2, y + ctx.lineWidth / 2, w - ctx.lineWidth, h - ctx.lineWidth);
         else ctx.fillRect(x, y, Math.max(w, 1), Math.max(h, 1));
@@ -121,31 +139,31 @@ export class Panel {
     ctx.restore();
   }
 
-  /** The tensor's tile grid (its own tile shape, 32x32 by default) over the view, once a tile is 12 pixels or more. */
-  drawTiles(v) {
+  /** The tensor's tile grid (its own tile shape, 32x32 by default) over the drawn view, once a tile is 12 pixels or
+   * more. */
+  drawTiles(v, at) {
     const t = state.tensor;
     if (!t?.info) return;
     const [th, tw] = tileShape(t);
-    const { ctx, canvas } = this;
-    const sx = canvas.width / (v.x1 - v.x0);
-    const sy = canvas.height / (v.y1 - v.y0);
-    if (tw * sx < 12 || th * sy < 12) {
+    const { ctx } = this;
+    if (tw * at.s < 12 || th * at.s < 12) {
       this.figure.dataset.tiles = "";
       return;
     }
+    const [left, top, right, bottom] = [at.X(v.x0), at.Y(v.y0), at.X(v.x1), at.Y(v.y1)];
     ctx.save();
     ctx.strokeStyle = "rgba(255,255,255,.75)";
     ctx.lineWidth = 1;
     ctx.beginPath();
     for (let c = Math.ceil(v.x0 / tw) * tw; c <= v.x1; c += tw) {
-      const x = Math.round((c - v.x0) * sx) + 0.5;
-      ctx.moveTo(x, 0);
-      ctx.lineTo(x, canvas.height);
+      const x = Math.round(at.X(c)) + 0.5;
+      ctx.moveTo(x, top);
+      ctx.lineTo(x, bottom);
     }
     for (let r = Math.ceil(v.y0 / th) * th; r <= v.y1; r += th) {
-      const y = Math.round((r - v.y0) * sy) + 0.5;
-      ctx.moveTo(0, y);
-      ctx.lineTo(canvas.width, y);
+      const y = Math.round(at.Y(r)) + 0.5;
+      ctx.moveTo(left, y);
+      ctx.lineTo(right, y);
     }
     ctx.stroke();
     ctx.restore();

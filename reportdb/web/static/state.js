@@ -14,6 +14,7 @@ export const state = {
   tensor: null, // {ref, kind, info, goldenInfo, device, lead, record}
   view: null, // {y0, y1, x0, x1} in source rows/cols (floats), over a H x W 2-D view
   hover: null, // {r, c} source element under the pointer
+  pins: [], // pinned points of the open tensor: {n, r, c, lead, index, rows}
   compareSeq: 0,
   tolTouched: false, // the user chose rtol/atol (until then the server applies the policy's)
 };
