@@ -1,6 +1,7 @@
 """The debugging endpoints of the web API, views of ``reportdb.analysis``: a report's golden records recomputed with
-culprit and victim roles and the first culprit (``compare_golden``), one operation's context (``operation_context``)
-and where in a tensor the error is (``locate``: worst tiles, the tile map, devices and cores). The page shows what
+culprit and victim roles and the first culprit (``compare_golden``), one operation's context (``operation_context``),
+where in a tensor the error is (``locate``: worst tiles, the tile map, devices and cores, each core's region) and
+the part of the golden a device's shard is compared with (``golden-part``). The page shows what
 these answer; no verdict is made here or in the page, the blueprint's one tolerance policy makes them all."""
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from ..analysis.golden import compare_golden
 from ..analysis.locate import locate
 from ..analysis.ops import operation_context
 from ..errors import ReportDBError
+from ..numeric.stats import compute_stats
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
 from .answers import answer
 from .context import lookup, settings
 from .params import ApiError
 from .reports import Served
-from .sources import tensor_id_of
+from .sources import pair, tensor_id_of
 
 
 @contextlib.contextmanager
@@ -152,8 +154,32 @@ def where(kind: str, tensor_id: str) -> Response:
     return answer({"report": one.name, **found})
 
 
+def golden_part(kind: str, tensor_id: str) -> Response:
+    """What a device shard is compared with (``device=r,c``): the box of the golden tensor the shard covers by the
+    distribution (the whole golden for a replica; None when the golden is itself sharded per device) and that part's
+    statistics, so the page shows the device's golden, not the whole one, beside the shard."""
+    args = request.args
+    one = lookup().pick(args.get("report") or None)
+    device = params.device(args)
+    if device is None:
+        raise ApiError(400, "golden-part needs device=r,c", "the assembled tensor's golden is the whole golden tensor")
+    record, actual, golden = pair(one, kind, tensor_id_of(tensor_id), params.integer(args, "rank", 0), device)
+    if golden.size > limits.MAX_COMPARE_ELEMENTS:
+        raise ApiError(413, f"the golden part holds {golden.size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} "
+                            "a request reads", "compare on the command line: `reportdb locate --device`")
+    with settings().budget.hold(golden.cost(golden.size, 24), f"the golden part of tensor {actual.tensor_id}"):
+        stats = compute_stats(golden.read(()))
+    counts, edges = stats.pop("hist_counts", None), stats.pop("hist_edges", None)
+    histogram = None if counts is None else {"edges": edges, "counts": counts}
+    box = None if golden.part is None else [[s.start, s.stop] for s in golden.part]
+    return answer({"report": one.name, "kind": kind, "tensor_id": actual.tensor_id, "golden_tensor_id": golden.tensor_id,
+                   "device": list(device), "shape": list(golden.shape), "box": box, "stats": stats,
+                   "histogram": histogram})
+
+
 def register(bp: Blueprint) -> None:
     """Add the debugging endpoints to ``bp``."""
     bp.add_url_rule("/api/reports/<report>/golden", view_func=golden)
     bp.add_url_rule("/api/reports/<report>/operations/<op_id>", view_func=operation)
     bp.add_url_rule("/api/locate/<kind>/<tensor_id>", view_func=where)
+    bp.add_url_rule("/api/golden-part/<kind>/<tensor_id>", view_func=golden_part)

@@ -18,7 +18,7 @@ import { Panel } from "./panel.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
 import { panels, state, syncSlider } from "./state.js";
 import { refreshCompare, renderStats } from "./tables.js";
-import { goWorstTile, showDevices } from "./where.js";
+import { goWorstTile, loadGoldenPart, showDevices } from "./where.js";
 
 function wire() {
   for (const fig of $$(".panel")) {
@@ -119,7 +119,8 @@ function wire() {
     state.hover = null;
     showDevices(t);
     try {
-      t.info = await api(`api/reports/${enc(state.report)}/tensors/${t.ref.tensor_id}`, { rank: t.ref.rank, device: t.device });
+      [t.info] = await Promise.all([
+        api(`api/reports/${enc(state.report)}/tensors/${t.ref.tensor_id}`, { rank: t.ref.rank, device: t.device }), loadGoldenPart(t)]);
     } catch (err) {
       reportError(err);
     }

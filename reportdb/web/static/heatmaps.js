@@ -90,6 +90,30 @@ export function commonParams(p) {
   };
 }
 
+/** How the golden panel asks for the golden of the current region: the whole golden for the assembled tensor; in
+ * device view the part of the golden the shard covers (api/golden-part's box: the region shifted by the box's
+ * origin, the grid shifted back so it lies over the shard's view), or the golden's own shard when the golden is
+ * sharded per device. `why` says why there is none. */
+function goldenRequest(t) {
+  if (!t.goldenInfo) return { params: null, why: `golden tensor ${t.record?.golden_tensor_id} is not stored`, label: "" };
+  const same = { params: { device: null }, back: (x) => x, label: "" };
+  if (!t.device) return same;
+  const part = t.goldenPart;
+  if (!part || part.error) return { params: null, why: part?.error || "the device's golden part is being located", label: "" };
+  if (part.box === null) return { params: { device: t.device }, back: (x) => x, label: ` @${t.device}` };
+  const box = part.box;
+  const n = box.length;
+  if (n < 2) return same;
+  const r = requestRegion();
+  const [dy, dx] = [box[n - 2][0], box[n - 1][0]];
+  const params = {
+    index: t.lead.map((v, i) => v + box[i][0]).join(","), y: `${r.y0 + dy}:${r.y1 + dy}`, x: `${r.x0 + dx}:${r.x1 + dx}`,
+    device: null,
+  };
+  const back = (x) => ({ ...x, y: [x.y[0] - dy, x.y[1] - dy], x: [x.x[0] - dx, x.x[1] - dx] });
+  return { params, back, label: ` [${box.map(([a, b]) => `${a}:${b}`).join(", ")}] (device ${t.device}'s part)` };
+}
+
 /** Ask the server for every visible panel's pooled grid of the current region, then recolour and redraw. */
 export async function fetchHeatmaps() {
   const t = state.tensor;
@@ -117,16 +141,15 @@ export async function fetchHeatmaps() {
   const a = panels.actual;
   jobs.push(get(a, `api/reports/${rep}/tensors/${t.ref.tensor_id}/heatmap`, {}).then((g) => { a.grid = g; }));
   const g = panels.golden;
-  const goldenComparable = t.goldenInfo && (!t.device || sameShape(t.goldenInfo.shape, viewShape(t)));
-  if (t.kind && goldenComparable) {
-    jobs.push(get(g, `api/reports/${rep}/tensors/${t.record.golden_tensor_id}/heatmap`, { device: null }).then((x) => { g.grid = x; }, soft(g)));
+  const golden = goldenRequest(t);
+  if (t.kind && golden.params) {
+    jobs.push(get(g, `api/reports/${rep}/tensors/${t.record.golden_tensor_id}/heatmap`, golden.params)
+      .then((x) => { g.grid = golden.back(x); }, soft(g)));
   } else {
     g.grid = null;
-    g.message = t.kind ? `golden tensor ${t.record.golden_tensor_id} is ${t.goldenInfo ? "one global tensor" : "not stored"}` : "";
+    g.message = t.kind ? golden.why : "";
   }
-  $(".panel-sub", g.figure).textContent = t.kind
-    ? `tensor ${t.record.golden_tensor_id}` + (goldenComparable ? "" : " (global)")
-    : "";
+  $(".panel-sub", g.figure).textContent = t.kind ? `tensor ${t.record.golden_tensor_id}${golden.label}` : "";
   const e = panels.error;
   if (t.kind) {
     const kind = currentErrorKind();
@@ -152,10 +175,6 @@ export async function fetchHeatmaps() {
 }
 
 export const fetchHeatmapsSoon = debounce(fetchHeatmaps, 120);
-
-export function sameShape(a, b) {
-  return !!a && !!b && a.length === b.length && a.every((x, i) => x === b[i]);
-}
 
 /** Colour scales from the grids just received: actual and golden share one, the error panel has its own. */
 export function recolour() {

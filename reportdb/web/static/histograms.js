@@ -11,7 +11,9 @@ export async function refreshHistograms() {
   if (!t) return;
   const values = [];
   if (t.info?.histogram) values.push({ h: t.info.histogram, colour: "rgba(47,111,219,.75)", label: `actual t${t.ref.tensor_id}` });
-  if (t.goldenInfo?.histogram) values.push({ h: t.goldenInfo.histogram, colour: "rgba(230,120,20,.9)", label: `golden t${t.goldenInfo.tensor_id}`, line: true });
+  if (t.device && t.goldenPart?.histogram) {
+    values.push({ h: t.goldenPart.histogram, colour: "rgba(230,120,20,.9)", label: `golden t${t.goldenPart.golden_tensor_id} @${t.device} part`, line: true });
+  } else if (t.goldenInfo?.histogram) values.push({ h: t.goldenInfo.histogram, colour: "rgba(230,120,20,.9)", label: `golden t${t.goldenInfo.tensor_id}`, line: true });
   drawHistogram($("#hist-values"), values, false);
   $("#hist-values-title").textContent = values.length ? `Values: ${values.map((x) => x.label).join(" (bars), ")}${values.length > 1 ? " (line)" : ""}` : "Values: no stored histogram";
   if (!t.kind) return;

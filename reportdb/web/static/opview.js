@@ -9,7 +9,7 @@ import { fetchHeatmaps, fetchHeatmapsSoon, resetView } from "./heatmaps.js";
 import { refreshHistograms } from "./histograms.js";
 import { defaultTolerances, state, syncSlider, viewShape } from "./state.js";
 import { badge, refreshCompare, renderSpec, renderStats, roleBadge } from "./tables.js";
-import { showDevices } from "./where.js";
+import { loadGoldenPart, showDevices } from "./where.js";
 
 export function selectOp(op, { tensorId = null } = {}) {
   state.opId = op.id;
@@ -113,6 +113,8 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
   defaultTolerances(t.info.policy);
   syncSlider();
   setupTensorControls(t);
+  await loadGoldenPart(t);
+  if (state.tensor !== t) return;
   renderSpec(t);
   renderStats(t);
   resetView();

@@ -69,7 +69,9 @@ export function statColumns(label, info) {
 }
 
 export function renderStats(t) {
-  const cols = [...statColumns("actual", t.info), ...statColumns("golden", t.goldenInfo)];
+  // In device view the shard is compared with its part of the golden: that part's statistics, not the whole's.
+  const golden = t.device && t.goldenPart?.stats ? [[`golden @${t.device} part`, t.goldenPart.stats]] : statColumns("golden", t.goldenInfo);
+  const cols = [...statColumns(t.device ? `actual @${t.device}` : "actual", t.info), ...golden];
   const table = $("#stats");
   table.replaceChildren();
   if (!cols.length) {

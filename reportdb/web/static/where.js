@@ -85,3 +85,15 @@ export async function showDevices(t) {
   });
   $("#device-table").replaceChildren(head, ...rows);
 }
+
+/** In device view, what the shard is compared with (api/golden-part): the box of the golden its shard covers by the
+ * distribution and that part's statistics, kept on the tensor for the golden panel and the statistics table. */
+export async function loadGoldenPart(t) {
+  t.goldenPart = null;
+  if (!t.device || !t.kind) return;
+  try {
+    t.goldenPart = await api(`api/golden-part/${t.kind}/${t.ref.tensor_id}`, { report: state.report, rank: t.ref.rank, device: t.device });
+  } catch (err) {
+    t.goldenPart = { error: err.message };
+  }
+}
