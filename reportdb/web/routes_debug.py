@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
+import numpy as np
 from flask import Blueprint, Response, request
 
 from ..analysis.culprits import GoldenComparison
 from ..analysis.golden import compare_golden
+from ..analysis.grids import matrix_dims, shard_layout
 from ..analysis.locate import locate
 from ..analysis.ops import operation_context
-from ..errors import ReportDBError
+from ..errors import ReportDBError, SpecError
 from ..numeric.stats import compute_stats
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
@@ -25,6 +27,9 @@ from .context import lookup, settings
 from .params import ApiError
 from .reports import Served
 from .sources import pair, tensor_id_of
+
+if TYPE_CHECKING:
+    from ..store.rows import TensorInfo
 
 
 @contextlib.contextmanager
@@ -150,6 +155,8 @@ def where(kind: str, tensor_id: str) -> Response:
             with exclusive(one):
                 found = locate(one.report, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
                                top=top).to_dict()
+        if found["cores"] and all(c["device"] is None for c in found["cores"]):
+            core_regions(info, tuple(found["shape"]), found["cores"])
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
 
@@ -175,6 +182,38 @@ def golden_part(kind: str, tensor_id: str) -> Response:
     return answer({"report": one.name, "kind": kind, "tensor_id": actual.tensor_id, "golden_tensor_id": golden.tensor_id,
                    "device": list(device), "shape": list(golden.shape), "box": box, "stats": stats,
                    "histogram": histogram})
+
+
+#: The most rows (all matrices' rows of a part) whose shard keys are worked out to place the cores on the page.
+MAX_REGION_ROWS = 1 << 22
+
+
+def core_regions(info: TensorInfo, shape: tuple[int, ...], cores: list[dict[str, Any]]) -> None:
+    """Add to each core entry the ``region`` of the 2-D view its shard first covers (``index``: the leading indices,
+    ``y``, ``x``: ``[start, stop)`` rows and columns), so the page takes the heatmap there from the core map; None for
+    a shard of padding only, or where the rows are too many to place."""
+    tiled = (info.spec.layout or "").upper() == "TILE"
+    tile = tuple(info.spec.tile_shape or (32, 32)) if tiled else None
+    try:
+        layout = shard_layout(info.spec.memory_config, shape, None if tile is None else (int(tile[0]), int(tile[1])))
+    except SpecError:
+        layout = None
+    lead, h, w = matrix_dims(shape)
+    matrices = math.prod(lead)
+    if layout is None or matrices * h > MAX_REGION_ROWS:
+        return
+    keys = layout.row_keys(0, matrices, 0, h).reshape(matrices, h)
+    for entry in cores:
+        key, column = divmod(int(entry["shard"]), layout.col_shards)
+        x0, x1 = column * layout.shard_width, min((column + 1) * layout.shard_width, w)
+        hits = np.argwhere(keys == key)
+        if x0 >= w or not len(hits):
+            entry["region"] = None
+            continue
+        b, y0 = (int(v) for v in hits[0])
+        y1 = y0 + int(np.count_nonzero(keys[b, y0:] == key))
+        index = [int(i) for i in np.unravel_index(b, lead)] if lead else []
+        entry["region"] = {"index": index, "y": [y0, y1], "x": [x0, x1]}
 
 
 def register(bp: Blueprint) -> None:

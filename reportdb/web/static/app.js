@@ -18,6 +18,8 @@ import { Panel } from "./panel.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
 import { panels, state, syncSlider } from "./state.js";
 import { refreshCompare, renderStats } from "./tables.js";
+import { showCores } from "./coremap.js";
+import { clearPins } from "./pins.js";
 import { goWorstTile, loadGoldenPart, showDevices } from "./where.js";
 
 function wire() {
@@ -125,12 +127,14 @@ function wire() {
       reportError(err);
     }
     if (state.tensor !== t) return;
+    clearPins();
     writeHash();
     renderStats(t);
     setupLeadFields(t);
     resetView();
     refreshCompare();
     refreshHistograms();
+    showCores(t);
   });
   $("#zoom-in").addEventListener("click", () => zoom(1.5));
   $("#zoom-out").addEventListener("click", () => zoom(1 / 1.5));

@@ -43,6 +43,7 @@ export function writeHash() {
       p.set("atol", $("#atol").value);
     }
     if (t.kind) p.set("pcc", $("#pcc").value);
+    if (state.pins.length) p.set("pins", state.pins.map((pin) => pin.index.join(".")).join("_"));
   }
   history.replaceState(null, "", `#${p}`);
 }

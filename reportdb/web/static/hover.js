@@ -6,6 +6,8 @@ import { $, debounce, reportError } from "./dom.js";
 import { fmt, num } from "./format.js";
 import { drawAll, pan, setView, zoom } from "./heatmaps.js";
 import { placement } from "./panel.js";
+import { coreAt } from "./coremap.js";
+import { togglePin } from "./pins.js";
 import { panels, state, tileShape, tol, viewShape } from "./state.js";
 
 export let hoverSeq = 0;
@@ -40,6 +42,12 @@ export function tileRow(t, r, c) {
   return ["tile", `(${tr}, ${tc}) rows ${tr * th}\u2013${tr * th + th - 1} cols ${tc * tw}\u2013${tc * tw + tw - 1}`, "tile"];
 }
 
+/** The hover's core line for a sharded tensor: the core and shard whose region holds (r, c) (from the core map). */
+export function coreRow(t, r, c) {
+  const core = coreAt(t, r, c);
+  return core ? [["core", `(${core.core ? core.core.join(", ") : "?"}) shard ${core.shard}`, "core"]] : [];
+}
+
 /** A float's bit pattern as an ordered integer in `dtype` (float32, bfloat16 or float16 only), for ULP distances
  * computed the way the server does (both values rounded to the coarser dtype); null for other dtypes. */
 export const F32 = new Float32Array(1);
@@ -64,7 +72,7 @@ export function localPoint(t, r, c) {
   if (!a || a.cell[0] !== 1 || a.cell[1] !== 1) return null;
   const x = num(panels.actual.cellValue(r, c));
   if (x === null) return null;
-  if (!t.kind) return [["value", fmt(x, 7), "value"]];
+  if (!t.kind) return [["value", fmt(x, 7), "value", false, x]];
   const g = panels.golden.grid;
   if (!g || g.cell[0] !== 1 || g.cell[1] !== 1 || !t.goldenInfo) return null;
   const y = num(panels.golden.cellValue(r, c));
@@ -78,58 +86,67 @@ export function localPoint(t, r, c) {
   const atol = Number(state.tolTouched ? $("#atol").value : t.info.policy?.atol ?? $("#atol").value);
   const bad = abs > atol + rtol * Math.abs(y);
   return [
-    ["actual", fmt(x, 7), "actual"], ["golden", fmt(y, 7), "golden"], ["|a\u2212g|", fmt(abs, 6), "abs_error", bad],
-    ["rel", fmt(rel, 6), "rel_error", bad], ["ULP", String(ulp), "ulp"],
+    ["actual", fmt(x, 7), "actual", false, x], ["golden", fmt(y, 7), "golden", false, y],
+    ["|a\u2212g|", fmt(abs, 6), "abs_error", bad, abs], ["rel", fmt(rel, 6), "rel_error", bad, rel], ["ULP", String(ulp), "ulp", false, ulp],
   ];
 }
 
-export const fetchPoint = debounce(async (r, c, clientX, clientY) => {
+/** The rows of element `index` as the server gives them (api/compare-tensor/.../point, or the value alone where there
+ * is no golden or a per-device point cannot be compared): for pooled views, other dtypes and pins. */
+export async function serverPoint(t, index) {
+  const p = t.kind
+    ? await api(`api/compare-tensor/${t.kind}/${t.ref.tensor_id}/point`, {
+      report: state.report, at: index.join(","), rank: t.ref.rank, device: t.device, rtol: tol().rtol, atol: tol().atol,
+    }).catch((err) => {
+      if (t.device && err instanceof ApiError && err.status < 500) return null;
+      throw err;
+    })
+    : null;
+  if (p) {
+    const bad = Boolean(p.mismatch); // the server's verdict at the tolerances sent, as the mismatch mask counts
+    return [
+      ["actual", fmt(p.actual, 7), "actual", false, num(p.actual)],
+      ["golden", fmt(p.golden, 7), "golden", false, num(p.golden)],
+      ["|a\u2212g|", fmt(p.abs_error, 6), "abs_error", bad, num(p.abs_error)],
+      ["rel", fmt(p.rel_error, 6), "rel_error", bad, num(p.rel_error)],
+      ["ULP", fmt(p.ulp), "ulp", false, num(p.ulp)],
+    ];
+  }
+  const data = await api(`api/reports/${enc(state.report)}/tensors/${t.ref.tensor_id}/values`, {
+    slice: index.join(","), rank: t.ref.rank, device: t.device, format: "json",
+  });
+  let v = data.values;
+  while (Array.isArray(v)) v = v[0];
+  return [["value", fmt(v, 7), "value", false, num(v)]];
+}
+
+/** The hover of element (r, c) from the window already fetched, at once (no request); false when the server must
+ * be asked. */
+function showLocal(r, c, clientX, clientY) {
+  const t = state.tensor;
+  const local = t && localPoint(t, r, c);
+  if (!local) return false;
+  hoverSeq++;
+  showTooltip(fullIndex(r, c), [...local, tileRow(t, r, c), ...coreRow(t, r, c)], clientX, clientY);
+  $("#tooltip").dataset.source = "grid";
+  return true;
+}
+
+/** The hover asked of the server (pooled cells, other dtypes), a moment after the pointer rests. */
+const fetchPoint = debounce(async (r, c, clientX, clientY) => {
   const t = state.tensor;
   if (!t) return;
   const seq = ++hoverSeq;
   const index = fullIndex(r, c);
-  const local = localPoint(t, r, c);
-  if (local) {
-    showTooltip(index, [...local, tileRow(t, r, c)], clientX, clientY);
-    $("#tooltip").dataset.source = "grid";
-    return;
-  }
   try {
-    let rows;
-    // A per-device point the server cannot compare (a global golden) falls back to the value alone.
-    const p = t.kind
-      ? await api(`api/compare-tensor/${t.kind}/${t.ref.tensor_id}/point`, {
-        report: state.report, at: index.join(","), rank: t.ref.rank, device: t.device, rtol: tol().rtol, atol: tol().atol,
-      }).catch((err) => {
-        if (t.device && err instanceof ApiError && err.status < 500) return null;
-        throw err;
-      })
-      : null;
-    if (p) {
-      const bad = Boolean(p.mismatch); // the server's verdict at the tolerances sent, as the mismatch mask counts
-      rows = [
-        ["actual", fmt(p.actual, 7), "actual"],
-        ["golden", fmt(p.golden, 7), "golden"],
-        ["|a\u2212g|", fmt(p.abs_error, 6), "abs_error", bad],
-        ["rel", fmt(p.rel_error, 6), "rel_error", bad],
-        ["ULP", fmt(p.ulp), "ulp"],
-      ];
-    } else {
-      const slice = index.length ? index.join(",") : "";
-      const data = await api(`api/reports/${enc(state.report)}/tensors/${t.ref.tensor_id}/values`, {
-        slice, rank: t.ref.rank, device: t.device, format: "json",
-      });
-      let v = data.values;
-      while (Array.isArray(v)) v = v[0];
-      rows = [["value", fmt(v, 7), "value"]];
-    }
+    const rows = await serverPoint(t, index);
     if (seq !== hoverSeq || !state.hover || state.hover.r !== r || state.hover.c !== c) return;
     const pooledCell = panels.actual.grid && (panels.actual.grid.cell[0] > 1 || panels.actual.grid.cell[1] > 1);
     if (pooledCell) {
       rows.push(["cell max|x|", fmt(panels.actual.cellValue(r, c), 5), "cell"]);
       if (t.kind && panels.error.grid) rows.push(["cell max err", fmt(panels.error.cellValue(r, c), 5), "cell_error"]);
     }
-    showTooltip(index, [...rows, tileRow(t, r, c)], clientX, clientY);
+    showTooltip(index, [...rows, tileRow(t, r, c), ...coreRow(t, r, c)], clientX, clientY);
     $("#tooltip").dataset.source = "server";
   } catch (err) {
     if (seq === hoverSeq) reportError(err);
@@ -213,7 +230,7 @@ export function wirePanel(p) {
     if (!state.hover || state.hover.r !== cell.r || state.hover.c !== cell.c) {
       state.hover = { r: cell.r, c: cell.c };
       drawAll();
-      fetchPoint(cell.r, cell.c, ev.clientX, ev.clientY);
+      if (!showLocal(cell.r, cell.c, ev.clientX, ev.clientY)) fetchPoint(cell.r, cell.c, ev.clientX, ev.clientY);
     }
   });
   const end = (ev) => {
@@ -227,6 +244,9 @@ export function wirePanel(p) {
       const [c0, c1] = [Math.min(d.start.c, e.c), Math.max(d.start.c, e.c) + 1];
       if (r1 - r0 >= 1 && c1 - c0 >= 1 && (Math.abs(ev.clientX - d.x) > 3 || Math.abs(ev.clientY - d.y) > 3)) setView(r0, r1, c0, c1);
       else drawAll();
+    } else if (ev.type === "pointerup" && Math.abs(ev.clientX - d.x) <= 3 && Math.abs(ev.clientY - d.y) <= 3) {
+      const at = pointerCell(ev, c); // a click, not a drag: pin the point (or unpin it)
+      togglePin(at.r, at.c);
     }
   };
   c.addEventListener("pointerup", end);

@@ -10,6 +10,8 @@ import { refreshHistograms } from "./histograms.js";
 import { defaultTolerances, state, syncSlider, viewShape } from "./state.js";
 import { badge, refreshCompare, renderSpec, renderStats, roleBadge } from "./tables.js";
 import { loadGoldenPart, showDevices } from "./where.js";
+import { showCores } from "./coremap.js";
+import { clearPins, restorePins } from "./pins.js";
 
 export function selectOp(op, { tensorId = null } = {}) {
   state.opId = op.id;
@@ -122,6 +124,9 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
   refreshHistograms();
   $("#worst-tile").hidden = !t.kind;
   showDevices(t);
+  if (restore?.pins) restorePins(t, restore.pins);
+  else clearPins();
+  showCores(t);
   writeHash();
 }
 export function setupTensorControls(t) {
