@@ -68,7 +68,8 @@ export function drawAll() {
   const v = state.view;
   if (!v) return;
   const r = requestRegion();
-  $("#region-info").textContent = `rows ${r.y0}\u2013${r.y1 - 1} of ${v.H} \u00b7 cols ${r.x0}\u2013${r.x1 - 1} of ${v.W}`;
+  const text = `rows ${r.y0}\u2013${r.y1 - 1} of ${v.H} \u00b7 cols ${r.x0}\u2013${r.x1 - 1} of ${v.W}`;
+  if ($("#region-info").textContent !== text) $("#region-info").textContent = text; // unchanged: no layout on hover
 }
 
 /** The integer region the server is asked for: the view widened to whole elements. */

@@ -2,7 +2,7 @@
 // tooltip, drag, box zoom and keys.
 
 import { ApiError, api, enc } from "./api.js";
-import { $, debounce, reportError } from "./dom.js";
+import { $, debounce, el, reportError } from "./dom.js";
 import { fmt, num } from "./format.js";
 import { drawAll, pan, setView, zoom } from "./heatmaps.js";
 import { placement } from "./panel.js";
@@ -153,31 +153,37 @@ const fetchPoint = debounce(async (r, c, clientX, clientY) => {
   }
 }, 60);
 
+/** Show the tooltip at (x, y): its rows' texts updated in place when it has the same rows as before (a pointer move
+ * then changes text only, and the tooltip's size measured once, so no move waits for a layout of the page). */
 export function showTooltip(index, rows, x, y) {
   const tip = $("#tooltip");
-  tip.replaceChildren();
-  const head = document.createElement("div");
-  head.className = "idx";
+  const keys = rows.map((row) => row[2]).join(" ");
+  if (tip.dataset.keys !== keys || tip.hidden) {
+    const head = el("div", { className: "idx" });
+    const table = el("table", {}, ...rows.map(([label, , key]) => {
+      const tr = el("tr", {}, el("td", {}, label), el("td"));
+      tr.dataset.key = key;
+      return tr;
+    }));
+    tip.replaceChildren(head, table);
+    tip.dataset.keys = keys;
+    tip.hidden = false;
+    tip.style.left = "0px";
+    tip.style.top = "0px";
+    tip.size = null;
+  }
+  const head = tip.firstChild;
   head.dataset.index = index.join(",");
   head.textContent = `[${index.join(", ")}]`;
-  const table = document.createElement("table");
-  for (const [label, value, key, bad] of rows) {
-    const tr = document.createElement("tr");
-    tr.dataset.key = key;
-    if (bad) tr.className = "mismatch";
-    const a = document.createElement("td");
-    a.textContent = label;
-    const b = document.createElement("td");
-    b.textContent = value;
-    tr.append(a, b);
-    table.append(tr);
-  }
-  tip.append(head, table);
-  tip.hidden = false;
+  const trs = tip.querySelectorAll("tr");
+  rows.forEach(([, value, , bad], i) => {
+    trs[i].lastChild.textContent = value;
+    trs[i].className = bad ? "mismatch" : "";
+  });
+  tip.size = tip.size || [tip.offsetWidth + 24, tip.offsetHeight]; // room for longer numbers than the first
+  const [w, h] = tip.size;
   const pad = 16;
-  const w = tip.offsetWidth;
-  const h = tip.offsetHeight;
-  tip.style.left = `${Math.min(window.innerWidth - w - 4, x + pad)}px`;
+  tip.style.left = `${Math.max(0, Math.min(window.innerWidth - w - 4, x + pad))}px`;
   tip.style.top = `${y + pad + h > window.innerHeight ? y - h - pad : y + pad}px`;
 }
 

@@ -70,8 +70,26 @@ export class Panel {
       return;
     }
     const at = placement(canvas, v);
-    this.figure.dataset.drawn = [at.ox, at.oy, at.s * (v.x1 - v.x0), at.s * (v.y1 - v.y0)]
-      .map((x) => Math.round(x / (window.devicePixelRatio || 1))).join(",");
+    ctx.drawImage(this.layer(v, at), 0, 0);
+    for (const pin of state.pins) if (pin.lead === state.tensor?.lead.join(",")) this.mark(at, pin.r, pin.c, "rgba(255,196,0,.95)", pin.n);
+    const h = state.hover;
+    if (h) this.mark(at, h.r, h.c);
+  }
+
+  /** The panel's picture without the marks (cells, mismatches, tile grid) as an offscreen canvas, drawn again only
+   * when the view, the size or a grid changed: a pointer move redraws the marks over it alone (one frame or less). */
+  layer(v, at) {
+    const { canvas } = this;
+    const key = [v.y0, v.y1, v.x0, v.x1, canvas.width, canvas.height, this.grid, this.image, this.overlayGrid,
+      state.tensor, state.tensor?.info];
+    if (this.layerCanvas && this.layerKey.every((k, i) => k === key[i])) return this.layerCanvas;
+    this.layerKey = key;
+    const off = this.layerCanvas || document.createElement("canvas");
+    this.layerCanvas = off;
+    off.width = canvas.width;
+    off.height = canvas.height;
+    const ctx = off.getContext("2d");
+    ctx.clearRect(0, 0, off.width, off.height);
     const { grid, image } = this;
     if (grid && image) {
       const [gy0, gy1] = grid.y;
@@ -85,11 +103,9 @@ export class Panel {
       ctx.drawImage(image, at.X(gx0), at.Y(gy0), image.width * cx * at.s, image.height * cy * at.s);
       ctx.restore();
     }
-    if (this.overlayGrid) this.drawMismatches(at);
-    this.drawTiles(v, at);
-    for (const pin of state.pins) if (pin.lead === state.tensor?.lead.join(",")) this.mark(at, pin.r, pin.c, "rgba(255,196,0,.95)", pin.n);
-    const h = state.hover;
-    if (h) this.mark(at, h.r, h.c);
+    if (this.overlayGrid) this.drawMismatches(ctx, at);
+    this.drawTiles(ctx, v, at);
+    return off;
   }
 
   /** Outline element (r, c): a dark and a light ring (a pin's in its colour, with its number). */
@@ -112,17 +128,22 @@ export class Panel {
     }
   }
 
-  /** Mark the cells of the mismatch grid that hold a mismatch: filled when small, outlined when large enough to
-   *  keep the error colour visible inside. */
-  drawMismatches(at) {
-    const { ctx, canvas } = this;
+  /** Mark the cells of the mismatch grid that hold a mismatch: filled when small (one image of the whole grid,
+   *  scaled), outlined when large enough to keep the error colour visible inside (few cells are visible then). */
+  drawMismatches(ctx, at) {
+    const { canvas } = this;
     const g = this.overlayGrid;
     const [cy, cx] = g.cell;
     const w = cx * at.s;
     const h = cy * at.s;
-    const outline = w >= 6 && h >= 6;
+    if (!(w >= 6 && h >= 6)) {
+      if (this.maskImage?.grid !== g) this.maskImage = { grid: g, image: gridImage(g, (x) => (x > 0 ? [255, 32, 64, 217] : null)) };
+      const image = this.maskImage.image;
+      ctx.imageSmoothingEnabled = false;
+      ctx.drawImage(image, at.X(g.x[0]), at.Y(g.y[0]), image.width * w, image.height * h);
+      return;
+    }
     ctx.save();
-    ctx.fillStyle = "rgba(255, 32, 64, 0.85)";
     ctx.strokeStyle = "rgb(255, 32, 64)";
     ctx.lineWidth = Math.max(1.5, Math.min(w, h) / 8);
     g.grid.forEach((row, i) => {
@@ -132,8 +153,7 @@ export class Panel {
         if (!(num(val) > 0)) return;
         const x = at.X(g.x[0] + j * cx);
         if (x > canvas.width || x + w < 0) return;
-        if (outline) ctx.strokeRect(x + ctx.lineWidth / 2, y + ctx.lineWidth / 2, w - ctx.lineWidth, h - ctx.lineWidth);
-        else ctx.fillRect(x, y, Math.max(w, 1), Math.max(h, 1));
+        ctx.strokeRect(x + ctx.lineWidth / 2, y + ctx.lineWidth / 2, w - ctx.lineWidth, h - ctx.lineWidth);
       });
     });
     ctx.restore();
@@ -141,11 +161,10 @@ export class Panel {
 
   /** The tensor's tile grid (its own tile shape, 32x32 by default) over the drawn view, once a tile is 12 pixels or
    * more. */
-  drawTiles(v, at) {
+  drawTiles(ctx, v, at) {
     const t = state.tensor;
     if (!t?.info) return;
     const [th, tw] = tileShape(t);
-    const { ctx } = this;
     if (tw * at.s < 12 || th * at.s < 12) {
       this.figure.dataset.tiles = "";
       return;
