@@ -7,6 +7,7 @@
 // coremap (the tensor view) -> opview, oplist, context, runs (views) -> hash (URL state) -> app (wiring).
 
 import { api, enc } from "./api.js";
+import { showCores } from "./coremap.js";
 import { $, $$, debounce, reportError } from "./dom.js";
 import { hashParams, writeHash } from "./hash.js";
 import { fetchHeatmaps, recolour, resetView, setView, zoom } from "./heatmaps.js";
@@ -15,11 +16,10 @@ import { onHeatmapKey, wirePanel } from "./hover.js";
 import { jumpToCulprit, loadOps, loadReports, openOperationById, setSort, showReportSummary, switchTab } from "./oplist.js";
 import { onTolerance, openTensor, selectOp, setupLeadFields } from "./opview.js";
 import { Panel } from "./panel.js";
+import { clearPins } from "./pins.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
 import { panels, state, syncSlider } from "./state.js";
 import { refreshCompare, renderStats } from "./tables.js";
-import { showCores } from "./coremap.js";
-import { clearPins } from "./pins.js";
 import { goWorstTile, loadGoldenPart, showDevices } from "./where.js";
 
 function wire() {

@@ -4,7 +4,7 @@ import { $ } from "./dom.js";
 import { fmt, num } from "./format.js";
 
 /** A 256-entry lookup table interpolated between evenly spaced anchor colours. */
-export function lut(anchors) {
+function lut(anchors) {
   const out = new Uint8ClampedArray(256 * 3);
   for (let i = 0; i < 256; i++) {
     const t = (i / 255) * (anchors.length - 1);
@@ -16,13 +16,13 @@ export function lut(anchors) {
 }
 
 // Diverging (signed values): blue below zero, white at zero, red above (ColorBrewer RdBu, reversed).
-export const DIVERGING = lut([[5, 48, 97], [33, 102, 172], [67, 147, 195], [146, 197, 222], [209, 229, 240], [247, 247, 247],
+const DIVERGING = lut([[5, 48, 97], [33, 102, 172], [67, 147, 195], [146, 197, 222], [209, 229, 240], [247, 247, 247],
   [253, 219, 199], [244, 165, 130], [214, 96, 77], [178, 24, 43], [103, 0, 31]]);
 // Sequential (magnitudes, errors): viridis.
 export const SEQUENTIAL = lut([[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
   [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]]);
-export const MASK = lut([[236, 239, 243], [206, 32, 41]]);
-export const NAN_RGB = [255, 0, 255];
+const MASK = lut([[236, 239, 243], [206, 32, 41]]);
+const NAN_RGB = [255, 0, 255];
 
 /**
  * How a panel maps values to colours: the colour table, the value range and whether it is symmetric around

@@ -7,10 +7,10 @@ import { openOperationById } from "./oplist.js";
 import { state } from "./state.js";
 import { roleBadge } from "./tables.js";
 
-export let contextSeq = 0;
+let contextSeq = 0;
 
 /** A link to another operation of the report. */
-export function opLink(ref) {
+function opLink(ref) {
   const b = el("button", { className: "linkish mono" }, `#${ref.operation_id} ${ref.name}`);
   b.dataset.opLink = ref.operation_id;
   b.addEventListener("click", () => openOperationById(ref.operation_id));

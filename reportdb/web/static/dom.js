@@ -11,7 +11,7 @@ export function el(tag, props = {}, ...children) {
   return node;
 }
 
-export let statusTimer = 0;
+let statusTimer = 0;
 /** Show a message in the status bar (errors stay until replaced or closed by time). */
 export function showStatus(message, kind = "error") {
   const el = $("#status");

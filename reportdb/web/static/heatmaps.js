@@ -81,7 +81,7 @@ export function requestRegion() {
   };
 }
 
-export function commonParams(p) {
+function commonParams(p) {
   const t = state.tensor;
   const r = requestRegion();
   const at = placement(p.canvas, state.view);

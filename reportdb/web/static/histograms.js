@@ -33,7 +33,7 @@ export async function refreshHistograms() {
 }
 
 /** Bars (or a step line) of one or more histograms over their common value range; log1p counts if asked. */
-export function drawHistogram(canvas, series, logCount) {
+function drawHistogram(canvas, series, logCount) {
   const ctx = canvas.getContext("2d");
   ctx.clearRect(0, 0, canvas.width, canvas.height);
   if (!series.length) return;

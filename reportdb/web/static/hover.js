@@ -2,18 +2,18 @@
 // tooltip, drag, box zoom and keys.
 
 import { ApiError, api, enc } from "./api.js";
+import { coreAt } from "./coremap.js";
 import { $, debounce, el, reportError } from "./dom.js";
 import { fmt, num } from "./format.js";
 import { drawAll, pan, setView, zoom } from "./heatmaps.js";
 import { placement } from "./panel.js";
-import { coreAt } from "./coremap.js";
 import { togglePin } from "./pins.js";
 import { panels, state, tileShape, tol, viewShape } from "./state.js";
 
-export let hoverSeq = 0;
+let hoverSeq = 0;
 /** The source element (r, c) under a pointer event on a panel canvas, and the fractions of the view (clamped to the
  * drawn area: the letterbox bands around it count as its nearest edge). */
-export function pointerCell(ev, canvas) {
+function pointerCell(ev, canvas) {
   const v = state.view;
   const rect = canvas.getBoundingClientRect();
   const at = placement(canvas, v);
@@ -50,9 +50,9 @@ export function coreRow(t, r, c) {
 
 /** A float's bit pattern as an ordered integer in `dtype` (float32, bfloat16 or float16 only), for ULP distances
  * computed the way the server does (both values rounded to the coarser dtype); null for other dtypes. */
-export const F32 = new Float32Array(1);
-export const U32 = new Uint32Array(F32.buffer);
-export function orderedBits(x, dtype) {
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+function orderedBits(x, dtype) {
   F32[0] = x;
   let bits = U32[0];
   if (dtype === "bfloat16") {
@@ -63,7 +63,7 @@ export function orderedBits(x, dtype) {
   return null;
 }
 
-export const FLOAT_RANK = { float32: 2, bfloat16: 1 };
+const FLOAT_RANK = { float32: 2, bfloat16: 1 };
 
 /** The hover's rows from the grids already fetched, when they hold single elements (1x1 cells) of float32 or
  * bfloat16 tensors: no request per pointer move. Null when the server must be asked (pooled cells, other dtypes). */
@@ -155,7 +155,7 @@ const fetchPoint = debounce(async (r, c, clientX, clientY) => {
 
 /** Show the tooltip at (x, y): its rows' texts updated in place when it has the same rows as before (a pointer move
  * then changes text only, and the tooltip's size measured once, so no move waits for a layout of the page). */
-export function showTooltip(index, rows, x, y) {
+function showTooltip(index, rows, x, y) {
   const tip = $("#tooltip");
   const keys = rows.map((row) => row[2]).join(" ");
   if (tip.dataset.keys !== keys || tip.hidden) {
@@ -187,7 +187,7 @@ export function showTooltip(index, rows, x, y) {
   tip.style.top = `${y + pad + h > window.innerHeight ? y - h - pad : y + pad}px`;
 }
 
-export function hideTooltip() {
+function hideTooltip() {
   $("#tooltip").hidden = true;
   state.hover = null;
   hoverSeq++;
@@ -271,6 +271,7 @@ export function onHeatmapKey(ev) {
     ArrowUp: () => pan(-stepY, 0), ArrowDown: () => pan(stepY, 0),
     ArrowLeft: () => pan(0, -stepX), ArrowRight: () => pan(0, stepX),
     e: () => cycleErrorKind(),
+    p: () => { if (state.hover) togglePin(state.hover.r, state.hover.c); },
   };
   const act = actions[ev.key];
   if (act) {
@@ -279,7 +280,7 @@ export function onHeatmapKey(ev) {
   }
 }
 
-export function cycleErrorKind() {
+function cycleErrorKind() {
   const sel = $("#error-kind");
   sel.selectedIndex = (sel.selectedIndex + 1) % sel.options.length;
   sel.dispatchEvent(new Event("change"));

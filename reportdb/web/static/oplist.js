@@ -49,7 +49,7 @@ export const loadOps = async () => {
   }
 };
 /** The first culprit line above the list and its jump control. */
-export function showCulprit() {
+function showCulprit() {
   const first = state.ops.first;
   $("#jump-culprit").disabled = !first;
   $("#culprit-info").textContent = first
@@ -63,7 +63,7 @@ export async function jumpToCulprit() {
   if (!first) return;
   await openOperationById(first.operation_id, { tensorId: first.tensor_id });
 }
-export function renderOps() {
+function renderOps() {
   const tbody = $("#op-table tbody");
   const o = state.ops;
   const rows = o.items.map((op) => {

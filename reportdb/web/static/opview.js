@@ -2,16 +2,16 @@
 
 import { api, enc } from "./api.js";
 import { loadContext } from "./context.js";
+import { showCores } from "./coremap.js";
 import { $, $$, el, reportError } from "./dom.js";
 import { fmtPcc } from "./format.js";
 import { writeHash } from "./hash.js";
 import { fetchHeatmaps, fetchHeatmapsSoon, resetView } from "./heatmaps.js";
 import { refreshHistograms } from "./histograms.js";
+import { clearPins, restorePins } from "./pins.js";
 import { defaultTolerances, state, syncSlider, viewShape } from "./state.js";
 import { badge, refreshCompare, renderSpec, renderStats, roleBadge } from "./tables.js";
 import { loadGoldenPart, showDevices } from "./where.js";
-import { showCores } from "./coremap.js";
-import { clearPins, restorePins } from "./pins.js";
 
 export function selectOp(op, { tensorId = null } = {}) {
   state.opId = op.id;
@@ -52,7 +52,7 @@ export function selectOp(op, { tensorId = null } = {}) {
   writeHash();
 }
 
-export function tensorChip(ref, label) {
+function tensorChip(ref, label) {
   const b = document.createElement("button");
   b.className = "chip";
   b.dataset.tensorId = ref.tensor_id;
@@ -129,7 +129,7 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
   showCores(t);
   writeHash();
 }
-export function setupTensorControls(t) {
+function setupTensorControls(t) {
   const compare = !!t.kind;
   $("#tolerance-controls").hidden = !compare;
   $("#metrics").hidden = !compare;

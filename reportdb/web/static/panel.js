@@ -198,7 +198,7 @@ export class Panel {
 }
 
 /** Centred text broken into lines of at most `width` pixels. */
-export function wrapText(ctx, text, x, y, width) {
+function wrapText(ctx, text, x, y, width) {
   const lines = [];
   let line = "";
   for (const word of text.split(" ")) {

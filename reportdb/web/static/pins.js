@@ -79,7 +79,7 @@ export async function restorePins(t, text) {
 }
 
 /** The pins' table (one row each, the differences from the first pin), their marks on the heatmaps and the URL. */
-export function renderPins() {
+function renderPins() {
   const pins = state.pins;
   const card = $("#pins-card");
   card.hidden = !pins.length;

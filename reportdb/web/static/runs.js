@@ -122,7 +122,7 @@ export function zoomRunPair(factor) {
 }
 
 /** Fetch A, B and |A-B| of the shared region as grids with square cells, then paint them (A and B on one scale). */
-export async function fetchRunPair() {
+async function fetchRunPair() {
   const row = runData.items[runPair.row];
   const v = runPair.view;
   const h = v.y1 - v.y0;

@@ -63,7 +63,7 @@ export function renderSpec(t) {
 }
 
 /** Stored statistics of one tensor as columns (one per shard for multi-device tensors). */
-export function statColumns(label, info) {
+function statColumns(label, info) {
   if (info?.stats) return [[label, info.stats]];
   return (info?.shards || []).filter((s) => s.stats).slice(0, 8).map((s) => [`${label} @${s.device ? s.device.join(",") : s.index}`, s.stats]);
 }
@@ -106,7 +106,7 @@ export function renderStats(t) {
   }
 }
 
-export const METRICS = [
+const METRICS = [
   ["pcc", "PCC", fmtPcc],
   ["recorded_pcc", "recorded PCC", fmtPcc],
   ["pcc_ttmetal", "PCC (tt-metal)", fmtPcc],
@@ -121,7 +121,7 @@ export const METRICS = [
   ["nonfinite", "NaN / Inf mismatch", null],
   ["fit", "fit g \u2248 k\u00b7a + c", null],
 ];
-export const FLAG_NAMES = ["shape_mismatch", "nonfinite_mismatch", "constant_input", "scale_or_offset_error"];
+const FLAG_NAMES = ["shape_mismatch", "nonfinite_mismatch", "constant_input", "scale_or_offset_error"];
 
 export const refreshCompare = debounce(async () => {
   const t = state.tensor;
@@ -152,7 +152,7 @@ export const refreshCompare = debounce(async () => {
   }
 }, 200);
 
-export function renderMetrics(data) {
+function renderMetrics(data) {
   const m = data.metrics || {};
   const verdict = $("#verdict");
   verdict.dataset.passed = String(data.passed);
