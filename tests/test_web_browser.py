@@ -330,3 +330,48 @@ def test_run_against_run_jumps_to_the_first_divergence(page: Any, tmp_path: Path
     assert "scale or offset error" in page.inner_text('#metrics dd[data-metric="flags"]')
     page.wait_for_function("() => document.querySelector('#panel-error').dataset.cell === '1,1'")
     _save_screenshot(page, tmp_path, "web-page-runs.png")
+
+
+def test_the_page_and_its_modules_under_a_mount_prefix(browser: Any, runs: dict[str, Any]) -> None:
+    """The page mounted at ``/reportdb/`` of a host app that answers every other path with its own page (as
+    ttnn-visualizer does): every module of the page's script loads from under the prefix, and the page works."""
+    import threading
+
+    import flask
+    from werkzeug.serving import make_server
+
+    bp = reportdb.web.blueprint([runs["root"] / "run_a"])
+    app = flask.Flask("host")
+
+    @app.get("/", defaults={"path": ""})
+    @app.get("/<path:path>")
+    def _host_page(path: str) -> Any:
+        return flask.Response("<html>the host's page</html>", mimetype="text/html")
+
+    app.register_blueprint(bp, url_prefix="/reportdb")
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+    try:
+        pg = context.new_page()
+        pg.set_default_timeout(20_000)
+        errors: list[str] = []
+        scripts: dict[str, int] = {}
+        pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        pg.on("response", lambda r: scripts.__setitem__(r.url, r.status) if r.url.endswith(".js") else None)
+        pg.goto(base + "/reportdb/")
+        pg.wait_for_selector("body[data-ready=true]")
+        pg.click('#op-table tbody tr[data-op-id="1"]')
+        pg.wait_for_selector('#verdict[data-passed="true"]')
+        pg.wait_for_function("() => document.querySelector('#panel-error').dataset.region === '0:256,0:1024'")
+        modules = sorted(p.name for p in (Path(reportdb.__file__).parent / "web" / "static").glob("*.js"))
+        assert sorted(url.rsplit("/", 1)[1] for url in scripts) == modules
+        assert all(url.startswith(base + "/reportdb/static/") and status == 200 for url, status in scripts.items()), scripts
+        assert not errors, errors
+    finally:
+        context.close()
+        server.shutdown()
+        thread.join(10)
+        bp.close()
