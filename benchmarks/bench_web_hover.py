@@ -71,8 +71,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "hover"
         _report(path, args.side)
-        proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", str(path), "--port", "0"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+        proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", str(path), "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         found: list[str] = []
         ready = threading.Event()
 
