@@ -19,6 +19,7 @@ from ..analysis.grids import matrix_dims, shard_layout
 from ..analysis.locate import locate
 from ..analysis.ops import operation_context
 from ..errors import ReportDBError, SpecError
+from ..report import Report
 from ..numeric.stats import compute_stats
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
@@ -152,8 +153,10 @@ def where(kind: str, tensor_id: str) -> Response:
             raise ApiError(413, f"tensor {tid} holds {size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} a "
                                 "request locates in", "run `reportdb locate` on the command line; it has no such bound")
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 64 + one.chunk_bytes(tid, rank), f"locating errors in tensor {tid}"):
-            with exclusive(one):
-                found = locate(one.report, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
+            # A Report of its own (read-only, closed after): locate reads windows in worker threads, which would wait
+            # forever on the served Report's lock were it held here (exclusive) for the ORM lookups locate makes first.
+            with contextlib.closing(Report(one.path, "r")) as own:
+                found = locate(own, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
                                top=top).to_dict()
         if found["cores"] and all(c["device"] is None for c in found["cores"]):
             core_regions(info, tuple(found["shape"]), found["cores"])
