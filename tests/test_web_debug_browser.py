@@ -366,6 +366,22 @@ def test_core_map_of_a_block_sharded_tensor(pages: Pages, tmp_path: Path) -> Non
     assert float(shown["actual"]) == pytest.approx(float(out[0, 0, r, c]), rel=1e-6)
 
 
+def test_core_map_of_a_height_sharded_tensor_with_leading_dims(pages: Pages) -> None:
+    page = pages.open()
+    page.select_option("#report-select", "sharded")
+    page.wait_for_selector('#op-table tbody tr[data-op-id="2"]')
+    page.click('#op-table tbody tr[data-op-id="2"]')
+    page.wait_for_selector("#core-map .core[data-core]")
+    cores = {b.get_attribute("data-core"): b.get_attribute("data-shard") for b in page.query_selector_all("#core-map .core[data-core]")}
+    assert cores == {"0,0": "0", "1,0": "1", "2,0": "2", "3,0": "3"}
+    assert not page.query_selector("#core-map .core.wrong")
+    # shard 1 holds padded rows 96..191 of the (2 x 3 matrices of 64 padded rows) tensor: it starts in matrix [0, 1]
+    # at row 32 and takes its last 8 logical rows (40 of them are real) there
+    page.click('#core-map .core[data-core="1,0"]')
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '32:40,0:32'")
+    assert [page.input_value(f"#lead-fields input >> nth={i}") for i in range(2)] == ["0", "1"]
+
+
 def _pin_rows(page: Any) -> list[dict[str, str]]:
     """The pins' table: each row's index, values by key and differences from the first pin as ``d_<key>``."""
     rows = []

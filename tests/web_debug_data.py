@@ -26,6 +26,10 @@ SHARDED_TENSOR = 2
 SHARDED_SHAPE = (1, 1, 64, 96)
 WRONG_SHARD = (slice(32, 64), slice(64, 96))
 WRONG_CORE = (2, 1)
+#: A height-sharded output of build_sharded with leading dims and uneven shards: (2, 3, 40, 32) in TILE layout
+#: (40 rows padded to 64 per matrix), 96-row shards on cores (0, 0)..(3, 0); shard 1 starts at matrix [0, 1] row 32.
+HEIGHT_TENSOR = 3
+HEIGHT_SHAPE = (2, 3, 40, 32)
 
 
 def _step(x: np.ndarray, op: int) -> np.ndarray:
@@ -107,8 +111,8 @@ def sharded_tensor() -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_sharded(path: Path) -> None:
-    """A report of one operation writing a TILE, block-sharded float32 tensor (L1, 32 x 32 shards on a 3 x 2 core
-    grid) with a local golden record; one shard of it is wrong."""
+    """A report of an operation writing a TILE, block-sharded float32 tensor (L1, 32 x 32 shards on a 3 x 2 core
+    grid) with a local golden record, one shard of it wrong; and one writing HEIGHT_TENSOR, right, with its golden."""
     out, golden = sharded_tensor()
     mc = {"memory_layout": "BLOCK_SHARDED", "buffer_type": "L1", "nd_shard_spec": None,
           "shard_spec": {"grid": [[[0, 0], [2, 1]]], "shape": [32, 32], "orientation": "ROW_MAJOR", "mode": "PHYSICAL",
@@ -118,5 +122,13 @@ def build_sharded(path: Path) -> None:
         w.put_tensor(SHARDED_TENSOR, out, role="output", layout="TILE", ttnn_dtype="FLOAT32", memory_config=mc)
         w.put_tensor(100 + SHARDED_TENSOR, golden)
         w.add_operation(1, "ttnn.sharded_add", inputs=[1], outputs=[SHARDED_TENSOR])
-        w.add_rows("local_tensor_comparison_records", [{"tensor_id": SHARDED_TENSOR, "golden_tensor_id": 100 + SHARDED_TENSOR,
-                                                        "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}])
+        tall = np.random.default_rng(17).standard_normal(HEIGHT_SHAPE).astype(np.float32)
+        hmc = {**mc, "memory_layout": "HEIGHT_SHARDED", "shard_spec": {**mc["shard_spec"], "grid": [[[0, 0], [3, 0]]],
+                                                                      "shape": [96, 32]}}  # fmt: skip
+        w.put_tensor(HEIGHT_TENSOR, tall, role="output", layout="TILE", ttnn_dtype="FLOAT32", memory_config=hmc)
+        w.put_tensor(100 + HEIGHT_TENSOR, tall)
+        w.add_operation(2, "ttnn.sharded_copy", inputs=[SHARDED_TENSOR], outputs=[HEIGHT_TENSOR])
+        w.add_rows("local_tensor_comparison_records", [
+            {"tensor_id": t, "golden_tensor_id": 100 + t, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
+            for t in (SHARDED_TENSOR, HEIGHT_TENSOR)
+        ])  # fmt: skip
