@@ -325,11 +325,17 @@ def test_square_cells_letterboxed_with_the_tile_grid_on_them(pages: Pages, tmp_p
     assert not _bright_line(page, "#panel-actual", row=row + round(s * 5), span=across)  # cells, not a line
 
 
+def _open_sharded(page: Any, op: int) -> None:
+    """Open operation ``op`` of the sharded report (once the list is that report's: run_a has the same ids)."""
+    page.select_option("#report-select", "sharded")
+    page.wait_for_function("() => document.querySelector('#op-table tbody tr')?.innerText.includes('ttnn.sharded_add')")
+    page.click(f'#op-table tbody tr[data-op-id="{op}"]')
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{op} ttnn.sharded_')")
+
+
 def test_core_map_of_a_block_sharded_tensor(pages: Pages, tmp_path: Path) -> None:
     page = pages.open()
-    page.select_option("#report-select", "sharded")
-    page.wait_for_selector('#op-table tbody tr[data-op-id="1"]')
-    page.click('#op-table tbody tr[data-op-id="1"]')
+    _open_sharded(page, 1)
     page.wait_for_selector("#core-map .core[data-core]")
     out, golden = data.sharded_tensor()
     err = np.abs(out[0, 0].astype(np.float64) - golden[0, 0])
@@ -368,9 +374,7 @@ def test_core_map_of_a_block_sharded_tensor(pages: Pages, tmp_path: Path) -> Non
 
 def test_core_map_of_a_height_sharded_tensor_with_leading_dims(pages: Pages) -> None:
     page = pages.open()
-    page.select_option("#report-select", "sharded")
-    page.wait_for_selector('#op-table tbody tr[data-op-id="2"]')
-    page.click('#op-table tbody tr[data-op-id="2"]')
+    _open_sharded(page, 2)
     page.wait_for_selector("#core-map .core[data-core]")
     cores = {b.get_attribute("data-core"): b.get_attribute("data-shard") for b in page.query_selector_all("#core-map .core[data-core]")}
     assert cores == {"0,0": "0", "1,0": "1", "2,0": "2", "3,0": "3"}
