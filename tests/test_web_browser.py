@@ -154,6 +154,13 @@ def _canvas_point(page: Any, panel: str, fy: float, fx: float) -> tuple[float, f
     return box["x"] + fx * box["width"], box["y"] + fy * box["height"]
 
 
+def _drawn(box: dict[str, float], rows: int, cols: int) -> tuple[float, float, float]:
+    """Where a view of ``rows`` x ``cols`` elements lies in a panel's canvas ``box`` (square cells, centred): its
+    left and top in CSS pixels and the pixels per element."""
+    s = min(box["width"] / cols, box["height"] / rows)
+    return box["x"] + (box["width"] - s * cols) / 2, box["y"] + (box["height"] - s * rows) / 2, s
+
+
 def _save_screenshot(page: Any, tmp_path: Path, name: str, docs: bool = False) -> Path:
     """The page as a PNG under the test's tmp dir (and, for ``docs``, as docs/web-page.png when REPORTDB_SCREENSHOT=1)."""
     out = tmp_path / name
@@ -198,8 +205,12 @@ def test_operation_golden_zoom_hover_and_tolerances(page: Any, runs: dict[str, A
     assert cell_before != [1, 1]  # 256x1024 values do not fit a ~300 px canvas: pooled
     # Whole pixels: a wheel event's position is rounded to them, a pointer move's is not.
     box = page.locator("#panel-actual .canvas-wrap canvas").bounding_box()
-    x, y = round(box["x"] + box["width"] * 602 / 1024), round(box["y"] + box["height"] * 102 / 256)
-    under = [0, 0, int((y - box["y"]) / box["height"] * 256), int((x - box["x"]) / box["width"] * 1024)]
+    # square cells: the 256 x 1024 view letterboxed in the panel, placed on the canvas's own (whole) pixels
+    size = page.evaluate("(() => { const c = document.querySelector('#panel-actual .canvas-wrap canvas'); return [c.width, c.height]; })()")
+    left, top, s = _drawn({"x": 0, "y": 0, "width": size[0], "height": size[1]}, 256, 1024)
+    kx, ky = box["width"] / size[0], box["height"] / size[1]  # CSS pixels per canvas pixel (1 unless rounded)
+    x, y = round(box["x"] + (left + s * 602) * kx), round(box["y"] + (top + s * 102) * ky)
+    under = [0, 0, int(((y - box["y"]) / ky - top) / s), int(((x - box["x"]) / kx - left) / s)]
     assert BLOCK[0].start <= under[2] < BLOCK[0].stop and BLOCK[1].start <= under[3] < BLOCK[1].stop
     page.mouse.move(x, y)
     for _ in range(10):
@@ -319,3 +330,48 @@ def test_run_against_run_jumps_to_the_first_divergence(page: Any, tmp_path: Path
     assert "scale or offset error" in page.inner_text('#metrics dd[data-metric="flags"]')
     page.wait_for_function("() => document.querySelector('#panel-error').dataset.cell === '1,1'")
     _save_screenshot(page, tmp_path, "web-page-runs.png")
+
+
+def test_the_page_and_its_modules_under_a_mount_prefix(browser: Any, runs: dict[str, Any]) -> None:
+    """The page mounted at ``/reportdb/`` of a host app that answers every other path with its own page (as
+    ttnn-visualizer does): every module of the page's script loads from under the prefix, and the page works."""
+    import threading
+
+    import flask
+    from werkzeug.serving import make_server
+
+    bp = reportdb.web.blueprint([runs["root"] / "run_a"])
+    app = flask.Flask("host")
+
+    @app.get("/", defaults={"path": ""})
+    @app.get("/<path:path>")
+    def _host_page(path: str) -> Any:
+        return flask.Response("<html>the host's page</html>", mimetype="text/html")
+
+    app.register_blueprint(bp, url_prefix="/reportdb")
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+    try:
+        pg = context.new_page()
+        pg.set_default_timeout(20_000)
+        errors: list[str] = []
+        scripts: dict[str, int] = {}
+        pg.on("pageerror", lambda exc: errors.append(str(exc)))
+        pg.on("response", lambda r: scripts.__setitem__(r.url, r.status) if r.url.endswith(".js") else None)
+        pg.goto(base + "/reportdb/")
+        pg.wait_for_selector("body[data-ready=true]")
+        pg.click('#op-table tbody tr[data-op-id="1"]')
+        pg.wait_for_selector('#verdict[data-passed="true"]')
+        pg.wait_for_function("() => document.querySelector('#panel-error').dataset.region === '0:256,0:1024'")
+        modules = sorted(p.name for p in (Path(reportdb.__file__).parent / "web" / "static").glob("*.js"))
+        assert sorted(url.rsplit("/", 1)[1] for url in scripts) == modules
+        assert all(url.startswith(base + "/reportdb/static/") and status == 200 for url, status in scripts.items()), scripts
+        assert not errors, errors
+    finally:
+        context.close()
+        server.shutdown()
+        thread.join(10)
+        bp.close()

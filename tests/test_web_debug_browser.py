@@ -2,7 +2,9 @@
 process): the first culprit marked in the operation list and opened by its control, the global golden record opened
 (not the local one again), an operation's context with producer and consumer links, the runs view's tolerance
 controls, verdicts and A / B / |A-B| heatmaps reached by the jump to the first divergence, and a URL reopened in a
-fresh page giving the same view. Numbers the page shows are checked against numpy."""
+fresh page giving the same view; where in the tensor: the worst tile, hover from the fetched window, square cells with
+the tile grid on them, the core-grid map of a block-sharded tensor, pinned points, and the device view's golden
+part. Numbers the page shows are checked against numpy."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import Any, Iterator
 
 import numpy as np
 import pytest
+
+from reportdb.analysis.policy import Policy
 
 import web_debug_data as data
 from served import VIEWPORT, chromium, serving
@@ -24,13 +28,14 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("web-debug-browser")
     data.build(base / "run_a", 0)
     data.build(base / "run_b", 1)
+    data.build_sharded(base / "sharded")
     return base
 
 
 @pytest.fixture(scope="module")
 def server(root: Path) -> Iterator[str]:
     """``reportdb serve`` of both runs on a free loopback port; yields the URL it printed."""
-    with serving(root / "run_a", root / "run_b", cwd=root) as url:
+    with serving(root / "run_a", root / "run_b", root / "sharded", cwd=root) as url:
         yield url
 
 
@@ -254,3 +259,212 @@ def test_device_table_of_a_mesh_tensor(pages: Pages, tmp_path: Path) -> None:
     page.click('#device-table tr[data-device="0,2"]')  # opens that device's shard
     page.wait_for_function("() => document.querySelector('#device-select').value === '0,2'")
     page.wait_for_selector("#device-card", state="hidden")
+
+
+def _tooltip(page: Any) -> dict[str, str]:
+    return {tr.get_attribute("data-key"): tr.query_selector_all("td")[-1].inner_text().strip()
+            for tr in page.query_selector_all("#tooltip tr")}
+
+
+def _drawn_box(page: Any, panel: str) -> dict[str, int]:
+    """The box of a panel canvas's painted pixels (alpha > 0), in canvas pixels, and the canvas size."""
+    return page.evaluate("""(sel) => {
+      const c = document.querySelector(sel + ' .canvas-wrap canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let x0 = c.width, y0 = c.height, x1 = -1, y1 = -1;
+      for (let y = 0; y < c.height; y++) for (let x = 0; x < c.width; x++) {
+        if (d[(y * c.width + x) * 4 + 3] > 0) {
+          x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+        }
+      }
+      return {x0, y0, w: x1 - x0 + 1, h: y1 - y0 + 1, cw: c.width, ch: c.height};
+    }""", panel)
+
+
+def _bright_line(page: Any, panel: str, *, span: tuple[int, int], row: int | None = None,
+                 col: int | None = None) -> bool:
+    """Whether canvas pixel row ``row`` (or column ``col``) is light over ``span``: a tile-grid line over the cells."""
+    return page.evaluate("""([sel, row, col, a, b]) => {
+      const c = document.querySelector(sel + ' .canvas-wrap canvas');
+      const ctx = c.getContext('2d');
+      const d = row !== null ? ctx.getImageData(a, row, b - a, 1).data : ctx.getImageData(col, a, 1, b - a).data;
+      for (let i = 0; i < d.length; i += 4) if (Math.min(d[i], d[i + 1], d[i + 2]) < 180) return false;
+      return true;
+    }""", [panel, row, col, span[0], span[1]])
+
+
+def test_square_cells_letterboxed_with_the_tile_grid_on_them(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.click("#jump-culprit")
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '0:64,0:96'")
+    page.wait_for_timeout(200)
+    for height in (None, 420):  # the panel as laid out (wider than 3:2), then taller than wide
+        if height:
+            page.add_style_tag(content=f".canvas-wrap {{ height: {height}px !important; }}")
+            page.evaluate("window.dispatchEvent(new Event('resize'))")
+            page.wait_for_function(f"() => document.querySelector('#panel-actual canvas').height === {height}")
+            page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
+            page.wait_for_timeout(300)
+        box = _drawn_box(page, "#panel-actual")
+        assert abs(box["cw"] / box["ch"] - 96 / 64) > 0.2  # a panel whose aspect is not the tensor's
+        assert box["w"] / 96 == pytest.approx(box["h"] / 64, rel=0.02)  # square cells: 64 rows as tall as 64 columns
+        assert box["w"] == box["cw"] or box["h"] == box["ch"]  # letterboxed: one side fills the panel
+        _shot(page, tmp_path, f"square-{height or 'laid-out'}.png")
+    # the tile grid at the worst tile's zoom lies on the cells: a light line at rows 32 and column 32 of the view
+    page.click("#worst-tile")
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '16:64,16:80'")
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
+    page.wait_for_timeout(200)
+    box = _drawn_box(page, "#panel-actual")
+    s = box["w"] / 64
+    assert s == pytest.approx(box["h"] / 48, rel=0.02)
+    row, col = box["y0"] + round((32 - 16) * s), box["x0"] + round((32 - 16) * s)
+    across, down = (box["x0"] + 1, box["x0"] + box["w"] - 1), (box["y0"] + 1, box["y0"] + box["h"] - 1)
+    assert _bright_line(page, "#panel-actual", row=row, span=across)
+    assert _bright_line(page, "#panel-actual", col=col, span=down)
+    assert not _bright_line(page, "#panel-actual", row=row + round(s * 5), span=across)  # cells, not a line
+
+
+def _open_sharded(page: Any, op: int) -> None:
+    """Open operation ``op`` of the sharded report (once the list is that report's: run_a has the same ids)."""
+    page.select_option("#report-select", "sharded")
+    page.wait_for_function("() => document.querySelector('#op-table tbody tr')?.innerText.includes('ttnn.sharded_add')")
+    page.click(f'#op-table tbody tr[data-op-id="{op}"]')
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{op} ttnn.sharded_')")
+
+
+def test_core_map_of_a_block_sharded_tensor(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    _open_sharded(page, 1)
+    page.wait_for_selector("#core-map .core[data-core]")
+    out, golden = data.sharded_tensor()
+    err = np.abs(out[0, 0].astype(np.float64) - golden[0, 0])
+    rtol, atol = Policy.default().tolerances("ttnn.sharded_add", "FLOAT32")  # the policy's, as locate counts
+    cores = {b.get_attribute("data-core"): b for b in page.query_selector_all("#core-map .core[data-core]")}
+    assert sorted(cores) == sorted(f"{x},{y}" for x in range(3) for y in range(2))
+    for name, button in cores.items():
+        x, y = map(int, name.split(","))
+        shard = y * 3 + x  # row major: shards along x first
+        assert button.get_attribute("data-shard") == str(shard)
+        block = err[32 * y : 32 * (y + 1), 32 * x : 32 * (x + 1)]
+        assert float(button.get_attribute("data-max-error")) == pytest.approx(float(block.max()), rel=1e-6, abs=1e-12)
+        near = np.abs(golden[0, 0, 32 * y : 32 * (y + 1), 32 * x : 32 * (x + 1)].astype(np.float64))
+        assert int(button.get_attribute("data-mismatches")) == int(np.count_nonzero(block > atol + rtol * near))
+    wrong = ",".join(map(str, data.WRONG_CORE))
+    assert [n for n, b in cores.items() if "wrong" in (b.get_attribute("class") or "")] == [wrong]
+    # the wrong core stands out: its colour is the scale's top, the others' its bottom
+    colours = {n: b.evaluate("(e) => getComputedStyle(e).backgroundColor") for n, b in cores.items()}
+    assert len({c for n, c in colours.items() if n != wrong}) == 1 and colours[wrong] not in {colours["0,0"]}
+    page.hover(f'#core-map .core[data-core="{wrong}"]')
+    assert page.inner_text("#core-info").startswith(f"core ({data.WRONG_CORE[0]}, {data.WRONG_CORE[1]}) \u00b7 shard 5")
+    page.locator("#core-card").scroll_into_view_if_needed()
+    _shot(page, tmp_path, "cores.png")
+    page.click(f'#core-map .core[data-core="{wrong}"]')  # to the shard's region
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '32:64,64:96'")
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
+    box = page.locator("#panel-actual .canvas-wrap canvas").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector("#tooltip:not([hidden])")
+    shown = _tooltip(page)
+    r, c = (int(x) for x in page.get_attribute("#tooltip .idx", "data-index").split(",")[2:])
+    assert 32 <= r < 64 and 64 <= c < 96
+    assert shown["core"] == f"({data.WRONG_CORE[0]}, {data.WRONG_CORE[1]}) shard 5"
+    assert float(shown["actual"]) == pytest.approx(float(out[0, 0, r, c]), rel=1e-6)
+
+
+def test_core_map_of_a_height_sharded_tensor_with_leading_dims(pages: Pages) -> None:
+    page = pages.open()
+    _open_sharded(page, 2)
+    page.wait_for_selector("#core-map .core[data-core]")
+    cores = {b.get_attribute("data-core"): b.get_attribute("data-shard") for b in page.query_selector_all("#core-map .core[data-core]")}
+    assert cores == {"0,0": "0", "1,0": "1", "2,0": "2", "3,0": "3"}
+    assert not page.query_selector("#core-map .core.wrong")
+    # shard 1 holds padded rows 96..191 of the (2 x 3 matrices of 64 padded rows) tensor: it starts in matrix [0, 1]
+    # at row 32 and takes its last 8 logical rows (40 of them are real) there
+    page.click('#core-map .core[data-core="1,0"]')
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '32:40,0:32'")
+    assert [page.input_value(f"#lead-fields input >> nth={i}") for i in range(2)] == ["0", "1"]
+
+
+def _pin_rows(page: Any) -> list[dict[str, str]]:
+    """The pins' table: each row's index, values by key and differences from the first pin as ``d_<key>``."""
+    rows = []
+    for tr in page.query_selector_all("#pins-table tr[data-pin]"):
+        row = {"index": tr.get_attribute("data-pin")}
+        for td in tr.query_selector_all("td[data-key], td[data-diff]"):
+            row[td.get_attribute("data-key") or "d_" + td.get_attribute("data-diff")] = td.inner_text().strip()
+        rows.append(row)
+    return rows
+
+
+def test_pinned_points_listed_removed_and_kept_in_the_url(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.click("#jump-culprit")
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    page.click("#worst-tile")
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '16:64,16:80'")
+    chain = data.chain(0)
+    actual, golden = chain["device"][data.CULPRIT_OP][0, 0], chain["local"][data.CULPRIT_OP][0, 0]
+    box = page.locator("#panel-golden .canvas-wrap canvas").bounding_box()  # any panel pins
+    for n, (fy, fx) in enumerate(((0.3, 0.3), (0.8, 0.7), (0.5, 0.5)), 1):
+        page.mouse.click(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+        page.wait_for_function(f"() => document.querySelectorAll('#pins-table tr[data-pin]').length === {n}")
+    rows = _pin_rows(page)
+    assert len(rows) == 3
+    for row in rows:
+        _, _, r, c = map(int, row["index"].split(","))
+        assert float(row["actual"]) == pytest.approx(float(actual[r, c]), rel=1e-6)
+        assert float(row["golden"]) == pytest.approx(float(golden[r, c]), rel=1e-6)
+        assert float(row["abs_error"]) == pytest.approx(abs(float(actual[r, c]) - float(golden[r, c])), rel=1e-5)
+    r0, c0 = map(int, rows[0]["index"].split(",")[2:])
+    r1, c1 = map(int, rows[1]["index"].split(",")[2:])
+    for key, values in (("d_actual", actual), ("d_golden", golden)):
+        assert float(rows[1][key]) == pytest.approx(float(values[r1, c1]) - float(values[r0, c0]), rel=1e-5, abs=1e-6)
+    _shot(page, tmp_path, "pins.png")
+    page.click('#pins-table tr[data-pin] button.unpin >> nth=2')  # remove the third
+    page.wait_for_function("() => document.querySelectorAll('#pins-table tr[data-pin]').length === 2")
+    assert [r["index"] for r in _pin_rows(page)] == [rows[0]["index"], rows[1]["index"]]
+    page.wait_for_timeout(300)
+    fragment = page.evaluate("location.hash")
+    assert "pins=" in fragment and rows[2]["index"].replace(",", ".") not in fragment
+
+    again = pages.open("/" + fragment)  # the URL reopens the pins, values and all
+    again.wait_for_function("() => document.querySelectorAll('#pins-table tr[data-pin]').length === 2")
+    assert _pin_rows(again) == _pin_rows(page)
+    again.click('#pins-table tr[data-pin] button.unpin >> nth=0')
+    again.wait_for_function("() => document.querySelectorAll('#pins-table tr[data-pin]').length === 1")
+    again.wait_for_timeout(300)
+    assert rows[0]["index"].replace(",", ".") not in again.evaluate("location.hash")
+
+
+def test_device_view_golden_panel_and_statistics_are_the_devices_part(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.click(f'#op-table tbody tr[data-op-id="{data.OPS + 1}"]')
+    page.wait_for_selector("#device-table tr[data-device]")
+    page.click('#device-table tr[data-device="0,2"]')
+    page.wait_for_function("() => document.querySelector('#device-select').value === '0,2'")
+    page.wait_for_function("() => document.querySelector('#panel-golden').dataset.region === '0:32,0:32'")
+    page.wait_for_function("() => document.querySelector('#panel-golden').dataset.cell === '1,1'")
+    mesh, golden = data.mesh_tensor()
+    part = golden[0, 0, :, 64:96]  # device (0, 2)'s columns of the golden
+    assert "64:96" in page.inner_text("#panel-golden .panel-sub")
+    box = page.locator("#panel-actual .canvas-wrap canvas").bounding_box()
+    for fy, fx in ((0.2, 0.3), (0.7, 0.8)):
+        page.mouse.move(2, 2)
+        page.wait_for_selector("#tooltip", state="hidden")
+        page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+        page.wait_for_selector("#tooltip:not([hidden])")
+        r, c = (int(x) for x in page.get_attribute("#tooltip .idx", "data-index").split(",")[2:])
+        shown = _tooltip(page)
+        assert float(shown["golden"]) == pytest.approx(float(part[r, c]), rel=1e-6)
+        assert float(shown["actual"]) == pytest.approx(float(mesh[0, 0, r, 64 + c]), rel=1e-6)
+    heads = [th.inner_text() for th in page.query_selector_all("#stats tr:first-child th")]
+    assert heads[1:] == ["actual @0,2", "golden @0,2 part"]
+    stats = {tr.query_selector_all("td")[0].inner_text(): [td.inner_text() for td in tr.query_selector_all("td")[1:]]
+             for tr in page.query_selector_all("#stats tr") if tr.query_selector("td")}
+    assert float(stats["mean"][1]) == pytest.approx(float(part.astype(np.float64).mean()), rel=1e-5)
+    assert float(stats["max"][1]) == pytest.approx(float(part.max()), rel=1e-6)
+    assert float(stats["std"][1]) == pytest.approx(float(part.astype(np.float64).std()), rel=1e-4)
+    assert float(stats["count"][1].replace(",", "")) == part.size
+    _shot(page, tmp_path, "device-view.png")

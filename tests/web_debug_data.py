@@ -2,7 +2,8 @@
 float32 operations with local and global golden records where one operation (CULPRIT_OP) is wrong by itself (a
 sign-flipped 32x32 block in its output) and the operations after it inherit the error (their local comparisons pass,
 their global ones fail), and a second run whose output of DIVERGE_OP differs from the first run's by a flipped
-block (run against run)."""
+block (run against run); and a report with one block-sharded output whose shard on one core is wrong
+(build_sharded)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,16 @@ DIVERGE_OP = 4
 SHAPE = (1, 1, 64, 96)
 FLIP = (slice(32, 64), slice(32, 64))
 MESH_TENSOR = 50
+#: The block-sharded output of build_sharded: 2 x 3 shards of 32 x 32 on cores (0, 0)..(2, 1), row major; the shard
+#: of rows 32:64, columns 64:96 (shard 5, core (2, 1)) is wrong.
+SHARDED_TENSOR = 2
+SHARDED_SHAPE = (1, 1, 64, 96)
+WRONG_SHARD = (slice(32, 64), slice(64, 96))
+WRONG_CORE = (2, 1)
+#: A height-sharded output of build_sharded with leading dims and uneven shards: (2, 3, 40, 32) in TILE layout
+#: (40 rows padded to 64 per matrix), 96-row shards on cores (0, 0)..(3, 0); shard 1 starts at matrix [0, 1] row 32.
+HEIGHT_TENSOR = 3
+HEIGHT_SHAPE = (2, 3, 40, 32)
 
 
 def _step(x: np.ndarray, op: int) -> np.ndarray:
@@ -89,3 +100,35 @@ def mesh_tensor() -> tuple[np.ndarray, np.ndarray]:
 def pcc(a: np.ndarray, b: np.ndarray) -> float:
     """numpy's Pearson correlation of two arrays."""
     return float(np.corrcoef(np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel())[0, 1])
+
+
+def sharded_tensor() -> tuple[np.ndarray, np.ndarray]:
+    """The block-sharded output and its golden: the wrong shard is 1.5 times the golden plus 0.25."""
+    golden = np.random.default_rng(13).standard_normal(SHARDED_SHAPE).astype(np.float32)
+    out = golden.copy()
+    out[(0, 0) + WRONG_SHARD] = out[(0, 0) + WRONG_SHARD] * np.float32(1.5) + np.float32(0.25)
+    return out, golden
+
+
+def build_sharded(path: Path) -> None:
+    """A report of an operation writing a TILE, block-sharded float32 tensor (L1, 32 x 32 shards on a 3 x 2 core
+    grid) with a local golden record, one shard of it wrong; and one writing HEIGHT_TENSOR, right, with its golden."""
+    out, golden = sharded_tensor()
+    mc = {"memory_layout": "BLOCK_SHARDED", "buffer_type": "L1", "nd_shard_spec": None,
+          "shard_spec": {"grid": [[[0, 0], [2, 1]]], "shape": [32, 32], "orientation": "ROW_MAJOR", "mode": "PHYSICAL",
+                         "physical_shard_shape": None, "halo": None}}  # fmt: skip
+    with reportdb.Writer(path) as w:
+        w.put_tensor(1, golden * 0.5)
+        w.put_tensor(SHARDED_TENSOR, out, role="output", layout="TILE", ttnn_dtype="FLOAT32", memory_config=mc)
+        w.put_tensor(100 + SHARDED_TENSOR, golden)
+        w.add_operation(1, "ttnn.sharded_add", inputs=[1], outputs=[SHARDED_TENSOR])
+        tall = np.random.default_rng(17).standard_normal(HEIGHT_SHAPE).astype(np.float32)
+        hmc = {**mc, "memory_layout": "HEIGHT_SHARDED", "shard_spec": {**mc["shard_spec"], "grid": [[[0, 0], [3, 0]]],
+                                                                      "shape": [96, 32]}}  # fmt: skip
+        w.put_tensor(HEIGHT_TENSOR, tall, role="output", layout="TILE", ttnn_dtype="FLOAT32", memory_config=hmc)
+        w.put_tensor(100 + HEIGHT_TENSOR, tall)
+        w.add_operation(2, "ttnn.sharded_copy", inputs=[SHARDED_TENSOR], outputs=[HEIGHT_TENSOR])
+        w.add_rows("local_tensor_comparison_records", [
+            {"tensor_id": t, "golden_tensor_id": 100 + t, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
+            for t in (SHARDED_TENSOR, HEIGHT_TENSOR)
+        ])  # fmt: skip

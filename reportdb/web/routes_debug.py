@@ -1,28 +1,36 @@
 """The debugging endpoints of the web API, views of ``reportdb.analysis``: a report's golden records recomputed with
-culprit and victim roles and the first culprit (``compare_golden``), one operation's context (``operation_context``)
-and where in a tensor the error is (``locate``: worst tiles, the tile map, devices and cores). The page shows what
+culprit and victim roles and the first culprit (``compare_golden``), one operation's context (``operation_context``),
+where in a tensor the error is (``locate``: worst tiles, the tile map, devices and cores, each core's region) and
+the part of the golden a device's shard is compared with (``golden-part``). The page shows what
 these answer; no verdict is made here or in the page, the blueprint's one tolerance policy makes them all."""
 
 from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
+import numpy as np
 from flask import Blueprint, Response, request
 
 from ..analysis.culprits import GoldenComparison
 from ..analysis.golden import compare_golden
+from ..analysis.grids import matrix_dims, shard_layout
 from ..analysis.locate import locate
 from ..analysis.ops import operation_context
-from ..errors import ReportDBError
+from ..errors import ReportDBError, SpecError
+from ..report import Report
+from ..numeric.stats import compute_stats
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
 from .answers import answer
 from .context import lookup, settings
 from .params import ApiError
 from .reports import Served
-from .sources import tensor_id_of
+from .sources import pair, tensor_id_of
+
+if TYPE_CHECKING:
+    from ..store.rows import TensorInfo
 
 
 @contextlib.contextmanager
@@ -145,11 +153,70 @@ def where(kind: str, tensor_id: str) -> Response:
             raise ApiError(413, f"tensor {tid} holds {size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} a "
                                 "request locates in", "run `reportdb locate` on the command line; it has no such bound")
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 64 + one.chunk_bytes(tid, rank), f"locating errors in tensor {tid}"):
-            with exclusive(one):
-                found = locate(one.report, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
+            # A Report of its own (read-only, closed after): locate reads windows in worker threads, which would wait
+            # forever on the served Report's lock were it held here (exclusive) for the ORM lookups locate makes first.
+            with contextlib.closing(Report(one.path, "r")) as own:
+                found = locate(own, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
                                top=top).to_dict()
+        if found["cores"] and all(c["device"] is None for c in found["cores"]):
+            core_regions(info, tuple(found["shape"]), found["cores"])
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
+
+
+def golden_part(kind: str, tensor_id: str) -> Response:
+    """What a device shard is compared with (``device=r,c``): the box of the golden tensor the shard covers by the
+    distribution (the whole golden for a replica; None when the golden is itself sharded per device) and that part's
+    statistics, so the page shows the device's golden, not the whole one, beside the shard."""
+    args = request.args
+    one = lookup().pick(args.get("report") or None)
+    device = params.device(args)
+    if device is None:
+        raise ApiError(400, "golden-part needs device=r,c", "the assembled tensor's golden is the whole golden tensor")
+    record, actual, golden = pair(one, kind, tensor_id_of(tensor_id), params.integer(args, "rank", 0), device)
+    if golden.size > limits.MAX_COMPARE_ELEMENTS:
+        raise ApiError(413, f"the golden part holds {golden.size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} "
+                            "a request reads", "compare on the command line: `reportdb locate --device`")
+    with settings().budget.hold(golden.cost(golden.size, 24), f"the golden part of tensor {actual.tensor_id}"):
+        stats = compute_stats(golden.read(()))
+    counts, edges = stats.pop("hist_counts", None), stats.pop("hist_edges", None)
+    histogram = None if counts is None else {"edges": edges, "counts": counts}
+    box = None if golden.part is None else [[s.start, s.stop] for s in golden.part]
+    return answer({"report": one.name, "kind": kind, "tensor_id": actual.tensor_id, "golden_tensor_id": golden.tensor_id,
+                   "device": list(device), "shape": list(golden.shape), "box": box, "stats": stats,
+                   "histogram": histogram})
+
+
+#: The most rows (all matrices' rows of a part) whose shard keys are worked out to place the cores on the page.
+MAX_REGION_ROWS = 1 << 22
+
+
+def core_regions(info: TensorInfo, shape: tuple[int, ...], cores: list[dict[str, Any]]) -> None:
+    """Add to each core entry the ``region`` of the 2-D view its shard first covers (``index``: the leading indices,
+    ``y``, ``x``: ``[start, stop)`` rows and columns), so the page takes the heatmap there from the core map; None for
+    a shard of padding only, or where the rows are too many to place."""
+    tiled = (info.spec.layout or "").upper() == "TILE"
+    tile = tuple(info.spec.tile_shape or (32, 32)) if tiled else None
+    try:
+        layout = shard_layout(info.spec.memory_config, shape, None if tile is None else (int(tile[0]), int(tile[1])))
+    except SpecError:
+        layout = None
+    lead, h, w = matrix_dims(shape)
+    matrices = math.prod(lead)
+    if layout is None or matrices * h > MAX_REGION_ROWS:
+        return
+    keys = layout.row_keys(0, matrices, 0, h).reshape(matrices, h)
+    for entry in cores:
+        key, column = divmod(int(entry["shard"]), layout.col_shards)
+        x0, x1 = column * layout.shard_width, min((column + 1) * layout.shard_width, w)
+        hits = np.argwhere(keys == key)
+        if x0 >= w or not len(hits):
+            entry["region"] = None
+            continue
+        b, y0 = (int(v) for v in hits[0])
+        y1 = y0 + int(np.count_nonzero(keys[b, y0:] == key))
+        index = [int(i) for i in np.unravel_index(b, lead)] if lead else []
+        entry["region"] = {"index": index, "y": [y0, y1], "x": [x0, x1]}
 
 
 def register(bp: Blueprint) -> None:
@@ -157,3 +224,4 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/api/reports/<report>/golden", view_func=golden)
     bp.add_url_rule("/api/reports/<report>/operations/<op_id>", view_func=operation)
     bp.add_url_rule("/api/locate/<kind>/<tensor_id>", view_func=where)
+    bp.add_url_rule("/api/golden-part/<kind>/<tensor_id>", view_func=golden_part)

@@ -1,0 +1,51 @@
+// URL state: the view kept in the location hash, so it can be linked and reloaded.
+
+import { $, debounce } from "./dom.js";
+import { requestRegion } from "./heatmaps.js";
+import { runData, runPair, runTolerances } from "./runs.js";
+import { state } from "./state.js";
+
+export function hashParams() {
+  return new URLSearchParams(location.hash.slice(1));
+}
+
+/** Keep the view in the URL: report, operation, tensor, golden kind, device, zoom window and chosen tolerances; on
+ * the runs tab its reports, tolerances, the open output and its zoom window. */
+export function writeHash() {
+  if (state.restore) return; // a pasted URL is still being opened
+  const p = new URLSearchParams();
+  if (!$("#view-runs").hidden) {
+    p.set("tab", "runs");
+    p.set("a", $("#run-a").value);
+    p.set("b", $("#run-b").value);
+    for (const [k, v] of Object.entries(runTolerances())) p.set(k, v);
+    if (runData && runPair.row !== null) {
+      p.set("row", runPair.row);
+      const v = runPair.view;
+      if (v) p.set("view", `${v.y0}:${v.y1},${v.x0}:${v.x1}`);
+    }
+    history.replaceState(null, "", `#${p}`);
+    return;
+  }
+  if (state.report) p.set("report", state.report);
+  if (state.opId !== null) p.set("op", state.opId);
+  const t = state.tensor;
+  if (t) {
+    p.set("tensor", t.ref.tensor_id);
+    if (t.kind) p.set("kind", t.kind);
+    if (t.device) p.set("device", t.device);
+    if (state.view) {
+      const r = requestRegion();
+      p.set("view", `${r.y0}:${r.y1},${r.x0}:${r.x1}`);
+    }
+    if (state.tolTouched) {
+      p.set("rtol", $("#rtol").value);
+      p.set("atol", $("#atol").value);
+    }
+    if (t.kind) p.set("pcc", $("#pcc").value);
+    if (state.pins.length) p.set("pins", state.pins.map((pin) => pin.index.join(".")).join("_"));
+  }
+  history.replaceState(null, "", `#${p}`);
+}
+
+export const writeHashSoon = debounce(writeHash, 200);

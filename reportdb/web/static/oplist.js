@@ -1,0 +1,149 @@
+// The report picker and the operation list (filter, sort, pages, first culprit), opening an operation by id, tabs.
+
+import { api, enc } from "./api.js";
+import { $, $$, el, reportError, showStatus } from "./dom.js";
+import { fmtBytes, fmtInt, fmtPcc } from "./format.js";
+import { hashParams } from "./hash.js";
+import { fetchHeatmaps } from "./heatmaps.js";
+import { selectOp } from "./opview.js";
+import { state } from "./state.js";
+import { badge, roleBadge } from "./tables.js";
+
+export async function loadReports() {
+  const data = await api("api/reports");
+  state.reports = data.reports;
+  const select = $("#report-select");
+  select.replaceChildren(...state.reports.map((r) => new Option(r.name, r.name)));
+  for (const id of ["#run-a", "#run-b"]) $(id).replaceChildren(...state.reports.map((r) => new Option(r.name, r.name)));
+  if (state.reports.length > 1) $("#run-b").selectedIndex = 1;
+  $("#tab-runs").hidden = state.reports.length < 2;
+  const wanted = hashParams().get("report");
+  state.report = state.reports.some((r) => r.name === wanted) ? wanted : state.reports[0]?.name ?? null;
+  select.value = state.report ?? "";
+  showReportSummary();
+}
+
+export function showReportSummary() {
+  const r = state.reports.find((x) => x.name === state.report);
+  $("#report-summary").textContent = r
+    ? `${fmtInt(r.operations)} operations \u00b7 ${fmtInt(r.tensors)} tensors \u00b7 ${fmtBytes(r.bytes)} \u00b7 ${fmtInt(r.comparisons)} golden records` +
+      (r.ttnn_version ? ` \u00b7 ttnn ${r.ttnn_version}` : "")
+    : "no report served";
+}
+
+export const loadOps = async () => {
+  if (!state.report) return;
+  const o = state.ops;
+  try {
+    const data = await api(`api/reports/${enc(state.report)}/operations`, {
+      filter: o.filter, sort: o.sort, order: o.order, offset: o.offset, limit: o.limit,
+    });
+    o.total = data.total;
+    o.items = data.items;
+    o.first = data.first_culprit;
+    o.judged = data.judged;
+    renderOps();
+    showCulprit();
+  } catch (err) {
+    reportError(err);
+  }
+};
+/** The first culprit line above the list and its jump control. */
+function showCulprit() {
+  const first = state.ops.first;
+  $("#jump-culprit").disabled = !first;
+  $("#culprit-info").textContent = first
+    ? `first culprit: #${first.operation_id} ${first.name} (t${first.tensor_id})`
+    : state.ops.judged ? "no culprit: every local comparison passes" : "roles unknown (report too large for a request)";
+}
+
+/** Open the first culprit's operation and its culprit output. */
+export async function jumpToCulprit() {
+  const first = state.ops.first;
+  if (!first) return;
+  await openOperationById(first.operation_id, { tensorId: first.tensor_id });
+}
+function renderOps() {
+  const tbody = $("#op-table tbody");
+  const o = state.ops;
+  const rows = o.items.map((op) => {
+    const tr = document.createElement("tr");
+    tr.dataset.opId = op.id;
+    tr.tabIndex = -1;
+    tr.setAttribute("aria-selected", String(op.id === state.opId));
+    const pcc = document.createElement("td");
+    pcc.className = "num mono" + (op.passed === false ? " pcc-fail" : "");
+    pcc.textContent = op.worst_pcc === null ? "" : fmtPcc(op.worst_pcc);
+    const status = document.createElement("td");
+    status.className = "center";
+    status.append(badge(op.passed));
+    const id = document.createElement("td");
+    id.className = "num mono";
+    id.textContent = op.id;
+    const name = document.createElement("td");
+    name.textContent = op.name;
+    name.title = op.name;
+    const role = document.createElement("td");
+    role.className = "center";
+    role.append(roleBadge(op.role));
+    tr.classList.toggle("first-culprit", !!o.first && op.id === o.first.operation_id);
+    tr.append(id, name, pcc, status, role);
+    return tr;
+  });
+  tbody.replaceChildren(...rows);
+  const focusRow = rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0];
+  if (focusRow) focusRow.tabIndex = 0;
+  if (!rows.length) {
+    tbody.append(el("tr", {}, el("td", { colSpan: 5, className: "muted" }, "No operation matches.")));
+  }
+  const first = o.total ? o.offset + 1 : 0;
+  $("#page-info").textContent = `${fmtInt(first)}\u2013${fmtInt(o.offset + o.items.length)} of ${fmtInt(o.total)}`;
+  $("#page-prev").disabled = o.offset === 0;
+  $("#page-next").disabled = o.offset + o.items.length >= o.total;
+  for (const th of $$("#op-table th[data-sort]")) {
+    th.setAttribute("aria-sort", th.dataset.sort === o.sort ? (o.order === "asc" ? "ascending" : "descending") : "none");
+  }
+  $("#worst-first").setAttribute("aria-pressed", String((o.sort === "pcc" || o.sort === "error") && o.order === "asc"));
+}
+
+export function setSort(sort, order) {
+  Object.assign(state.ops, { sort, order, offset: 0 });
+  loadOps();
+}
+
+export async function openOperationById(id, { tensorId = null } = {}) {
+  const o = state.ops;
+  Object.assign(o, { filter: "", offset: 0 });
+  $("#op-filter").value = "";
+  // Find the page holding the operation in id order, so the list shows it selected.
+  if (o.sort !== "id") Object.assign(o, { sort: "id", order: "asc" });
+  const probe = await api(`api/reports/${enc(state.report)}/operations`, { sort: "id", order: "asc", offset: 0, limit: 1 }).catch(reportError);
+  if (!probe) return;
+  let offset = 0;
+  for (;;) {
+    const page = await api(`api/reports/${enc(state.report)}/operations`, { sort: "id", order: o.order, offset, limit: o.limit }).catch(reportError);
+    if (!page) return;
+    const op = page.items.find((x) => x.id === id);
+    if (op) {
+      Object.assign(o, { offset, total: page.total, items: page.items, first: page.first_culprit, judged: page.judged });
+      showCulprit();
+      renderOps();
+      selectOp(op, { tensorId });
+      $(`#op-table tbody tr[data-op-id="${id}"]`)?.scrollIntoView({ block: "center" });
+      return;
+    }
+    offset += o.limit;
+    if (offset >= page.total) {
+      showStatus(`operation ${id} is not in report ${state.report}`);
+      return;
+    }
+  }
+}
+
+export function switchTab(which) {
+  $("#tab-ops").setAttribute("aria-selected", String(which === "ops"));
+  $("#tab-runs").setAttribute("aria-selected", String(which === "runs"));
+  $("#view-ops").hidden = which !== "ops";
+  $("#view-runs").hidden = which !== "runs";
+  if (which === "ops") requestAnimationFrame(() => { if (state.tensor) fetchHeatmaps(); });
+}

@@ -1,0 +1,199 @@
+// One operation and one of its tensors: the tensor chips, opening a tensor with its golden, its controls.
+
+import { api, enc } from "./api.js";
+import { loadContext } from "./context.js";
+import { showCores } from "./coremap.js";
+import { $, $$, el, reportError } from "./dom.js";
+import { fmtPcc } from "./format.js";
+import { writeHash } from "./hash.js";
+import { fetchHeatmaps, fetchHeatmapsSoon, resetView } from "./heatmaps.js";
+import { refreshHistograms } from "./histograms.js";
+import { clearPins, restorePins } from "./pins.js";
+import { defaultTolerances, state, syncSlider, viewShape } from "./state.js";
+import { badge, refreshCompare, renderSpec, renderStats, roleBadge } from "./tables.js";
+import { loadGoldenPart, showDevices } from "./where.js";
+
+export function selectOp(op, { tensorId = null } = {}) {
+  state.opId = op.id;
+  state.op = op;
+  for (const tr of $$("#op-table tbody tr")) {
+    const on = Number(tr.dataset.opId) === op.id;
+    tr.setAttribute("aria-selected", String(on));
+    tr.tabIndex = on ? 0 : -1;
+  }
+  $("#empty-detail").hidden = true;
+  $("#op-detail").hidden = false;
+  $("#op-title").replaceChildren(el("span", { className: "mono" }, `#${op.id} `), document.createTextNode(op.name));
+
+  const chips = $("#op-tensors");
+  chips.replaceChildren();
+  const group = (label, refs) => {
+    if (!refs.length) return;
+    const l = document.createElement("span");
+    l.className = "group-label";
+    l.textContent = label;
+    chips.append(l);
+    refs.forEach((ref, i) => chips.append(tensorChip(ref, `${label === "inputs" ? "in" : "out"}${i}`)));
+  };
+  group("inputs", op.inputs);
+  group("outputs", op.outputs);
+  // Open the first output with a golden record, else the first stored output, else the first stored input.
+  const withGolden = op.outputs.find((t) => t.stored && (t.comparisons.local || t.comparisons.global));
+  const pick = withGolden || op.outputs.find((t) => t.stored) || op.inputs.find((t) => t.stored);
+  const wanted = tensorId ?? (state.restore?.tensor !== undefined ? Number(state.restore.tensor) : null);
+  const chosen = [...op.outputs, ...op.inputs].find((t) => t.tensor_id === wanted && t.stored);
+  if (chosen || pick) openTensor(chosen || pick);
+  else {
+    $("#tensor-view").hidden = true;
+    state.tensor = null;
+    state.restore = null;
+  }
+  loadContext(op.id);
+  writeHash();
+}
+
+function tensorChip(ref, label) {
+  const b = document.createElement("button");
+  b.className = "chip";
+  b.dataset.tensorId = ref.tensor_id;
+  b.setAttribute("aria-pressed", "false");
+  const rec = ref.comparisons.local || ref.comparisons.global;
+  const shape = ref.shape ? ref.shape.join("\u00d7") : "?";
+  b.append(el("span", {}, label), el("b", {}, `t${ref.tensor_id}`), el("span", { className: "mono" }, `${shape} ${ref.dtype ?? ""}`));
+  if (rec) {
+    const pcc = rec.pcc ?? rec.recorded_pcc;
+    const passed = rec.passed ?? (rec.recorded_pcc === null || rec.desired_pcc === null ? null : rec.recorded_pcc >= rec.desired_pcc);
+    const bdg = badge(passed);
+    bdg.textContent = pcc === null ? "golden" : fmtPcc(pcc);
+    b.append(bdg);
+    const role = ref.comparisons.local?.role ?? ref.comparisons.global?.role;
+    if (role && role !== "pass") b.append(roleBadge(role));
+  }
+  if (!ref.stored) {
+    b.disabled = true;
+    b.title = "values not stored in this report";
+  } else {
+    b.title = rec ? `tensor ${ref.tensor_id}, golden tensor ${rec.golden_tensor_id}` : `tensor ${ref.tensor_id}`;
+  }
+  b.addEventListener("click", () => openTensor(ref));
+  return b;
+}
+
+// One tensor (with its golden when it has a comparison record)
+
+export async function openTensor(ref, { kind: wantedKind = null } = {}) {
+  for (const c of $$("#op-tensors .chip")) c.setAttribute("aria-pressed", String(Number(c.dataset.tensorId) === ref.tensor_id));
+  const restore = state.restore && Number(state.restore.tensor) === ref.tensor_id ? state.restore : null;
+  state.restore = null;
+  const kinds = ["local", "global"].filter((k) => ref.comparisons[k]);
+  const asked = wantedKind ?? restore?.kind;
+  const kind = kinds.includes(asked) ? asked : kinds[0] || null;
+  $("#kind-field").hidden = kinds.length < 2;
+  const device = restore?.device || null;
+  const t = { ref, kind, kinds, info: null, goldenInfo: null, device, lead: [], record: kind ? ref.comparisons[kind] : null,
+    restoreView: restore?.view ?? null };
+  state.tensor = t;
+  state.hover = null;
+  $("#tensor-view").hidden = false;
+  if (restore && (restore.rtol || restore.atol)) {
+    $("#rtol").value = restore.rtol ?? $("#rtol").value;
+    $("#atol").value = restore.atol ?? $("#atol").value;
+    state.tolTouched = true;
+  }
+  try {
+    t.info = await api(`api/reports/${enc(state.report)}/tensors/${ref.tensor_id}`, { rank: ref.rank, device: t.device });
+    if (t.record?.golden_tensor_id !== null && t.record?.golden_tensor_id !== undefined) {
+      t.goldenInfo = await api(`api/reports/${enc(state.report)}/tensors/${t.record.golden_tensor_id}`, { rank: ref.rank })
+        .catch(() => null);
+    }
+  } catch (err) {
+    reportError(err);
+    return;
+  }
+  if (state.tensor !== t) return;
+  $("#pcc").value = restore?.pcc ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  defaultTolerances(t.info.policy);
+  syncSlider();
+  setupTensorControls(t);
+  await loadGoldenPart(t);
+  if (state.tensor !== t) return;
+  renderSpec(t);
+  renderStats(t);
+  resetView();
+  refreshCompare();
+  refreshHistograms();
+  $("#worst-tile").hidden = !t.kind;
+  showDevices(t);
+  if (restore?.pins) restorePins(t, restore.pins);
+  else clearPins();
+  showCores(t);
+  writeHash();
+}
+function setupTensorControls(t) {
+  const compare = !!t.kind;
+  $("#tolerance-controls").hidden = !compare;
+  $("#metrics").hidden = !compare;
+  $("#panel-golden").hidden = !compare;
+  $("#panel-error").hidden = !compare;
+  $("#error-kind").closest(".field").hidden = !compare;
+  $("#mark-mismatch").closest(".check").hidden = !compare;
+  $("#hist-error-fig").hidden = !compare;
+  $("#heatmaps").classList.toggle("single", !compare);
+  $("#kind-select").value = t.kind || "local";
+  const verdict = $("#verdict");
+  if (!compare) {
+    verdict.dataset.passed = "";
+    verdict.textContent = "no golden";
+    verdict.title = "this tensor has no local or global comparison record";
+  }
+  // Device selector: only for multi-device tensors.
+  const shards = t.info.shards || [];
+  const multi = shards.length > 1 && shards.some((s) => s.device);
+  $("#device-field").hidden = !multi;
+  const dev = $("#device-select");
+  dev.replaceChildren(new Option(t.info.shape ? "all (assembled)" : "\u2014", ""));
+  for (const s of shards) if (s.device) dev.append(new Option(`device ${s.device.join(",")} \u00b7 ${s.shape.join("\u00d7")}`, s.device.join(",")));
+  if (t.device && !shards.some((s) => s.device && s.device.join(",") === t.device)) t.device = null;
+  if (multi && !t.info.shape && !t.device) t.device = shards[0].device.join(",");
+  dev.value = t.device ?? "";
+  setupLeadFields(t);
+}
+
+/** One number box per leading axis (all but the last two) to pick the 2-D slice shown. */
+export function setupLeadFields(t) {
+  const shape = viewShape(t);
+  const lead = shape.slice(0, Math.max(0, shape.length - 2));
+  t.lead = lead.map((_, i) => Math.min(t.lead[i] ?? 0, lead[i] - 1));
+  const box = $("#lead-fields");
+  box.replaceChildren();
+  const text = (t) => {
+    const span = document.createElement("span");
+    span.className = "mono";
+    span.textContent = t;
+    box.append(span);
+  };
+  if (lead.length) text("view [");
+  lead.forEach((n, i) => {
+    if (i) text(",");
+    const label = box;
+    const input = document.createElement("input");
+    input.title = `index along axis ${i} (size ${n})`;
+    Object.assign(input, { type: "number", min: 0, max: n - 1, step: 1, value: t.lead[i] });
+    input.setAttribute("aria-label", `index along axis ${i}`);
+    input.disabled = n <= 1;
+    input.addEventListener("change", () => {
+      const v = Math.max(0, Math.min(n - 1, Math.trunc(Number(input.value)) || 0));
+      input.value = v;
+      t.lead[i] = v;
+      state.hover = null;
+      fetchHeatmaps();
+    });
+    label.append(input);
+  });
+  if (lead.length) text(", :, :]");
+}
+export function onTolerance() {
+  refreshCompare();
+  fetchHeatmapsSoon();
+  writeHash();
+}
