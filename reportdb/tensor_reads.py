@@ -15,10 +15,10 @@ import numpy as np
 
 from .chunk_source import LOCAL, ChunkSource, ShardRead
 from .dtypes import numpy_dtype
-from .errors import InvalidArgumentError, ReportDBError, TensorNotFoundError
+from .errors import InvalidArgumentError, ReportDBError, ReportLockedError, TensorNotFoundError
 from .reading import ReportConnection, snapshot as _snapshot
 from .spec import Shards, assemble
-from .store import rows as rows_mod, windows
+from .store import engine as engine_mod, rows as rows_mod, windows
 from .store.rows import ShardInfo, TensorInfo
 
 
@@ -203,9 +203,10 @@ class TensorReads(ReportConnection):
     ) -> None:
         """Have the chunk source bring in the chunks a read of the tensor needs (of ``window`` or ``device``'s shard as
         :meth:`_plan` reads them; all, but those of blobs in ``skip``), before the read begins. The source writes the
-        file through a connection of its own, so this Report's snapshot is ended first, and the lock is held
-        throughout, so no read begins one until the chunks are in. A read that cannot be planned fetches nothing: the
-        read that follows refuses it with its own message."""
+        file through a connection of its own, so this Report's snapshot is ended first (a transaction of the caller's,
+        which would hold the source back, is a ReportLockedError), and the lock is held throughout, so no read begins
+        one until the chunks are in. A read that cannot be planned fetches nothing: the read that follows refuses it
+        with its own message."""
         with self._lock:
             try:
                 info, blob_ids = self._info(tensor_id, rank)
@@ -215,7 +216,17 @@ class TensorReads(ReportConnection):
             parts = [(i, None, None) for i in range(len(info.shards))] if plan.parts is None else plan.parts
             reads = [ShardRead(blob_ids[i], info.shards[i], part) for i, part, _ in parts
                      if skip is None or blob_ids[i] not in skip]
-            missing = self._source.missing(reads)
-            if missing:
-                self._end_snapshot()
-                self._source.fetch(missing, f"tensor {tensor_id} (rank {rank})")
+            what = f"tensor {tensor_id} (rank {rank})"
+            try:
+                missing = self._source.missing(reads)
+                if missing:
+                    self._end_snapshot()
+                    if self._conn.in_transaction:  # the caller's own: the source's writes would wait for it forever
+                        raise ReportLockedError(
+                            f"{self.path}: {what} needs {len(missing)} chunk(s) brought into this report's file, which a "
+                            "transaction of yours holds (session(), or a BEGIN in connection()); read the tensor outside it")
+                    self._source.fetch(missing, what)
+            except sqlite3.Error as exc:  # the source's own statements on the file
+                mapped = engine_mod.translate(exc, self.path, what=what)
+                assert mapped is not None
+                raise mapped from exc
