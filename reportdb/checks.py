@@ -32,7 +32,7 @@ class Checks(TensorReads):
         chunks, and every chunk re-read (decompressed) matches its content address (BLAKE3 or sha256, the file's
         kind: a deeper check than the crc32 every read makes). ``pool`` hashes in its threads; blob ids in ``skip`` are not checked again, and the ones
         checked here are added to it."""
-        if not self._source.complete:
+        if not self._complete:
             self._fetch(tensor_id, rank, skip=skip)
         info, blob_ids = self._info(tensor_id, rank)
         what = f"tensor {tensor_id} (rank {rank})"

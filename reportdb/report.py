@@ -139,6 +139,7 @@ class Report(TensorWrites, Checks):
         if mode == "r":
             recognize.check(opened.conn, self.path, empty_ok=False)
         self._attach(opened.conn, opened.revision, opened.new_file)
+        self._complete = self._source.complete  # the chunk source this Report reads through (TensorReads._source)
         self._memo.group = self._source.layout_group
         if opened.upgraded_older:
             self.fill_missing_stats()  # tensors stored before the statistics table existed

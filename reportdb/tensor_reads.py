@@ -9,7 +9,7 @@ source that brings in the chunks a read needs first (a report in a team store).
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, NamedTuple, Sequence
+from typing import Sequence, Union
 
 import numpy as np
 
@@ -22,14 +22,10 @@ from .store import engine as engine_mod, rows as rows_mod, windows
 from .store.rows import ShardInfo, TensorInfo
 
 
-class Plan(NamedTuple):
-    """How a read of a tensor (a window of it, one device shard) reads its shards (:meth:`TensorReads._plan`)."""
-
-    #: ``(shard index, window of the shard or None for all of it, where it goes in the answer)``; None: every shard
-    #: is read whole and the tensor assembled (the caller cuts a window from it)
-    parts: list[tuple[int, windows.Window | None, Any]] | None
-    #: The shape of the answer made of ``parts``; None when the one part read is the answer
-    shape: tuple[int, ...] | None
+#: How a read of a tensor reads its shards (:meth:`TensorReads._plan`): the index of the one shard it reads (the window
+#: of it the read asked for), or the answer's shape and its pieces ``[(shard index, window of that shard, where it
+#: goes in the answer)]``, or None: every shard is read whole and the tensor assembled (a window is cut from it).
+Plan = Union[int, tuple[tuple[int, ...], list[tuple[int, tuple[Union[int, slice], ...], tuple[slice, ...]]]], None]
 
 
 class TensorReads(ReportConnection):
@@ -39,6 +35,9 @@ class TensorReads(ReportConnection):
     #: Where this Report's chunk bytes come from (:mod:`reportdb.chunk_source`): the file itself, unless a subclass sets
     #: another source before ``Report.__init__`` runs (``reportdb.team.remote``); closed with the Report.
     _source: ChunkSource = LOCAL
+    #: ``_source.complete``, as this Report's own attribute: every read looks at it, and an instance attribute is
+    #: the cheapest thing to look at (a class attribute through the instance costs about three times as much).
+    _complete: bool
 
     def tensor_ids(self, rank: int = 0) -> list[int]:
         """The ids of the tensors stored for ``rank``, ascending."""
@@ -74,7 +73,7 @@ class TensorReads(ReportConnection):
 
     def shards(self, tensor_id: int, rank: int = 0) -> Shards:
         """Every device shard of a tensor as ``[(mesh_coordinate, array), ...]``."""
-        if not self._source.complete:
+        if not self._complete:
             self._fetch(tensor_id, rank)
         return self._shards(*self._info(tensor_id, rank))
 
@@ -108,7 +107,7 @@ class TensorReads(ReportConnection):
                 raise InvalidArgumentError("give window= or rows=, not both")
             window = (rows,)
         what = f"tensor {tensor_id} (rank {rank})"
-        if not self._source.complete:
+        if not self._complete:
             self._fetch(tensor_id, rank, window, device)
         if window is None and device is None:
             self._require_store()
@@ -149,12 +148,13 @@ class TensorReads(ReportConnection):
                                        has_block_crc=self._has_block_crc, blob_row=blob_rows[index], memo=memo)
 
         plan = self._plan(info, window, device)
-        if plan.parts is None:
+        if isinstance(plan, int):
+            return read(plan, window), False
+        if plan is None:
             return assemble(self._shards(info, blob_ids), info.spec.distribution), True
-        if plan.shape is None:
-            return read(*plan.parts[0][:2]), False
-        out = np.empty(plan.shape, dtype=numpy_dtype(info.shards[0].dtype))
-        for index, part, target in plan.parts if out.size else ():
+        shape, pieces = plan
+        out = np.empty(shape, dtype=numpy_dtype(info.shards[0].dtype))
+        for index, part, target in pieces if out.size else ():
             out[target] = read(index, part)
         return out, False
 
@@ -163,17 +163,16 @@ class TensorReads(ReportConnection):
         shard (the one at ``device``, the only one) or the pieces of the shards a window overlaps; else every shard,
         whole (a bad window is refused here, before any shard is read)."""
         if device is not None:
-            return Plan([(self._device_shard(info, device), window, None)], None)
+            return self._device_shard(info, device)
         if len(info.shards) == 1 and (window is not None or info.spec.distribution is None):
-            return Plan([(0, window, None)], None)
+            return 0
         if window is not None and info.shape is not None and all(s.dtype == info.shards[0].dtype for s in info.shards):
             boxes = rows_mod.shard_boxes(info)  # where each shard lies: read only those the window overlaps
             if boxes is not None:
-                shape, pieces = windows.split_window(info.shape, window, boxes)
-                return Plan(list(pieces), shape)
+                return windows.split_window(info.shape, window, boxes)
         if window is not None and info.shape is not None:
             windows.plan_window(info.shape, numpy_dtype(info.dtype).itemsize, window)
-        return Plan(None, None)
+        return None
 
     def _device_shard(self, info: TensorInfo, device: Sequence[int]) -> int:
         """The index of the shard of ``info`` at mesh coordinate ``device``; TensorNotFoundError naming the ones there
@@ -213,8 +212,14 @@ class TensorReads(ReportConnection):
                 plan = self._plan(info, window, device)
             except ReportDBError:
                 return
-            parts = [(i, None, None) for i in range(len(info.shards))] if plan.parts is None else plan.parts
-            reads = [ShardRead(blob_ids[i], info.shards[i], part) for i, part, _ in parts
+            parts: list[tuple[int, windows.Window | None]]
+            if isinstance(plan, int):
+                parts = [(plan, window)]
+            elif plan is None:
+                parts = [(i, None) for i in range(len(info.shards))]
+            else:
+                parts = [(index, part) for index, part, _ in plan[1]]
+            reads = [ShardRead(blob_ids[i], info.shards[i], part) for i, part in parts
                      if skip is None or blob_ids[i] not in skip]
             what = f"tensor {tensor_id} (rank {rank})"
             try:
