@@ -102,7 +102,7 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("COMMIT")
 
 
-class Reading:
+class _Reading:
     """``ReportConnection._reading``: a class rather than a generator, as every read enters one (a generator-based
     context manager costs measurably more per read, benchmarks/NOTES.md). Entering renews the Report's snapshot
     where it keeps one (``ReportConnection._renew``)."""
@@ -269,10 +269,10 @@ class ReportConnection:
             if mapped is not None:
                 raise mapped from exc
 
-    def _reading(self, what: str) -> Reading:
+    def _reading(self, what: str) -> _Reading:
         """The connection, held for the block, with every SQLite error in it raised as the ReportDBError it stands
         for (damage, a timeout, a schema not laid out as expected), naming ``what`` (a table or a tensor)."""
-        return Reading(self, what)
+        return _Reading(self, what)
 
     def _renew(self) -> None:
         """Begin this Report's snapshot, ending an expired one first (under ``_lock``, from ``_reading``).
