@@ -3,7 +3,8 @@ SQLite's locking once per many reads instead of at every statement). These tests
 is never held back for longer than that, whether the reader reads on or sits idle, in this process or another; a read
 after a commit sees the commit (the rows and checked blocks a Report remembers are forgotten with the old snapshot); a
 file in WAL mode, being written, is read without one; the caller's own SQL (``connection()``, ``session()``) and
-``close()`` end it.
+``close()`` end it; a chunk source that writes the file (``reportdb.chunk_source``, as a team store's report does)
+is asked before a read takes its snapshot.
 
 Each test builds its report in tmp_path with reportdb and writes to it with plain sqlite3 or a second Report.
 """
