@@ -3,7 +3,8 @@ SQLite's locking once per many reads instead of at every statement). These tests
 is never held back for longer than that, whether the reader reads on or sits idle, in this process or another; a read
 after a commit sees the commit (the rows and checked blocks a Report remembers are forgotten with the old snapshot); a
 file in WAL mode, being written, is read without one; the caller's own SQL (``connection()``, ``session()``) and
-``close()`` end it.
+``close()`` end it; a chunk source that writes the file (``reportdb.chunk_source``, as a team store's report does)
+is asked before a read takes its snapshot.
 
 Each test builds its report in tmp_path with reportdb and writes to it with plain sqlite3 or a second Report.
 """
@@ -16,12 +17,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pytest
 
 from conftest import flip_stored_byte
 import reportdb
+from reportdb.chunk_source import ChunkSource, ShardRead
 import reportdb.report as report_mod
 from reportdb.errors import CorruptionError
 
@@ -209,27 +212,64 @@ def test_the_callers_own_sql_and_close_end_the_snapshot(tmp_path: Path) -> None:
     _write(path, "UPDATE rdb_tensor SET memory_config = ? WHERE tensor_id = 2", WIDTH_SHARDED, timeout=0)
 
 
+class _CopiedChunks(ChunkSource):
+    """A chunk source of the test's own: the report's file holds its chunk rows with their bytes emptied, and a full
+    copy of it the bytes, which ``fetch`` writes in through a connection of its own that never waits for a lock (it
+    fails at once, "locked", if the Report still held its snapshot)."""
+
+    complete = False
+    layout_group = 1
+
+    def __init__(self, path: Path, full: Path) -> None:
+        self.fill = sqlite3.connect(path, timeout=0, isolation_level=None)
+        self.full = sqlite3.connect(f"file:{full}?mode=ro", uri=True)
+        self.asked: list[int] = []
+
+    def missing(self, reads: Sequence[ShardRead]) -> list[int]:
+        ids = {r[0] for blob_id, _, _ in reads for r in self.fill.execute(
+            "SELECT bc.chunk_id FROM rdb_blob_chunk bc JOIN rdb_chunk c ON c.id = bc.chunk_id"
+            " WHERE bc.blob_id = ? AND length(c.data) = 0", (blob_id,))}
+        return sorted(ids)
+
+    def fetch(self, chunk_ids: list[int], what: str) -> None:
+        self.asked += chunk_ids
+        for chunk_id in chunk_ids:
+            (data,) = self.full.execute("SELECT data FROM rdb_chunk WHERE id = ?", (chunk_id,)).fetchone()
+            self.fill.execute("UPDATE rdb_chunk SET data = ? WHERE id = ?", (data, chunk_id))
+
+    def close(self) -> None:
+        self.fill.close()
+        self.full.close()
+
+
+class _Filled(reportdb.Report):
+    """A Report that reads through :class:`_CopiedChunks` (the extension point ``team.remote`` uses)."""
+
+    def __init__(self, path: Path, full: Path) -> None:
+        self._source = _CopiedChunks(path, full)
+        super().__init__(path)
+
+
 @pytest.mark.usefixtures("long_snapshots")
-def test_a_subclass_keeps_no_snapshot_unless_it_says_so(tmp_path: Path) -> None:
-    """A subclass may write its file through another connection while it holds the Report's lock (as the team store's
-    RemoteReport fills chunks in): a snapshot of its own would make that wait."""
-
-    class Filling(reportdb.Report):
-        def fill(self) -> None:
-            with self._lock:
-                self.tensor(2)
-                _write(self.path, "UPDATE rdb_tensor SET memory_config = ? WHERE tensor_id = 2", WIDTH_SHARDED,
-                       timeout=0)
-
-    class Keeping(reportdb.Report):
-        keeps_snapshots = True
-
-    path = _report(tmp_path / "db.sqlite")
-    with Filling(path) as report:
-        report.fill()
-        assert report.tensor_info(2).spec.memory_config is not None
-    assert not Filling.keeps_snapshots and Keeping.keeps_snapshots
-    with Keeping(path) as report:
-        report.tensor(2)
-        with pytest.raises(sqlite3.OperationalError, match="locked"):
+def test_a_chunk_source_fills_the_file_before_the_read_takes_its_snapshot(tmp_path: Path) -> None:
+    """The seam's contract, with the snapshot a read-only Report keeps: a read asks its source for the chunks it
+    lacks, the source writes them into the file through another connection (which would fail at once while the
+    Report held its snapshot), and the read that follows sees them; chunks already there are not asked for again."""
+    full = _report(tmp_path / "full.sqlite")
+    path = tmp_path / "db.sqlite"
+    path.write_bytes(full.read_bytes())
+    _write(path, "UPDATE rdb_chunk SET data = zeroblob(0)")
+    with _Filled(path, full) as report:
+        source = report._source
+        assert isinstance(source, _CopiedChunks)
+        np.testing.assert_array_equal(report.tensor(2), SMALL)
+        assert len(source.asked) == 1
+        with pytest.raises(sqlite3.OperationalError, match="locked"):  # the Report keeps its snapshot, as ever
             _write(path, "UPDATE rdb_tensor SET memory_config = NULL WHERE tensor_id = 2", timeout=0)
+        np.testing.assert_array_equal(report.tensor(1, rows=slice(3, 9)), ARRAY[3:9])  # ends it to fill tensor 1
+        np.testing.assert_array_equal(report.tensor(2), SMALL)
+        np.testing.assert_array_equal(report.shards(1)[0][1], ARRAY)
+        assert report.verify_tensor(1) == ARRAY.nbytes
+        assert len(source.asked) == 2 and report.check_store() == []
+    with pytest.raises(sqlite3.ProgrammingError):  # the Report's close closed its source
+        source.fill.execute("SELECT 1")

@@ -9,13 +9,13 @@ from typing import Iterator
 import ml_dtypes
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from conftest import FIXTURES
 from pg_server import PgServer
 import reportdb
 from reportdb import team
-from reportdb.errors import TensorNotFoundError
+from reportdb.errors import ReportLockedError, TensorNotFoundError
 from reportdb.models import LocalTensorComparisonRecord, Operation, StoredTensor
 from reportdb.spec import Distribution, Placement
 
@@ -163,3 +163,18 @@ def test_one_shard_or_a_window_of_a_multi_shard_tensor_fetches_only_its_chunks(p
         assert fetched(remote) == 16
         with pytest.raises(TensorNotFoundError):
             remote.tensor(5, device=(7,))
+
+
+def test_a_read_that_must_fetch_inside_a_transaction_of_the_callers_says_so_at_once(store: str) -> None:
+    """Chunks are brought into the private copy through a connection of their own, which a transaction of the caller's
+    on the report (a session's) holds back: a read that must fetch is then a ReportLockedError at once (it waited 60 s
+    on its own lock, then raised a raw sqlite3 error), a tensor whose chunks are there already reads, and once the
+    transaction ends the read fetches."""
+    with reportdb.open(team.report_url(store, "the report")) as remote:
+        assert remote.tensor(901).tobytes() == SMALL.tobytes()
+        with remote.session() as session:
+            assert session.execute(text("SELECT COUNT(*) FROM rdb_tensor")).scalar_one() == len(remote.tensor_keys())
+            assert remote.tensor(901).tobytes() == SMALL.tobytes()
+            with pytest.raises(ReportLockedError, match="tensor 900 .rank 0. needs 6 chunk.s. brought into"):
+                remote.tensor(900)
+        np.testing.assert_array_equal(remote.tensor(900), BIG)
