@@ -88,6 +88,15 @@ def cases() -> list[tuple[str, list, dict]]:
         ("ttnn.concat", [[normal(1, 1, 32, 64), normal(1, 1, 32, 32)]], {"dim": -1}),
         ("ttnn.slice", [normal(1, 1, 32, 64), [0, 0, 0, 0], [1, 1, 16, 64], [1, 1, 1, 2]], {}),
         ("ttnn.typecast", [normal(1, 1, 32, 64) * 1.001, ttnn.bfloat16], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 300, ttnn.uint8], {}),  # negatives and > 255 wrap
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 300, ttnn.int8], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 30000 + 100, ttnn.uint16], {}),  # rounds half up, saturates
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 1e6, ttnn.uint32], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 1000, ttnn.int32], {}),
+        ("ttnn.typecast", [RNG.integers(0, 70000, (1, 1, 32, 64)).astype(np.int64), ttnn.uint16], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * np.exp(normal(1, 1, 32, 64) * 4), ttnn.bfloat8_b], {}),
+        ("ttnn.typecast", [normal(2, 3, 40) * np.exp(normal(2, 3, 40) * 4), ttnn.bfloat4_b], {}),  # padded tiles
+        ("ttnn.typecast", [normal(1, 64, 32), ttnn.bfloat8_b], {}),
         ("ttnn.to_layout", [x4, ttnn.TILE_LAYOUT], {}),
         ("ttnn.embedding", [RNG.integers(0, 1000, (1, 32)).astype(np.int64), normal(1000, 64)], {}),
         ("ttnn.where", [(normal(1, 1, 32, 64) > 0).astype(np.float32), x4, normal(1, 1, 32, 64)], {}),
@@ -142,7 +151,12 @@ def main() -> None:
             return torch.from_numpy(array.copy())  # a golden may update its input in place (layer_norm's residual)
 
         output = golden(*walk(args, to_torch), **{k: walk(v, to_torch) for k, v in kwargs.items()})
-        result = output.detach().numpy() if output.dtype != torch.bfloat16 else output.float().numpy()
+        if output.dtype == torch.bfloat16:
+            result = output.float().numpy()
+        elif not output.is_floating_point() and output.dtype not in (torch.uint8, torch.int8, torch.int32, torch.int64):
+            result = output.to(torch.int64).numpy()  # torch's uint16/uint32 have no numpy form everywhere
+        else:
+            result = output.detach().numpy()
         np.savez(options.out / f"{n}.npz", golden=result, golden_dtype=np.array(str(output.dtype)),
                  **{f"input{i}": array for i, (_, array) in enumerate(inputs)})
         records.append({"case": n, "op": op, "input_ids": [i for i, _ in inputs], "rows": rows})

@@ -92,6 +92,18 @@ HAND = [  # (op, inputs, arguments, expected)
     ("ttnn.concat", [X, X[:1]], [A("dim", "0")], [[-2, -0.5, 0], [0.5, 1, 4], [-2, -0.5, 0]]),
     ("ttnn.slice", [X], [A("1", "[0, 1]"), A("2", "[2, 3]"), A("3", "[1, 2]")], [[-0.5], [1]]),
     ("ttnn.typecast", [np.array([1.00390625, 1.01171875], F)], [A("1", "DataType.BFLOAT16")], [1.0, 1.015625]),
+    # integer targets as ttnn's golden converts a device tensor: truncate and wrap (uint8, int8), round half up and
+    # saturate (uint16), sign-extend an int8 into uint32
+    ("ttnn.typecast", [np.array([-1.5, 2.7, 300.9, -257.2], F)], [A("1", "DataType.UINT8")], [255, 2, 44, 255]),
+    ("ttnn.typecast", [np.array([-1.5, 2.7, 200.0, -129.9], F)], [A("1", "DataType.INT8")], [-1, 2, -56, 127]),
+    ("ttnn.typecast", [np.array([0.5, 1.5, 2.4, -3.0, 70000.0], F)], [A("1", "DataType.UINT16")], [1, 2, 2, 0, 65535]),
+    ("ttnn.typecast", [np.array([-1, 5], np.int8)], [A("1", "DataType.UINT32")], [4294967295, 5]),
+    ("ttnn.typecast", [np.array([-2.9, 7.9], F)], [A("1", "DataType.INT32")], [-2, 7]),
+    # block floats: 16 values of a row share the largest exponent (3.0: scale 2^-5 for BFLOAT8_B's 7 bits), the 17th
+    # starts a group of its own
+    ("ttnn.typecast", [np.array([[1.0, 2**-8, 3.0, 0.05] + [0.0] * 12 + [0.05]], F)], [A("1", "DataType.BFLOAT8_B")],
+     [[1.0, 0.0, 3.0, 0.0625] + [0.0] * 12 + [0.0498046875]]),
+    ("ttnn.typecast", [np.array([[1.0, 3.0, 0.3]], F)], [A("1", "DataType.BFLOAT4_B")], [[1.0, 3.0, 0.5]]),
     ("ttnn.to_layout", [X], [A("1", "Layout.TILE")], X),
     ("ttnn.untilize", [X], [], X),
     ("ttnn.embedding", [np.array([[2, 0]], np.uint32), np.array([[1, 2], [3, 4], [5, 6]], F)], [], [[[5, 6], [1, 2]]]),
@@ -166,7 +178,8 @@ def test_concat_list_of_tensors() -> None:
     ("ttnn.matmul", [X, X.T], [A("arg_0", SUMMARY.format(1)), A("arg_1", SUMMARY.format(2))], ("arg_0", "arg_1")),
     ("ttnn.linear", [X, X.T, X], [], ("input 2",)),  # a third input that nothing recorded names
     ("ttnn.transpose", [X], [A("1", "0")], ("dim2",)),  # required and not recorded
-    ("ttnn.typecast", [X], [A("1", "DataType.UINT8")], ("dtype",)),
+    ("ttnn.typecast", [X.astype(ml_dtypes.bfloat16)], [A("1", "DataType.UINT16")], ("input_tensor",)),  # which dtype?
+    ("ttnn.typecast", [np.array([1.0, np.nan], F)], [A("1", "DataType.INT32")], ("input_tensor",)),
     ("ttnn.relu", [np.array([1, 2], np.int32)], [], ("input_tensor",)),
     ("ttnn.concat", [X, X], [A("groups", "2")], ("groups",)),
     ("ttnn.matmul", [X], [], ("input_tensor_b",)),
@@ -175,6 +188,27 @@ def test_unsupported_arguments_are_named(op: str, inputs: list[np.ndarray], args
     with pytest.raises(UnsupportedArguments) as info:
         run(op, *inputs, args=args)
     assert info.value.names == names
+
+
+def test_typecast_to_uint16_truncates_a_block_float_input() -> None:
+    values = np.array([0.5, 1.5, 2.5], dtype=ml_dtypes.bfloat16)
+    out = refs.compute("ttnn.typecast", [(7, values)], [A("1", "DataType.UINT16")], input_dtypes={7: "DataType.BFLOAT8_B"})
+    assert out.tolist() == [0, 1, 2] and out.dtype == np.uint16
+    plain = refs.compute("ttnn.typecast", [(7, values)], [A("1", "DataType.UINT16")], input_dtypes={7: "BFLOAT16"})
+    assert plain.tolist() == [1, 2, 3]
+
+
+def test_block_float_typecast_equals_reportdbs_packer_and_decoder() -> None:
+    from reportdb.analysis.references.typecast import block_float
+    from reportdb.formats import blockfloat, tiles
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((64, 64)) * np.exp(rng.standard_normal((64, 64)) * 4)).astype(F)
+    for dtype, bits in (("BFLOAT8_B", 7), ("BFLOAT4_B", 3)):
+        packed = blockfloat.encode(tiles.tilize(x, (32, 32)), dtype, (32, 32))
+        decoded = blockfloat.decode(packed, dtype, (32, 32)).view(ml_dtypes.bfloat16)
+        expected = tiles.untilize(decoded, 64, 64, (32, 32), False).astype(F)
+        np.testing.assert_array_equal(block_float(x, bits), expected)
 
 
 def test_placement_arguments_are_accepted_and_unknown_ops_have_none() -> None:

@@ -191,7 +191,7 @@ def prepare(
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=outputs[0], detail=str(exc))
     try:
         with np.errstate(all="ignore"):
-            expected = references.compute(name, inputs, arguments)
+            expected = references.compute(name, inputs, arguments, input_dtypes(report, graph, input_ids, rank))
     except references.UnsupportedArguments as exc:
         return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=outputs[0], unsupported=exc.names,
                          detail=str(exc))  # fmt: skip
@@ -199,6 +199,12 @@ def prepare(
         return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=outputs[0], unsupported=("inputs",),
                          detail=f"the stored inputs do not fit {name}: {exc}")  # fmt: skip
     return outputs[0], expected
+
+
+def input_dtypes(report: "Report", graph: TensorGraph, tensor_ids: list[int], rank: int) -> dict[int, str]:
+    """The ttnn dtypes of an operation's inputs where the report says them (a BFLOAT8_B input is stored as bfloat16
+    values; typecast converts it otherwise)."""
+    return {t: judged_dtype(report, graph, t, rank) for t in tensor_ids if graph.dtypes.get(t) or report.has_tensor(t, rank)}
 
 
 def _arguments(report: "Report", rank: int) -> dict[int, list[references.Argument]]:

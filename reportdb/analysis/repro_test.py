@@ -34,7 +34,8 @@ def reference() -> np.ndarray:
     inputs = [(entry["tensor_id"], load(entry)) for entry in META["inputs"]]
     arguments = [references.Argument(name, text) for name, text in META["arguments"]]
     with np.errstate(all="ignore"):
-        return references.compute(META["operation"], inputs, arguments)
+        dtypes = {entry["tensor_id"]: entry["ttnn_dtype"] for entry in META["inputs"]}
+        return references.compute(META["operation"], inputs, arguments, dtypes)
 
 
 def ordered(x: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Operations that move values without arithmetic: transpose, permute, reshape, concat, slice, to_layout, tilize,
-untilize, embedding, and typecast between float dtypes. Values keep their stored dtype (nothing to round), so
+untilize and embedding (typecast is in ``typecast``). Values keep their stored dtype (nothing to round), so
 integer tensors are covered too. reportdb stores tensors in their logical shape, so a layout change is the identity."""
 
 from __future__ import annotations
@@ -7,8 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-import ml_dtypes
 
 from . import Param, UnsupportedArguments, reference
 
@@ -92,20 +90,6 @@ def to_layout(input_tensor: Any, dtype: str | None = None, **_: Any) -> np.ndarr
     if dtype is not None:
         raise UnsupportedArguments(["dtype"], "a layout change that also converts the dtype")
     return np.asarray(input_tensor)
-
-
-_FLOAT_TARGETS = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
-
-
-@reference("ttnn.typecast", params=(_IN, Param("dtype", "dtype", 1, required=True), Param("output_tensor", "output")))
-def typecast(input_tensor: Any, dtype: str, **_: Any) -> np.ndarray:
-    """ttnn.typecast to a float dtype: round to nearest even. Integer targets (whose rounding depends on the source,
-    the host and the architecture) and block floats are refused."""
-    if dtype not in _FLOAT_TARGETS:
-        raise UnsupportedArguments(["dtype"], f"a cast to {dtype}, whose rounding ttnn defines per architecture")
-    x = np.asarray(input_tensor)
-    source = x if x.dtype.kind in "iub" else x.astype(np.float32)
-    return source.astype(_FLOAT_TARGETS[dtype])
 
 
 @reference("ttnn.embedding", params=(
