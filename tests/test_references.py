@@ -131,9 +131,10 @@ def test_hand_checked(op: str, inputs: list[np.ndarray], args: list[A], expected
 
 
 def test_every_reference_has_a_hand_checked_case() -> None:
-    covered = {refs.canonical_name(c[0]) for c in HAND}
+    several = {"ttnn.split", "ttnn.chunk", "ttnn.transformer.split_query_key_value_and_split_heads"}  # checked below
+    covered = {refs.canonical_name(c[0]) for c in HAND} | several
     aliases = {"ttnn.sub", "ttnn.mul", "ttnn.div", "ttnn.clip", "ttnn.view", "ttnn.tilize", "ttnn.tilize_with_zero_padding",
-               "ttnn.to_memory_config"}  # the same function as a covered name
+               "ttnn.to_memory_config", "ttnn.experimental.split_query_key_value_and_split_heads"}  # a covered function
     assert set(refs.names()) - aliases <= covered, set(refs.names()) - aliases - covered
 
 
@@ -209,6 +210,27 @@ def test_block_float_typecast_equals_reportdbs_packer_and_decoder() -> None:
         decoded = blockfloat.decode(packed, dtype, (32, 32)).view(ml_dtypes.bfloat16)
         expected = tiles.untilize(decoded, 64, 64, (32, 32), False).astype(F)
         np.testing.assert_array_equal(block_float(x, bits), expected)
+
+
+def test_operations_with_several_outputs_give_each() -> None:
+    row = np.arange(5, dtype=F)[None]
+    pieces = refs.compute_outputs("ttnn.split", [(1, row)], [A("1", "2"), A("dim", "-1")])
+    assert [p.tolist() for p in pieces] == [[[0, 1]], [[2, 3]], [[4]]]  # pieces of 2, the last shorter
+    listed = refs.compute_outputs("ttnn.split", [(1, row)], [A("1", "[1, 4]"), A("dim", "1")])
+    assert [p.tolist() for p in listed] == [[[0]], [[1, 2, 3, 4]]]
+    chunks = refs.compute_outputs("ttnn.chunk", [(1, row)], [A("1", "2"), A("2", "1")])
+    assert [p.tolist() for p in chunks] == [[[0, 1, 2]], [[3, 4]]]  # ceil(5 / 2) = 3 per chunk
+    # a fused [1, 1, 4] QKV, 1 head of size 1 and 1 kv head...: q = x[0], k = x[1], v = x[2]; 2 query heads: q = x[0:2]
+    fused = np.array([[[1, 2, 3]]], F)
+    q, k, v = refs.compute_outputs("ttnn.transformer.split_query_key_value_and_split_heads", [(1, fused)],
+                                   [A("num_heads", "1")])  # fmt: skip
+    assert (q.tolist(), k.tolist(), v.tolist()) == ([[[[1]]]], [[[[2]]]], [[[[3]]]])
+    fused = np.array([[[1, 2, 3, 4], [5, 6, 7, 8]]], F)  # batch 1, sequence 2, 2 query heads + 1 kv head of size 1
+    q, k, v = refs.compute_outputs("ttnn.transformer.split_query_key_value_and_split_heads", [(1, fused)],
+                                   [A("num_heads", "2"), A("num_kv_heads", "1"), A("transpose_key", "False")])  # fmt: skip
+    assert q.tolist() == [[[[1], [5]], [[2], [6]]]] and k.tolist() == [[[[3], [7]]]] and v.tolist() == [[[[4], [8]]]]
+    with pytest.raises(ValueError, match="compute_outputs"):
+        refs.compute("ttnn.split", [(1, row)], [A("1", "2"), A("dim", "-1")])
 
 
 def test_placement_arguments_are_accepted_and_unknown_ops_have_none() -> None:

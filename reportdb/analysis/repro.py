@@ -28,11 +28,12 @@ if TYPE_CHECKING:
 
 def make_repro(
     report: "Report | str | Path", operation_id: int, out: str | Path, *, policy: "Policy | str | Path | None" = None,
-    rank: int = 0,
+    rank: int = 0, output_index: int = 0,
 ) -> Path:  # fmt: skip
-    """Write the repro folder of operation ``operation_id`` to ``out`` (which must not exist, or be an empty folder)
-    and return it. InvalidArgumentError when the operation cannot be replayed (no such operation, no reference, an
-    argument not understood, values not stored: the message says which)."""
+    """Write the repro folder of operation ``operation_id`` (its output ``output_index``, for an operation with
+    several) to ``out`` (which must not exist, or be an empty folder) and return it. InvalidArgumentError when the
+    operation cannot be replayed (no such operation or output, no reference, an argument not understood, values not
+    stored: the message says which)."""
     target = Path(out)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise OutputPathError(f"{target} exists and is not an empty folder; give a new folder with -o")
@@ -46,7 +47,12 @@ def make_repro(
         if isinstance(prepared, ReplayRow):
             raise InvalidArgumentError(f"operation {operation_id} {prepared.name} cannot be replayed "
                                        f"({prepared.status}): {prepared.detail}")  # fmt: skip
-        output_id, expected = prepared
+        chosen = [(t, e) for i, t, e in prepared if i == output_index]
+        if not chosen:
+            raise InvalidArgumentError(f"operation {operation_id} has no output {output_index}")
+        output_id, expected = chosen[0]
+        if isinstance(expected, str):
+            raise InvalidArgumentError(f"output {output_index} of operation {operation_id} cannot be replayed: {expected}")
         name = graph.names[operation_id]
         dtype = canonical_dtype(judged_dtype(rep, graph, output_id, rank))
         device = rep.tensor(output_id, rank)
@@ -56,6 +62,7 @@ def make_repro(
                   for t in graph.inputs.get(operation_id, [])]  # fmt: skip
         meta: dict[str, Any] = {
             "report": str(rep.path), "operation_id": operation_id, "operation": name, "rank": rank,
+            "output_index": output_index,
             "arguments": [[a.name, a.text] for a in arguments],
             "policy": {"dtype": dtype, "rtol": rtol, "atol": atol, "criteria": verdict.criteria.to_dict()},
             "reportdb_verdict": {"passed": verdict.passed, "failed": list(verdict.failed), "pcc": metrics.pcc,
