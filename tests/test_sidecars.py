@@ -43,7 +43,7 @@ def rows(db: Path, table: str) -> list[tuple[object, ...]]:
 def stripped_report(tmp_path: Path) -> Path:
     """The fixture folder with the rows the sidecars hold removed from its db.sqlite (a report made without them)."""
     folder = tmp_path / "report"
-    shutil.copytree(FOLDER / "report", folder)
+    shutil.copytree(FOLDER / "comparison-report", folder)
     conn = sqlite3.connect(folder / "db.sqlite")
     with conn:
         for table in TABLES:
@@ -66,7 +66,7 @@ def test_the_sidecars_give_the_rows_ttnn_imported_itself(tmp_path: Path) -> None
     folder = stripped_report(tmp_path)
     values_file(tmp_path / "values.sqlite")
     result = attach(tmp_path / "values.sqlite", folder)
-    truth = FOLDER / "report" / "db.sqlite"
+    truth = FOLDER / "comparison-report" / "db.sqlite"
     for table in (*TABLES, "tensors"):
         assert rows(folder / "db.sqlite", table) == rows(truth, table), table
     assert result.sidecars is not None
@@ -113,18 +113,18 @@ def test_migrate_reads_the_sidecars(tmp_path: Path) -> None:
     summary = reportdb.migrate(folder, tmp_path / "migrated")
     assert summary.sidecars is not None and summary.sidecars["added"]["local_tensor_comparison_records"] == 6
     for table in TABLES:
-        assert rows(tmp_path / "migrated" / "db.sqlite", table) == rows(FOLDER / "report" / "db.sqlite", table)
+        assert rows(tmp_path / "migrated" / "db.sqlite", table) == rows(FOLDER / "comparison-report" / "db.sqlite", table)
 
 
 def test_migrate_of_ttnns_own_folder_finds_every_row_present(tmp_path: Path) -> None:
-    summary = reportdb.migrate(FOLDER / "report", tmp_path / "migrated")
+    summary = reportdb.migrate(FOLDER / "comparison-report", tmp_path / "migrated")
     assert summary.sidecars is not None and summary.sidecars["added"] == {}
     assert summary.sidecars["already_present"]["local_tensor_comparison_records"] == 6
 
 
 def bad_sidecars() -> list[tuple[str, str | bytes]]:
     """(name, content) of malformed sidecars."""
-    good = json.loads((FOLDER / "report" / "graph_capture.comparison_records.json").read_text())
+    good = json.loads((FOLDER / "comparison-report" / "graph_capture.comparison_records.json").read_text())
     wrong_type = json.loads(json.dumps(good))
     wrong_type["local_tensor_comparison_records"][0]["actual_pcc"] = "0.99"
     unknown = json.loads(json.dumps(good))
@@ -150,7 +150,7 @@ def test_a_malformed_sidecar_is_refused_and_nothing_is_written(tmp_path: Path, i
     name, content = bad_sidecars()[index]
     folder = stripped_report(tmp_path)
     if index == 9:  # a record that contradicts the row ttnn's table holds: the original, with its rows
-        shutil.copyfile(FOLDER / "report" / "db.sqlite", folder / "db.sqlite")
+        shutil.copyfile(FOLDER / "comparison-report" / "db.sqlite", folder / "db.sqlite")
     path = folder / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     values_file(tmp_path / "values.sqlite")

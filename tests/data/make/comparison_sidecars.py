@@ -7,13 +7,15 @@ tests/test_references_golden.py), with ``TT_METAL_MOCK_CLUSTER_DESC_PATH`` set, 
 
 It does what ttnn's own pytest report fixture (``ttnn.graph_report``) does at the end of a test, with comparison mode
 on and no device: graph capture of host operations whose golden functions run on the CPU, then
-``ttnn.graph.end_graph_capture_to_file(report/graph_capture.json)`` (which writes the ``.python_io.json`` and
+``ttnn.graph.end_graph_capture_to_file(comparison-report/graph_capture.json)`` (which writes the ``.python_io.json`` and
 ``.comparison_records.json`` sidecars beside it), ``ttnn.graph.import_report(report, report)`` (``db.sqlite`` with the
 records and the ``tensor_lifetime`` table, and the ``graph_capture.tensor_lifetime.json`` sidecar), the capture file
 removed, ``config.json`` saved. The operations, as the wheel records them: a tilize, a BFLOAT8_B conversion and a
 typecast (all match), a reshape of the TILE tensor whose device result its golden does not match (local and global
 records fail: the culprit) and a typecast of that (local record passes, global fails: its victim). ``OUT/values.npz`` holds the values of every output (``t<tensor id>``, read back with
-``ttnn.to_torch``) and of every golden tensor the records name, taken where ttnn builds each golden's report row.
+``ttnn.to_torch``) and of every golden tensor the records name, taken where ttnn builds each golden's report row;
+``OUT/values.json`` says which are outputs and which goldens. (The folder is not named ``report`` and has no
+``manifest.json``: it is no tensor-file fixture.)
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", type=pathlib.Path)
     args = parser.parse_args()
-    report = args.out / "report"
+    report = args.out / "comparison-report"
     if args.out.exists():
         shutil.rmtree(args.out)
     report.mkdir(parents=True)
@@ -61,7 +63,7 @@ def main() -> None:
     ttnn.CONFIG.comparison_mode_pcc = 0.999999
     ttnn.CONFIG.enable_detailed_tensor_report = True  # Python stack traces: the tensor_lifetime sidecar
     ttnn.CONFIG.root_report_path = str(args.out)
-    ttnn.CONFIG.report_name = "report"  # a report path turns on global goldens
+    ttnn.CONFIG.report_name = "comparison-report"  # a report path turns on global goldens
     ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NORMAL)
     values = torch.tensor(np.random.default_rng(81).standard_normal((32, 64)).astype(np.float32))
     x = ttnn.from_torch(values, dtype=ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT)
@@ -81,7 +83,7 @@ def main() -> None:
     capture.unlink()
     ttnn.save_config_to_json_file(report / "config.json")
     np.savez(args.out / "values.npz", **{f"t{k}": v for k, v in sorted(VALUES.items())})
-    (args.out / "manifest.json").write_text(json.dumps({
+    (args.out / "values.json").write_text(json.dumps({
         "ttnn": ttnn.__version__ if hasattr(ttnn, "__version__") else "0.81.1",
         "outputs": [int(t.tensor_id) for t in outputs],
         "goldens": sorted(set(VALUES) - {int(t.tensor_id) for t in outputs}),
