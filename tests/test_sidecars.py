@@ -24,6 +24,7 @@ import reportdb
 from conftest import FIXTURES
 from reportdb.legacy.sidecars import MAX_SIDECAR_BYTES, SidecarError, read_sidecar
 from reportdb.ttnn import attach
+from test_visualizer_queries import answers, assert_same_answers, runner, visualizer_python  # noqa: F401 (fixtures)
 
 FOLDER = FIXTURES / "ttnn-0.81.1-comparison"
 TABLES = ("local_tensor_comparison_records", "global_tensor_comparison_records", "tensor_lifetime")
@@ -201,3 +202,17 @@ def test_the_cli_reads_named_sidecars_and_says_one_line_on_a_bad_one(tmp_path: P
     (aside / "graph_capture.tensor_lifetime.json").write_text("{")
     bad = subprocess.run(run + named, capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "not valid JSON" in bad.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_visualizer_reads_the_sidecars_rows_as_it_reads_ttnns(tmp_path: Path, visualizer_python: str, runner: Path) -> None:
+    """ttnn-visualizer's own query layer: the report whose tables were filled from the sidecars by migrate gives the
+    answers ttnn's own report gives (tensors with their lifetimes and local/global comparisons)."""
+    folder = stripped_report(tmp_path)
+    reportdb.migrate(folder, tmp_path / "migrated")
+    truth = answers(visualizer_python, runner, FOLDER / "comparison-report" / "db.sqlite")
+    ours = answers(visualizer_python, runner, tmp_path / "migrated" / "db.sqlite")
+    lifetimes = [t["lifetime"] for t in truth["query_tensors"] if t.get("lifetime")]
+    assert len(lifetimes) == 6 and all(len(c) == 6 for c in truth["query_tensor_comparisons"][:2])  # not vacuous
+    assert_same_answers(truth, ours)

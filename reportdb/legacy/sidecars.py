@@ -238,11 +238,9 @@ def import_sidecars(conn: sqlite3.Connection, sidecars: list[Sidecar], *, write:
     ``write=False`` only check that they can be (a read-only source). A row already there with the same values
     counts as present; other values under its key, or a field whose column the table lacks, raise SidecarError
     before any row is written."""
-    added: dict[str, list[tuple[Any, ...]]] = {}
+    added: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}  # table -> (tensor id, rank) -> row to insert
     present: dict[str, int] = {}
-    columns_of: dict[str, list[str]] = {}
-    for table in _DDL:
-        columns_of[table] = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")] or _columns(_DDL[table])
+    columns_of = {t: [r[1] for r in conn.execute(f"PRAGMA main.table_info({t})")] or _columns(ddl) for t, ddl in _DDL.items()}
     for sidecar in sidecars:
         for table, rows in sidecar.rows.items():
             columns = columns_of[table]
@@ -250,23 +248,22 @@ def import_sidecars(conn: sqlite3.Connection, sidecars: list[Sidecar], *, write:
                 lost = sorted(k for k, v in row.items() if k not in columns and not (k == "rank" and v == 0) and v is not None)
                 if lost:
                     raise SidecarError(f"{sidecar.path}: table {table} of the report has no column for {lost}; nothing was written")
-                key_rank = "rank" in columns
-                existing = _existing(conn, table, columns, row, key_rank)
+                key = (row["tensor_id"], row["rank"])
                 wanted = {k: v for k, v in row.items() if k in columns}
-                pending = [r for r in added.get(table, []) if r[0] == (row["tensor_id"], row["rank"])]
-                if existing is None and not pending:
-                    added.setdefault(table, []).append(((row["tensor_id"], row["rank"]), wanted))  # type: ignore[arg-type]
-                elif table == "tensors" or _same(existing if existing is not None else pending[0][1], wanted):
+                held = added.get(table, {}).get(key) or _existing(conn, table, columns, row, "rank" in columns)
+                if held is None:
+                    added.setdefault(table, {})[key] = wanted
+                elif table == "tensors" or _same(held, wanted):
                     present[table] = present.get(table, 0) + 1  # ttnn's importer ignores a tensor row it has
                 else:
                     raise SidecarError(
-                        f"{sidecar.path}: {table} already holds tensor {row['tensor_id']} (rank {row['rank']}) with other "
-                        f"values ({existing if existing is not None else pending[0][1]} against {wanted}); nothing was written"
+                        f"{sidecar.path}: {table} already holds tensor {key[0]} (rank {key[1]}) with other values "
+                        f"({held} against {wanted}); nothing was written"
                     )
     if write:
         for table, items in added.items():
             conn.execute(f"CREATE TABLE IF NOT EXISTS main.{table} ({_DDL[table]})")
-            for _, wanted in items:
+            for wanted in items.values():
                 names = list(wanted)
                 conn.execute(f"INSERT INTO main.{table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
                              [wanted[n] for n in names])  # fmt: skip
