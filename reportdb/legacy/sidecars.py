@@ -29,8 +29,9 @@ from ..errors import FormatError
 COMPARISON_SUFFIX = ".comparison_records.json"
 COMPARISON_FALLBACK = "comparison_records.json"
 LIFETIME_SUFFIX = ".tensor_lifetime.json"
-#: Largest sidecar read (a record is ~150 bytes: about 400,000 records); a larger one is refused unread.
-MAX_SIDECAR_BYTES = 64 << 20
+#: Largest sidecar read: ~670 bytes per output (its local and global record, two golden tensor rows), so about 400,000
+#: outputs; parsed, it takes about 5x its size in memory. A larger one is refused unread.
+MAX_SIDECAR_BYTES = 256 << 20
 #: The sidecar versions this code reads (``ttnn.graph._new_comparison_records_data``; the lifetime file has none).
 COMPARISON_VERSIONS = (1,)
 
@@ -241,16 +242,20 @@ def import_sidecars(conn: sqlite3.Connection, sidecars: list[Sidecar], *, write:
     added: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}  # table -> (tensor id, rank) -> row to insert
     present: dict[str, int] = {}
     columns_of = {t: [r[1] for r in conn.execute(f"PRAGMA main.table_info({t})")] or _columns(ddl) for t, ddl in _DDL.items()}
+    stored: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}  # each table's rows, read once when first needed
     for sidecar in sidecars:
         for table, rows in sidecar.rows.items():
-            columns = columns_of[table]
+            columns = set(columns_of[table])
             for row in rows:
-                lost = sorted(k for k, v in row.items() if k not in columns and not (k == "rank" and v == 0) and v is not None)
+                absent = row.keys() - columns
+                lost = sorted(k for k in absent if row[k] is not None and not (k == "rank" and row[k] == 0))
                 if lost:
                     raise SidecarError(f"{sidecar.path}: table {table} of the report has no column for {lost}; nothing was written")
                 key = (row["tensor_id"], row["rank"])
-                wanted = {k: v for k, v in row.items() if k in columns}
-                held = added.get(table, {}).get(key) or _existing(conn, table, columns, row, "rank" in columns)
+                wanted = {k: v for k, v in row.items() if k not in absent} if absent else row
+                if table not in stored:
+                    stored[table] = _existing(conn, table)
+                held = added.get(table, {}).get(key) or stored[table].get(key if "rank" in columns else (key[0], 0))
                 if held is None:
                     added.setdefault(table, {})[key] = wanted
                 elif table == "tensors" or _same(held, wanted):
@@ -263,10 +268,12 @@ def import_sidecars(conn: sqlite3.Connection, sidecars: list[Sidecar], *, write:
     if write:
         for table, items in added.items():
             conn.execute(f"CREATE TABLE IF NOT EXISTS main.{table} ({_DDL[table]})")
+            by_names: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
             for wanted in items.values():
-                names = list(wanted)
-                conn.execute(f"INSERT INTO main.{table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                             [wanted[n] for n in names])  # fmt: skip
+                by_names.setdefault(tuple(wanted), []).append(tuple(wanted.values()))
+            for names, values in by_names.items():
+                conn.executemany(f"INSERT INTO main.{table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                                 values)  # fmt: skip
     return SidecarImport(
         files=tuple(s.path for s in sidecars), added={t: len(v) for t, v in added.items()}, already_present=present
     )
@@ -276,14 +283,19 @@ def _columns(ddl: str) -> list[str]:
     return [part.split()[0] for part in ddl.split(", ") if not part.startswith("UNIQUE")]
 
 
-def _existing(conn: sqlite3.Connection, table: str, columns: list[str], row: dict[str, Any], ranked: bool) -> dict[str, Any] | None:
-    """The row the table holds for the record's tensor (and rank), as ``{column: value}``; None when there is none."""
+def _existing(conn: sqlite3.Connection, table: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """The table's rows by (tensor id, rank) (rank 0 where the table has no rank column), as ``{column: value}``;
+    empty when the table does not exist. The first row of a key wins, as a lookup by key would find it."""
     if not conn.execute("SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
-        return None
-    where, args = ("tensor_id=? AND COALESCE(rank, 0)=?", (row["tensor_id"], row["rank"])) if ranked else ("tensor_id=?", (row["tensor_id"],))
-    cursor = conn.execute(f"SELECT * FROM main.{table} WHERE {where} LIMIT 1", args)
-    found = cursor.fetchone()
-    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
+        return {}
+    cursor = conn.execute(f"SELECT * FROM main.{table} WHERE tensor_id IS NOT NULL ORDER BY rowid")
+    names = [d[0] for d in cursor.description]
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    for values in cursor:
+        row = dict(zip(names, values))
+        key = (row["tensor_id"], row.get("rank") or 0)
+        rows.setdefault(key, row)
+    return rows
 
 
 def _same(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
