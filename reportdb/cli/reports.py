@@ -163,6 +163,8 @@ def migrate_(
         reportdb migrate generated/ttnn/reports/1234 -o migrated/1234 --compression zstd
     An interrupted run leaves a .db.sqlite.reportdb-partial file; run the same command again to finish.
     Symlinks and special files in the folder are skipped, never followed; the summary counts them.
+    ttnn 0.81's *.comparison_records.json and *.tensor_lifetime.json sidecars in SRC (or those given with
+    --sidecar) are read into the comparison-record and tensor_lifetime tables; a malformed one stops it first.
     """
     bar = _MigrationProgress(sys.stderr.isatty() and not as_json)
     try:
@@ -270,6 +272,8 @@ def attach_(
         reportdb attach values.sqlite generated/ttnn/reports/1234
     Tensors are matched by id and rank with the report's `tensors` table; the report's db.sqlite is replaced
     atomically once every value has been read back, so a failed attach leaves it as it was. Running it again is safe.
+    ttnn 0.81's comparison-records and tensor-lifetime sidecars beside the report (or given with --sidecar) are read
+    into its tables in the same write, so `reportdb compare --golden` judges their records.
     """
     from reportdb.ttnn import attach
 
