@@ -5,7 +5,8 @@ Run with the python of a venv holding ttnn 0.81.1 and torch (tests/test_referenc
     python golden_references.py OUT [--database-py FILE]
 
 For every case below (an operation called as a model calls it: positional arguments, keywords), writes
-``OUT/<n>.npz`` (``input<i>``: the inputs as float32/int64 numpy arrays, ``golden``: the golden function's output)
+``OUT/<n>.npz`` (``input<i>``: the inputs as float32/int64 numpy arrays, ``golden<i>``: the golden function's
+outputs, one for most operations)
 and ``OUT/cases.json``: per case the operation, the input tensor ids, and the argument rows ttnn itself records for
 the call: ``graph`` by ttnn 0.81's ``ttnn.graph.record_python_operation`` (the graph report's text forms) and, with
 ``--database-py`` (ttnn 0.64.5's ``database.py``), ``database`` by its ``convert_arguments_to_strings`` (ttnn
@@ -88,7 +89,24 @@ def cases() -> list[tuple[str, list, dict]]:
         ("ttnn.concat", [[normal(1, 1, 32, 64), normal(1, 1, 32, 32)]], {"dim": -1}),
         ("ttnn.slice", [normal(1, 1, 32, 64), [0, 0, 0, 0], [1, 1, 16, 64], [1, 1, 1, 2]], {}),
         ("ttnn.typecast", [normal(1, 1, 32, 64) * 1.001, ttnn.bfloat16], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 300, ttnn.uint8], {}),  # negatives and > 255 wrap
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 300, ttnn.int8], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 30000 + 100, ttnn.uint16], {}),  # rounds half up, saturates
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 1e6, ttnn.uint32], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * 1000, ttnn.int32], {}),
+        ("ttnn.typecast", [RNG.integers(0, 70000, (1, 1, 32, 64)).astype(np.int64), ttnn.uint16], {}),
+        ("ttnn.typecast", [normal(1, 1, 32, 64) * np.exp(normal(1, 1, 32, 64) * 4), ttnn.bfloat8_b], {}),
+        ("ttnn.typecast", [normal(2, 3, 40) * np.exp(normal(2, 3, 40) * 4), ttnn.bfloat4_b], {}),  # padded tiles
+        ("ttnn.typecast", [normal(1, 64, 32), ttnn.bfloat8_b], {}),
         ("ttnn.to_layout", [x4, ttnn.TILE_LAYOUT], {}),
+        ("ttnn.split", [normal(1, 1, 32, 64), 16], {"dim": -1}),  # several outputs from here on
+        ("ttnn.split", [normal(1, 1, 40, 64), 16, 2], {}),  # the last piece shorter
+        ("ttnn.chunk", [normal(1, 1, 32, 64), 3, 3], {}),
+        ("ttnn.transformer.split_query_key_value_and_split_heads", [normal(1, 32, 3 * 4 * 16)], {"num_heads": 4}),
+        ("ttnn.transformer.split_query_key_value_and_split_heads", [normal(2, 32, (4 + 2 * 2) * 16)],
+         {"num_heads": 4, "num_kv_heads": 2, "transpose_key": False}),
+        ("ttnn.transformer.split_query_key_value_and_split_heads", [normal(1, 32, 4 * 16), normal(1, 32, 2 * 2 * 16)],
+         {"num_heads": 4, "num_kv_heads": 2}),
         ("ttnn.embedding", [RNG.integers(0, 1000, (1, 32)).astype(np.int64), normal(1000, 64)], {}),
         ("ttnn.where", [(normal(1, 1, 32, 64) > 0).astype(np.float32), x4, normal(1, 1, 32, 64)], {}),
         ("ttnn.where", [(normal(1, 1, 32, 64) > 0).astype(np.float32), x4, 0.0], {}),
@@ -107,6 +125,15 @@ def walk(value, convert):
     if isinstance(value, list):
         return [walk(v, convert) for v in value]
     return value
+
+
+def as_numpy(output: torch.Tensor) -> np.ndarray:
+    """A golden output as numpy: bfloat16 widened to float32, torch's unsigned 16/32-bit integers as int64."""
+    if output.dtype == torch.bfloat16:
+        return output.float().numpy()
+    if not output.is_floating_point() and output.dtype not in (torch.uint8, torch.int8, torch.int32, torch.int64):
+        return output.to(torch.int64).numpy()  # torch's uint16/uint32 have no numpy form everywhere
+    return output.detach().contiguous().numpy()
 
 
 def main() -> None:
@@ -142,8 +169,9 @@ def main() -> None:
             return torch.from_numpy(array.copy())  # a golden may update its input in place (layer_norm's residual)
 
         output = golden(*walk(args, to_torch), **{k: walk(v, to_torch) for k, v in kwargs.items()})
-        result = output.detach().numpy() if output.dtype != torch.bfloat16 else output.float().numpy()
-        np.savez(options.out / f"{n}.npz", golden=result, golden_dtype=np.array(str(output.dtype)),
+        outputs = list(output) if isinstance(output, (list, tuple)) else [output]  # one per output of the operation
+        np.savez(options.out / f"{n}.npz", golden_dtype=np.array(str(outputs[0].dtype)),
+                 **{f"golden{i}": as_numpy(o) for i, o in enumerate(outputs)},
                  **{f"input{i}": array for i, (_, array) in enumerate(inputs)})
         records.append({"case": n, "op": op, "input_ids": [i for i, _ in inputs], "rows": rows})
     (options.out / "cases.json").write_text(json.dumps(records, indent=1))

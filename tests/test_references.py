@@ -92,6 +92,18 @@ HAND = [  # (op, inputs, arguments, expected)
     ("ttnn.concat", [X, X[:1]], [A("dim", "0")], [[-2, -0.5, 0], [0.5, 1, 4], [-2, -0.5, 0]]),
     ("ttnn.slice", [X], [A("1", "[0, 1]"), A("2", "[2, 3]"), A("3", "[1, 2]")], [[-0.5], [1]]),
     ("ttnn.typecast", [np.array([1.00390625, 1.01171875], F)], [A("1", "DataType.BFLOAT16")], [1.0, 1.015625]),
+    # integer targets as ttnn's golden converts a device tensor: truncate and wrap (uint8, int8), round half up and
+    # saturate (uint16), sign-extend an int8 into uint32
+    ("ttnn.typecast", [np.array([-1.5, 2.7, 300.9, -257.2], F)], [A("1", "DataType.UINT8")], [255, 2, 44, 255]),
+    ("ttnn.typecast", [np.array([-1.5, 2.7, 200.0, -129.9], F)], [A("1", "DataType.INT8")], [-1, 2, -56, 127]),
+    ("ttnn.typecast", [np.array([0.5, 1.5, 2.4, -3.0, 70000.0], F)], [A("1", "DataType.UINT16")], [1, 2, 2, 0, 65535]),
+    ("ttnn.typecast", [np.array([-1, 5], np.int8)], [A("1", "DataType.UINT32")], [4294967295, 5]),
+    ("ttnn.typecast", [np.array([-2.9, 7.9], F)], [A("1", "DataType.INT32")], [-2, 7]),
+    # block floats: 16 values of a row share the largest exponent (3.0: scale 2^-5 for BFLOAT8_B's 7 bits), the 17th
+    # starts a group of its own
+    ("ttnn.typecast", [np.array([[1.0, 2**-8, 3.0, 0.05] + [0.0] * 12 + [0.05]], F)], [A("1", "DataType.BFLOAT8_B")],
+     [[1.0, 0.0, 3.0, 0.0625] + [0.0] * 12 + [0.0498046875]]),
+    ("ttnn.typecast", [np.array([[1.0, 3.0, 0.3]], F)], [A("1", "DataType.BFLOAT4_B")], [[1.0, 3.0, 0.5]]),
     ("ttnn.to_layout", [X], [A("1", "Layout.TILE")], X),
     ("ttnn.untilize", [X], [], X),
     ("ttnn.embedding", [np.array([[2, 0]], np.uint32), np.array([[1, 2], [3, 4], [5, 6]], F)], [], [[[5, 6], [1, 2]]]),
@@ -119,9 +131,10 @@ def test_hand_checked(op: str, inputs: list[np.ndarray], args: list[A], expected
 
 
 def test_every_reference_has_a_hand_checked_case() -> None:
-    covered = {refs.canonical_name(c[0]) for c in HAND}
+    several = {"ttnn.split", "ttnn.chunk", "ttnn.transformer.split_query_key_value_and_split_heads"}  # checked below
+    covered = {refs.canonical_name(c[0]) for c in HAND} | several
     aliases = {"ttnn.sub", "ttnn.mul", "ttnn.div", "ttnn.clip", "ttnn.view", "ttnn.tilize", "ttnn.tilize_with_zero_padding",
-               "ttnn.to_memory_config"}  # the same function as a covered name
+               "ttnn.to_memory_config", "ttnn.experimental.split_query_key_value_and_split_heads"}  # a covered function
     assert set(refs.names()) - aliases <= covered, set(refs.names()) - aliases - covered
 
 
@@ -166,7 +179,8 @@ def test_concat_list_of_tensors() -> None:
     ("ttnn.matmul", [X, X.T], [A("arg_0", SUMMARY.format(1)), A("arg_1", SUMMARY.format(2))], ("arg_0", "arg_1")),
     ("ttnn.linear", [X, X.T, X], [], ("input 2",)),  # a third input that nothing recorded names
     ("ttnn.transpose", [X], [A("1", "0")], ("dim2",)),  # required and not recorded
-    ("ttnn.typecast", [X], [A("1", "DataType.UINT8")], ("dtype",)),
+    ("ttnn.typecast", [X.astype(ml_dtypes.bfloat16)], [A("1", "DataType.UINT16")], ("input_tensor",)),  # which dtype?
+    ("ttnn.typecast", [np.array([1.0, np.nan], F)], [A("1", "DataType.INT32")], ("input_tensor",)),
     ("ttnn.relu", [np.array([1, 2], np.int32)], [], ("input_tensor",)),
     ("ttnn.concat", [X, X], [A("groups", "2")], ("groups",)),
     ("ttnn.matmul", [X], [], ("input_tensor_b",)),
@@ -175,6 +189,48 @@ def test_unsupported_arguments_are_named(op: str, inputs: list[np.ndarray], args
     with pytest.raises(UnsupportedArguments) as info:
         run(op, *inputs, args=args)
     assert info.value.names == names
+
+
+def test_typecast_to_uint16_truncates_a_block_float_input() -> None:
+    values = np.array([0.5, 1.5, 2.5], dtype=ml_dtypes.bfloat16)
+    out = refs.compute("ttnn.typecast", [(7, values)], [A("1", "DataType.UINT16")], input_dtypes={7: "DataType.BFLOAT8_B"})
+    assert out.tolist() == [0, 1, 2] and out.dtype == np.uint16
+    plain = refs.compute("ttnn.typecast", [(7, values)], [A("1", "DataType.UINT16")], input_dtypes={7: "BFLOAT16"})
+    assert plain.tolist() == [1, 2, 3]
+
+
+def test_block_float_typecast_equals_reportdbs_packer_and_decoder() -> None:
+    from reportdb.analysis.references.typecast import block_float
+    from reportdb.formats import blockfloat, tiles
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((64, 64)) * np.exp(rng.standard_normal((64, 64)) * 4)).astype(F)
+    for dtype, bits in (("BFLOAT8_B", 7), ("BFLOAT4_B", 3)):
+        packed = blockfloat.encode(tiles.tilize(x, (32, 32)), dtype, (32, 32))
+        decoded = blockfloat.decode(packed, dtype, (32, 32)).view(ml_dtypes.bfloat16)
+        expected = tiles.untilize(decoded, 64, 64, (32, 32), False).astype(F)
+        np.testing.assert_array_equal(block_float(x, bits), expected)
+
+
+def test_operations_with_several_outputs_give_each() -> None:
+    row = np.arange(5, dtype=F)[None]
+    pieces = refs.compute_outputs("ttnn.split", [(1, row)], [A("1", "2"), A("dim", "-1")])
+    assert [p.tolist() for p in pieces] == [[[0, 1]], [[2, 3]], [[4]]]  # pieces of 2, the last shorter
+    listed = refs.compute_outputs("ttnn.split", [(1, row)], [A("1", "[1, 4]"), A("dim", "1")])
+    assert [p.tolist() for p in listed] == [[[0]], [[1, 2, 3, 4]]]
+    chunks = refs.compute_outputs("ttnn.chunk", [(1, row)], [A("1", "2"), A("2", "1")])
+    assert [p.tolist() for p in chunks] == [[[0, 1, 2]], [[3, 4]]]  # ceil(5 / 2) = 3 per chunk
+    # a fused [1, 1, 4] QKV, 1 head of size 1 and 1 kv head...: q = x[0], k = x[1], v = x[2]; 2 query heads: q = x[0:2]
+    fused = np.array([[[1, 2, 3]]], F)
+    q, k, v = refs.compute_outputs("ttnn.transformer.split_query_key_value_and_split_heads", [(1, fused)],
+                                   [A("num_heads", "1")])  # fmt: skip
+    assert (q.tolist(), k.tolist(), v.tolist()) == ([[[[1]]]], [[[[2]]]], [[[[3]]]])
+    fused = np.array([[[1, 2, 3, 4], [5, 6, 7, 8]]], F)  # batch 1, sequence 2, 2 query heads + 1 kv head of size 1
+    q, k, v = refs.compute_outputs("ttnn.transformer.split_query_key_value_and_split_heads", [(1, fused)],
+                                   [A("num_heads", "2"), A("num_kv_heads", "1"), A("transpose_key", "False")])  # fmt: skip
+    assert q.tolist() == [[[[1], [5]], [[2], [6]]]] and k.tolist() == [[[[3], [7]]]] and v.tolist() == [[[[4], [8]]]]
+    with pytest.raises(ValueError, match="compute_outputs"):
+        refs.compute("ttnn.split", [(1, row)], [A("1", "2"), A("dim", "-1")])
 
 
 def test_placement_arguments_are_accepted_and_unknown_ops_have_none() -> None:

@@ -200,3 +200,48 @@ def test_stored_replay_reads_in_ttnn_visualizer(chain: Path, tmp_path: Path, vis
     assert sorted((r["tensor_id"], r["matches"]) for r in local) == [(4, True), (5, True), (6, False), (8, True)]
     assert sorted((r["tensor_id"], r["matches"]) for r in global_) == [(4, True), (5, True), (6, False), (8, False)]
     assert all(r["golden_tensor_id"] > 10 and r["actual_pcc"] is not None for r in local + global_)
+
+
+def make_multi_output(path: Path) -> dict[str, np.ndarray]:
+    """Operations with several outputs: a split whose second piece is wrong, a QKV head split whose three outputs are
+    right (its input the split's right first piece), and a split whose report lists an output its reference has not."""
+    rng = np.random.default_rng(9)
+    x = bf16(rng.standard_normal((1, 32, 96)))
+    first, second = x[..., :48], x[..., 48:]
+    wrong = second.copy()
+    wrong[0, 0, :8] = bf16(wrong[0, 0, :8].astype(np.float32) + 3.0)
+    fused = np.concatenate([first, first], axis=-1)  # 96 = (2 heads + 2 * 1 kv head) * 24
+    q = fused[..., :48].reshape(1, 32, 2, 24).transpose(0, 2, 1, 3)
+    kv = fused[..., 48:].reshape(1, 32, 2, 24)
+    k, v = kv[..., :1, :].transpose(0, 2, 3, 1), kv[..., 1:, :].transpose(0, 2, 1, 3)
+    with reportdb.Writer(path) as w:
+        for tensor_id, array in ((1, x), (2, first), (3, wrong), (4, fused), (5, q), (6, k), (7, v), (8, first), (9, second)):
+            w.put_tensor(tensor_id, np.ascontiguousarray(array), ttnn_dtype="BFLOAT16", layout="TILE")
+        w.add_operation(1, "ttnn.split", inputs=[1], outputs=[2, 3], arguments={"0": summary(1), "1": "48", "dim": "-1"})
+        w.add_operation(2, "ttnn.transformer.split_query_key_value_and_split_heads", inputs=[4], outputs=[5, 6, 7],
+                        arguments={"0": summary(4), "num_heads": "2", "num_kv_heads": "1"})
+        w.add_operation(3, "ttnn.split", inputs=[1], outputs=[8, 9, 10], arguments={"0": summary(1), "1": "48", "dim": "2"})
+    return {"q": q, "k": k, "v": v}
+
+
+def test_every_output_of_an_operation_is_compared(tmp_path: Path) -> None:
+    make_multi_output(tmp_path / "multi.sqlite")
+    result = reportdb.replay(tmp_path / "multi.sqlite")
+    rows = [(r.operation_id, r.output_index, r.output_tensor_id, r.status, r.passed) for r in result.rows]
+    assert rows == [
+        (1, 0, 2, "compared", True), (1, 1, 3, "compared", False),
+        (2, 0, 5, "compared", True), (2, 1, 6, "compared", True), (2, 2, 7, "compared", True),
+        (3, 0, 8, "compared", True), (3, 1, 9, "compared", True), (3, 2, 10, "no_reference", None),
+    ]
+    first = result.first_failure
+    assert first is not None and (first.operation_id, first.output_index) == (1, 1) and result.failed == (first,)
+    assert "2 output(s)" in result.rows[-1].detail
+
+
+def test_stored_multi_output_results_are_read_back_per_output(tmp_path: Path) -> None:
+    make_multi_output(tmp_path / "multi.sqlite")
+    reportdb.replay(tmp_path / "multi.sqlite", store=True)
+    with reportdb.open(tmp_path / "multi.sqlite") as r, r.connection() as conn:
+        rows = conn.execute("SELECT tensor_id, passed, json_extract(metrics, '$.replay.output_index') FROM rdb_comparison"
+                            " WHERE kind='replay' ORDER BY tensor_id").fetchall()  # fmt: skip
+    assert rows == [(2, 1, 0), (3, 0, 1), (5, 1, 0), (6, 1, 1), (7, 1, 2), (8, 1, 0), (9, 1, 1)]

@@ -66,6 +66,7 @@ def test_copied_folder_fails_exactly_when_the_op_fails(chain: Path, tmp_path: Pa
     proc = run_copy(tmp_path / "r", tmp_path / "elsewhere")
     assert (proc.returncode == 0) == passes, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "2 passed" in proc.stdout if passes else "1 failed, 1 passed" in proc.stdout
+    assert "1 skipped" in proc.stdout and "ttnn is not importable here" in proc.stdout  # the op's own run, and why
 
 
 @pytest.mark.slow
@@ -89,3 +90,33 @@ def test_copied_folder_runs_in_a_venv_with_only_numpy_ml_dtypes_and_pytest(chain
         proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=copy, capture_output=True,
                               text=True, env=env, timeout=300)  # fmt: skip
         assert (proc.returncode == 0) == passes, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_in_the_ttnn_env_without_a_device_the_run_of_the_op_is_skipped_with_its_reason(chain: Path, tmp_path: Path) -> None:
+    """ttnn 0.81.1 importable, no Tenstorrent device: the reference tests pass or fail as before, the op's own run is
+    skipped and pytest prints why."""
+    from ttnn_env import MOCK_CLUSTER, EnvBuildError, EnvUnavailable, cached_venv, find_interpreter
+
+    interpreter = find_interpreter("3.12")
+    if interpreter is None or not interpreter.exists() or not sys.platform.startswith("linux"):
+        pytest.skip("ttnn 0.81.1 wheels need CPython 3.12 on Linux x86-64")
+    try:
+        python = cached_venv("ttnn-0.81.1-pytest-py3.12", interpreter, ["ttnn==0.81.1", "ml_dtypes", "pytest"],
+                             "ttnn 0.81.1 with pytest")  # fmt: skip
+    except EnvUnavailable as exc:
+        pytest.skip(str(exc))
+    except EnvBuildError as exc:
+        pytest.fail(str(exc))
+    for op_id, passes in ((3, False), (1, True)):
+        folder = reportdb.make_repro(chain, op_id, tmp_path / f"r{op_id}")
+        copy = shutil.copytree(folder, tmp_path / "elsewhere" / f"r{op_id}")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TT_METAL"))}
+        env["TT_METAL_MOCK_CLUSTER_DESC_PATH"] = str(MOCK_CLUSTER)  # ttnn imports; still no device to run on
+        proc = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider"], cwd=copy, capture_output=True,
+                              text=True, env=env, timeout=600)  # fmt: skip
+        out = proc.stdout
+        assert (proc.returncode == 0) == passes, out[-3000:] + proc.stderr[-2000:]
+        assert "1 skipped" in out and "no Tenstorrent device here" in out, out[-3000:]
+        assert "ttnn is not importable" not in out

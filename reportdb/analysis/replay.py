@@ -35,8 +35,8 @@ ARGUMENT_TEXT_LIMIT = 1 << 16
 @dataclass(frozen=True)
 class ReplayRow(Result):
     """One operation replayed: its id and name, ``status`` (``compared``, ``no_reference``, ``missing_inputs`` or
-    ``unsupported_arguments``), the output compared (tensor id
-    and the dtype it was judged by), ``passed`` (None when not compared), the criteria that failed, the full metric
+    ``unsupported_arguments``), the output compared (tensor id, its index among the operation's outputs: one row per
+    output) and the dtype it was judged by), ``passed`` (None when not compared), the criteria that failed, the full metric
     vector, the unsupported arguments' names, and a sentence saying what was not compared and why."""
 
     operation_id: int
@@ -44,6 +44,7 @@ class ReplayRow(Result):
     status: str
     passed: bool | None = None
     output_tensor_id: int | None = None
+    output_index: int = 0
     dtype: str | None = None
     failed: tuple[str, ...] = ()
     metrics: Comparison | None = None
@@ -53,7 +54,8 @@ class ReplayRow(Result):
 
 @dataclass(frozen=True)
 class ReplayResult(Result):
-    """Every operation replayed, in execution order, and the first that failed its policy (None when none did)."""
+    """Every operation replayed (a row per output), in execution order, and the first row that failed its policy (by
+    operation, then output index; None when none did)."""
 
     rows: tuple[ReplayRow, ...]
     first_failure: ReplayRow | None
@@ -65,8 +67,8 @@ class ReplayResult(Result):
 
     def _repr_html_(self) -> str:
         """The rows as one table."""
-        header = ("op", "name", "status", "passed", "pcc", "max abs err", "failed", "detail")
-        rows = [(r.operation_id, r.name, r.status, r.passed, r.metrics.pcc if r.metrics else None,
+        header = ("op", "out", "name", "status", "passed", "pcc", "max abs err", "failed", "detail")
+        rows = [(r.operation_id, r.output_index, r.name, r.status, r.passed, r.metrics.pcc if r.metrics else None,
                  r.metrics.max_abs_error if r.metrics else None, ", ".join(r.failed), r.detail) for r in self.rows]  # fmt: skip
         return html_table(header, rows, caption=f"Replay: {len(self.rows)} operations, {len(self.failed)} failed")
 
@@ -106,10 +108,10 @@ def iter_replay(
         for op_id, name in sorted(graph.names.items()):
             wanted = ops is None or fnmatch.fnmatchcase(name, ops)
             if wanted or chained is not None:  # a chain runs every operation, and shows those asked for
-                row = replay_operation(rep, graph, op_id, arguments.get(op_id, []), judge, rank,
-                                       keeper if wanted else None, chained)  # fmt: skip
+                rows = replay_operation(rep, graph, op_id, arguments.get(op_id, []), judge, rank,
+                                        keeper if wanted else None, chained)  # fmt: skip
                 if wanted:
-                    yield row
+                    yield from rows
             for t in graph.inputs.get(op_id, []) if chained is not None else []:
                 uses[t] -= 1
                 if uses[t] <= 0:
@@ -134,29 +136,35 @@ def _opened(report: "Report | str | Path", store: bool) -> Iterator["Report"]:
 def replay_operation(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
     keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None,
-) -> ReplayRow:  # fmt: skip
-    """One operation's row (see :class:`ReplayRow`); ``keeper`` stores a compared one's reference and result;
-    ``chained`` (chain mode) gives the references of produced inputs and receives this operation's."""
+) -> list[ReplayRow]:  # fmt: skip
+    """One operation's rows, one per output it has (see :class:`ReplayRow`); ``keeper`` stores each compared output's
+    reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
+    operation's."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     if chained is not None:
         broken = [t for t in graph.inputs.get(op_id, []) if t in graph.producer and t not in chained]
         if broken:
-            return replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
-                           + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))  # fmt: skip
+            return [replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
+                            + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]  # fmt: skip
     prepared = prepare(report, graph, op_id, arguments, rank, chained)
     if isinstance(prepared, ReplayRow):
-        return replace(prepared, operation_id=op_id, name=row.name)
-    output_id, expected = prepared
-    if chained is not None:
-        chained[output_id] = expected
-    device = report.tensor(output_id, rank)
-    dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
-    metrics, verdict = judged(policy, row.name, dtype, device, expected)
-    row = replace(row, passed=verdict.passed, output_tensor_id=output_id, dtype=dtype, failed=verdict.failed,
-                  metrics=metrics)  # fmt: skip
-    if keeper is not None:
-        keeper.keep(row, expected, policy)
-    return row
+        return [replace(prepared, operation_id=op_id, name=row.name)]
+    rows = []
+    for index, output_id, expected in prepared:
+        at = replace(row, output_index=index, output_tensor_id=output_id)
+        if isinstance(expected, str):
+            rows.append(replace(at, status="no_reference" if "reference" in expected else "missing_inputs", detail=expected))
+            continue
+        if chained is not None:
+            chained[output_id] = expected
+        device = report.tensor(output_id, rank)
+        dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
+        metrics, verdict = judged(policy, row.name, dtype, device, expected)
+        at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics)
+        if keeper is not None:
+            keeper.keep(at, expected, policy)
+        rows.append(at)
+    return rows
 
 
 def judged(policy: Policy, op: str, dtype: str, device: np.ndarray, expected: np.ndarray) -> tuple[Comparison, Any]:
@@ -170,35 +178,52 @@ def judged(policy: Policy, op: str, dtype: str, device: np.ndarray, expected: np
 def prepare(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], rank: int,
     given: dict[int, np.ndarray] | None = None,
-) -> "tuple[int, np.ndarray] | ReplayRow":
-    """The output's tensor id and the reference output of one operation (its inputs read from the report, or taken
-    from ``given`` where it holds them), or the row saying why there is none."""
+) -> "list[tuple[int, int, np.ndarray | str]] | ReplayRow":
+    """Per output the operation has, in output-index order: its index, tensor id and reference output (or a sentence
+    saying why it has none: its reference gives fewer outputs, its value is not stored); or the row saying why the
+    operation has no reference at all. Inputs are read from the report, or taken from ``given`` where it holds them."""
     given = given or {}
     name = graph.names.get(op_id, "")
     if references.lookup(name) is None:
         return ReplayRow(op_id, name, "no_reference", detail=f"no reference for {name or 'an unnamed operation'}")
     outputs = graph.outputs.get(op_id, {})
-    if 0 not in outputs:
+    if not outputs:
         return ReplayRow(op_id, name, "missing_inputs", detail="the report lists no output for it")
+    first = outputs[min(outputs)]
     input_ids = graph.inputs.get(op_id, [])
-    absent = [t for t in [*input_ids, outputs[0]] if t not in given and not report.has_tensor(t, rank)]
+    absent = [t for t in input_ids if t not in given and not report.has_tensor(t, rank)]
     if absent:
-        return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=outputs[0],
+        return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first,
                          detail="tensors not stored: " + ", ".join(map(str, absent)))  # fmt: skip
     try:
         inputs = [(t, given[t] if t in given else report.tensor(t, rank)) for t in input_ids]
     except ReportDBError as exc:  # e.g. a multi-device input whose shards do not assemble
-        return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=outputs[0], detail=str(exc))
+        return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first, detail=str(exc))
     try:
         with np.errstate(all="ignore"):
-            expected = references.compute(name, inputs, arguments)
+            expected = references.compute_outputs(name, inputs, arguments, input_dtypes(report, graph, input_ids, rank))
     except references.UnsupportedArguments as exc:
-        return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=outputs[0], unsupported=exc.names,
+        return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=first, unsupported=exc.names,
                          detail=str(exc))  # fmt: skip
     except (ValueError, IndexError) as exc:  # the stored inputs do not fit the operation as its reference reads it
-        return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=outputs[0], unsupported=("inputs",),
+        return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=first, unsupported=("inputs",),
                          detail=f"the stored inputs do not fit {name}: {exc}")  # fmt: skip
-    return outputs[0], expected
+    prepared: list[tuple[int, int, np.ndarray | str]] = []
+    for index, tensor_id in sorted(outputs.items()):
+        if index >= len(expected):
+            why: np.ndarray | str = f"its reference gives {len(expected)} output(s), none for output {index}"
+        elif not report.has_tensor(tensor_id, rank):
+            why = f"tensors not stored: {tensor_id}"
+        else:
+            why = expected[index]
+        prepared.append((index, tensor_id, why))
+    return prepared
+
+
+def input_dtypes(report: "Report", graph: TensorGraph, tensor_ids: list[int], rank: int) -> dict[int, str]:
+    """The ttnn dtypes of an operation's inputs where the report says them (a BFLOAT8_B input is stored as bfloat16
+    values; typecast converts it otherwise)."""
+    return {t: judged_dtype(report, graph, t, rank) for t in tensor_ids if graph.dtypes.get(t) or report.has_tensor(t, rank)}
 
 
 def _arguments(report: "Report", rank: int) -> dict[int, list[references.Argument]]:

@@ -66,7 +66,8 @@ class ReplayStore:
             self.previous[output] = golden_id
         desired = policy.pcc_threshold(row.name, row.dtype)
         details = dict(row.metrics.to_dict(), replay={
-            "operation_id": row.operation_id, "operation": row.name, "failed": list(row.failed),
+            "operation_id": row.operation_id, "output_index": row.output_index, "operation": row.name,
+            "failed": list(row.failed),
             "criteria": policy.criteria_for(row.name, row.dtype).to_dict(), "dtype": row.dtype})  # fmt: skip
         with self.report.session() as session:
             conn = session.connection()

@@ -3,18 +3,23 @@ pytest, and the copy of ``reportdb.analysis.references`` beside it, never report
 
 It recomputes the operation's reference from the stored inputs, checks that it equals the reference reportdb
 computed, and judges the device output against it by the criteria in ``repro.json`` exactly as reportdb's tolerance
-policy does: it fails exactly when the operation fails its policy.
+policy does: it fails exactly when the operation fails its policy. Where ttnn is importable and a Tenstorrent device
+is present, it also runs the operation itself on the stored inputs and judges that output the same way; elsewhere
+that test is skipped and says why (``pytest.ini`` here prints skip reasons).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 import pathlib
 import sys
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 META = json.loads((HERE / "repro.json").read_text())
@@ -26,15 +31,25 @@ def load(entry: dict) -> np.ndarray:
     return array.view(getattr(ml_dtypes, entry["dtype"])) if array.dtype.kind == "V" else array
 
 
+def _references():  # type: ignore[no-untyped-def]
+    """The copy of reportdb's references package beside this file."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import references  # type: ignore[import-not-found]
+
+    return references
+
+
 def reference() -> np.ndarray:
     """The reference output recomputed from the inputs and the recorded arguments."""
-    sys.path.insert(0, str(HERE))
-    import references  # type: ignore[import-not-found]  # the copy beside this file
+    references = _references()
 
     inputs = [(entry["tensor_id"], load(entry)) for entry in META["inputs"]]
     arguments = [references.Argument(name, text) for name, text in META["arguments"]]
     with np.errstate(all="ignore"):
-        return references.compute(META["operation"], inputs, arguments)
+        dtypes = {entry["tensor_id"]: entry["ttnn_dtype"] for entry in META["inputs"]}
+        outputs = references.compute_outputs(META["operation"], inputs, arguments, dtypes)
+        return outputs[META.get("output_index", 0)]
 
 
 def ordered(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -113,3 +128,65 @@ def test_device_output_passes_its_policy() -> None:
     m = measures(device, expected, policy["rtol"], policy["atol"])
     failed = failed_criteria(m, policy["criteria"])
     assert not failed, f"{META['operation']} fails {failed} under {policy['criteria']}: {m}"
+
+
+def why_no_device() -> str | None:
+    """Why the operation cannot run here (ttnn not importable, no Tenstorrent device), or None when it can."""
+    try:
+        import ttnn  # noqa: F401
+    except Exception as exc:  # ImportError, or a wheel that cannot load here
+        return f"ttnn is not importable here ({type(exc).__name__}: {str(exc)[:200]})"
+    devices = "/dev/tenstorrent"
+    if not os.path.isdir(devices) or not os.listdir(devices):
+        return f"no Tenstorrent device here ({devices} is absent or empty)"
+    return None
+
+
+def run_on_device() -> np.ndarray:
+    """The operation itself run on a device from the stored inputs (in the dtype and layout they had there), called
+    with the recorded arguments the reference reads, as keywords named as ttnn names them."""
+    import ttnn
+
+    references = _references()
+    ref = references.lookup(META["operation"])
+    inputs = [(entry["tensor_id"], load(entry)) for entry in META["inputs"]]
+    arguments = [references.Argument(name, text) for name, text in META["arguments"]]
+    values = references.bind(ref, inputs, arguments)
+    recorded = {p.name for p in (ref.param(a) for a in arguments) if p is not None and p.kind not in ("ignored", "output")}
+    device = ttnn.open_device(device_id=0)
+    try:
+        by_array = {id(array): entry for (_, array), entry in zip(inputs, META["inputs"])}
+
+        def to_device(array: np.ndarray):  # type: ignore[no-untyped-def]
+            entry = by_array[id(array)]
+            dtype = getattr(ttnn, (entry["ttnn_dtype"] or entry["dtype"]).rsplit(".", 1)[-1].lower())
+            layout = ttnn.ROW_MAJOR_LAYOUT if "ROW_MAJOR" in str(entry.get("layout")) else ttnn.TILE_LAYOUT
+            host = np.asarray(array, dtype=np.float32) if array.dtype.kind not in "iu" else array
+            return ttnn.to_device(ttnn.Tensor(host, data_type=dtype, layout=layout), device)
+
+        kwargs = {}
+        for p in ref.params:
+            value = values.get(p.name)
+            if p.kind in ("tensor", "tensors") and value is not None:
+                kwargs[p.name] = [to_device(v) for v in value] if p.kind == "tensors" else to_device(value)
+            elif p.name in recorded and value is not None:
+                kwargs[p.name] = getattr(ttnn, value) if p.kind == "dtype" else value
+        operation = functools.reduce(getattr, META["operation"].split(".")[1:], ttnn)
+        output = operation(**kwargs)
+        output = output[META.get("output_index", 0)] if isinstance(output, (list, tuple)) else output
+        return np.asarray(ttnn.from_device(output).to_numpy())
+    finally:
+        ttnn.close_device(device)
+
+
+def test_the_operation_run_here_passes_its_policy() -> None:
+    """With ttnn and a device here: the operation run again on the stored inputs, judged like the stored output."""
+    reason = why_no_device()
+    if reason is not None:
+        pytest.skip(reason)
+    ran, expected = run_on_device(), reference()
+    policy = META["policy"]
+    assert ran.shape == expected.shape, f"shape {ran.shape} != reference {expected.shape}"
+    m = measures(ran, expected, policy["rtol"], policy["atol"])
+    failed = failed_criteria(m, policy["criteria"])
+    assert not failed, f"{META['operation']} run here fails {failed} under {policy['criteria']}: {m}"

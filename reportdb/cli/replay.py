@@ -67,9 +67,11 @@ def replay_(
             outcome = "pass" if row.passed else "FAIL " + ",".join(row.failed)
         if row.passed is False and first is None:
             first = row
-        _echo(f"{row.operation_id:>6}  {row.name[:27]:<28}{row.status:<23}{_num(m.pcc if m else None):>12}"
+        op = f"{row.operation_id}" + (f".{row.output_index}" if row.output_index else "")  # op.N: its output N
+        _echo(f"{op:>6}  {row.name[:27]:<28}{row.status:<23}{_num(m.pcc if m else None):>12}"
               f"{_num(m.max_abs_error if m else None):>13}{_num(m.ulp_max if m else None):>9}  {outcome}")
-    _echo("first failure: " + ("none" if first is None else f"operation {first.operation_id} {first.name}"))
+    _echo("first failure: " + ("none" if first is None else f"operation {first.operation_id} {first.name}"
+                               + (f" (output {first.output_index})" if first.output_index else "")))
     _echo(", ".join(f"{n} {status}" for status, n in counts.items()))
     if counts["compared"] == 0 and counts["missing_inputs"]:
         pending = _not_migrated(report_path)
@@ -88,8 +90,12 @@ def replay_(
     help="A tolerance policy (TOML [[rules]] with op, dtype and criteria); default: the dtype-aware defaults.",
 )
 @click.option("--rank", type=int, default=0, show_default=True)
+@click.option("--output-index", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Which output of an operation with several (ttnn.split...).")
 @_friendly
-def repro_(report_path: Path, operation_id: int, out: Path | None, policy_path: Path | None, rank: int) -> None:
+def repro_(
+    report_path: Path, operation_id: int, out: Path | None, policy_path: Path | None, rank: int, output_index: int
+) -> None:
     """Write one operation as a folder that reproduces its verdict anywhere (numpy, ml_dtypes, pytest).
 
     The folder holds its stored inputs and device output (.npy, dtype kept), its arguments, the reference
@@ -101,5 +107,6 @@ def repro_(report_path: Path, operation_id: int, out: Path | None, policy_path: 
         reportdb repro reports/1234 17 -o repro-17 && cd repro-17 && python -m pytest -q
     """
     policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
-    folder = reportdb.make_repro(report_path, operation_id, out or Path(f"repro-{operation_id}"), policy=policy, rank=rank)
+    folder = reportdb.make_repro(report_path, operation_id, out or Path(f"repro-{operation_id}"), policy=policy, rank=rank,
+                                 output_index=output_index)
     _echo(f"wrote {folder} (run `python -m pytest` in it)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import click
 
@@ -142,11 +142,17 @@ class _MigrationProgress:
     help="Also copy SRC's triggers (after all rows are copied). Off by default: a trigger runs report-supplied SQL "
     "on every later write to its table, so copy them only from a report you trust.",
 )
+@click.option(
+    "--sidecar", "sidecars", multiple=True, type=click.Path(path_type=Path),
+    help="A ttnn *.comparison_records.json / *.tensor_lifetime.json to read into the tables (repeatable); "
+    "without it, those in the report folder are read.",
+)
+@click.option("--no-sidecars", is_flag=True, help="Read no comparison-records or tensor-lifetime sidecar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_friendly
 def migrate_(
     src: Path, dst: Path | None, jobs: int, strict: bool, remove_legacy_files: bool, no_stats: bool, compression: str,
-    copy_triggers: bool, as_json: bool,
+    copy_triggers: bool, sidecars: tuple[Path, ...], no_sidecars: bool, as_json: bool,
 ) -> None:
     """Turn a legacy report folder (db.sqlite + tensors/) into one self-contained report.
 
@@ -157,12 +163,15 @@ def migrate_(
         reportdb migrate generated/ttnn/reports/1234 -o migrated/1234 --compression zstd
     An interrupted run leaves a .db.sqlite.reportdb-partial file; run the same command again to finish.
     Symlinks and special files in the folder are skipped, never followed; the summary counts them.
+    ttnn 0.81's *.comparison_records.json and *.tensor_lifetime.json sidecars in SRC (or those given with
+    --sidecar) are read into the comparison-record and tensor_lifetime tables; a malformed one stops it first.
     """
     bar = _MigrationProgress(sys.stderr.isatty() and not as_json)
     try:
         summary = reportdb.migrate(
             src, dst, jobs=jobs, strict=strict, remove_legacy_files=remove_legacy_files, progress=bar,
             stats=not no_stats, compression=compression, copy_triggers=copy_triggers,  # type: ignore[arg-type]
+            sidecars=_sidecar_choice(sidecars, no_sidecars),
         )
     finally:
         bar.close()
@@ -186,6 +195,22 @@ def migrate_(
     _echo(f"size:     {_size(summary.bytes.before)} before, {_size(summary.bytes.after or 0)} after")
     if summary.legacy_files_removed:
         _echo(f"removed:  {summary.legacy_files_removed} legacy tensor files")
+    if summary.sidecars:
+        _echo(_sidecar_line(summary.sidecars))
+
+
+def _sidecar_choice(sidecars: tuple[Path, ...], no_sidecars: bool) -> list[Path] | None:
+    """The sidecars to read: those named, none (--no-sidecars), or None for those in the report folder."""
+    if sidecars and no_sidecars:
+        raise click.UsageError("--sidecar and --no-sidecars exclude each other")
+    return [] if no_sidecars else list(sidecars) or None
+
+
+def _sidecar_line(done: Mapping[str, Any]) -> str:
+    """One line: how many sidecars were read, the rows they added and those the tables held already."""
+    added = ", ".join(f"{n} {t}" for t, n in done["added"].items()) or "no rows"
+    present = sum(done["already_present"].values())
+    return f"sidecars: {len(done['files'])} read; added {added}; {present} rows were there already"
 
 
 def _skipped_lines(skipped: Sequence[Skipped], limit: int = 10) -> list[str]:
@@ -229,9 +254,17 @@ def verify_(path: Path, against: Path | None, as_json: bool) -> None:
 @click.argument("values", type=click.Path(path_type=Path))
 @click.argument("report", type=click.Path(path_type=Path))
 @click.option("--unmatched", is_flag=True, help="Also store values of tensors the report does not list.")
+@click.option(
+    "--sidecar", "sidecars", multiple=True, type=click.Path(path_type=Path),
+    help="A ttnn *.comparison_records.json / *.tensor_lifetime.json to read into the tables (repeatable); "
+    "without it, those in the report folder are read.",
+)
+@click.option("--no-sidecars", is_flag=True, help="Read no comparison-records or tensor-lifetime sidecar.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was attached as JSON.")
 @_friendly
-def attach_(values: Path, report: Path, unmatched: bool, as_json: bool) -> None:
+def attach_(
+    values: Path, report: Path, unmatched: bool, sidecars: tuple[Path, ...], no_sidecars: bool, as_json: bool
+) -> None:
     """Store the tensor values capture() recorded (VALUES, a reportdb file) into the report ttnn 0.81+ wrote itself.
 
     \b
@@ -239,10 +272,12 @@ def attach_(values: Path, report: Path, unmatched: bool, as_json: bool) -> None:
         reportdb attach values.sqlite generated/ttnn/reports/1234
     Tensors are matched by id and rank with the report's `tensors` table; the report's db.sqlite is replaced
     atomically once every value has been read back, so a failed attach leaves it as it was. Running it again is safe.
+    ttnn 0.81's comparison-records and tensor-lifetime sidecars beside the report (or given with --sidecar) are read
+    into its tables in the same write, so `reportdb compare --golden` judges their records.
     """
     from reportdb.ttnn import attach
 
-    result = attach(values, report, unmatched=unmatched)
+    result = attach(values, report, unmatched=unmatched, sidecars=_sidecar_choice(sidecars, no_sidecars))
     if as_json:
         _emit(result.to_dict())
         return
@@ -253,3 +288,5 @@ def attach_(values: Path, report: Path, unmatched: bool, as_json: bool) -> None:
     if result.unmatched:
         left = "stored too" if unmatched else "left out (--unmatched stores them)"
         _echo(f"unmatched: {len(result.unmatched)} tensors the report does not list, {left}")
+    if result.sidecars:
+        _echo(_sidecar_line(result.sidecars))

@@ -4,7 +4,8 @@ The flow, one module a step: ``inventory`` (the folder's files, read without fol
 partial database and the table copy), ``decode`` (tensor files decoded, in worker processes with ``jobs > 1``),
 ``importer`` (decoded tensors stored), ``verification`` (every stored tensor re-hashed, values compared with the
 legacy files), ``finish`` (the partial file renamed into place, side files copied, legacy files removed),
-``pipeline``, whose :func:`migrate` runs them in order, and ``summary`` (the :class:`MigrationSummary` it returns).
+``pipeline``, whose :func:`migrate` runs them in order, ``summary`` (the :class:`MigrationSummary` it returns), and
+``sidecars`` (ttnn 0.81's comparison-records and tensor-lifetime JSON into the tables, for migrate and attach).
 
 Names load on first use, like ``reportdb``'s: a ``migrate --jobs N`` worker imports ``reportdb.legacy.decode``
 and must not load SQLAlchemy with this package.
@@ -25,6 +26,10 @@ _LAZY = {
     "verify": "reportdb.legacy.verification",
     "pending_legacy_files": "reportdb.legacy.inventory",
     "PARTIAL_NAME": "reportdb.legacy.common",
+    "SidecarError": "reportdb.legacy.sidecars",
+    "find_sidecars": "reportdb.legacy.sidecars",
+    "read_sidecars": "reportdb.legacy.sidecars",
+    "import_sidecars": "reportdb.legacy.sidecars",
 }
 
 __all__ = [
@@ -36,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .common import PARTIAL_NAME  # noqa: F401
     from .inventory import pending_legacy_files  # noqa: F401
     from .pipeline import migrate  # noqa: F401
+    from .sidecars import SidecarError, find_sidecars, import_sidecars, read_sidecars  # noqa: F401
     from .verification import verify  # noqa: F401
 
 

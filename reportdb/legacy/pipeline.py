@@ -32,7 +32,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .. import report as report_mod
 from ..store import engine
@@ -43,6 +43,7 @@ from .common import (
 )
 from .finish import copy_side_files, finish_already_migrated, make_self_contained, remove_imported_files, replace_destination
 from .importer import import_tensors
+from .sidecars import find_sidecars, import_sidecars, read_sidecars
 from .inventory import TensorFile, record_inventory, report_folder, scan_side_files, scan_tensor_files
 from .tables import create_triggers, prepare_partial, schema_left_out, table_counts, trigger_plan, write_once
 from .summary import ByteCounts, MigrationSummary, Skipped, TensorCounts
@@ -64,6 +65,7 @@ def migrate(
     stats: bool = True,
     compression: Compression = "none",
     copy_triggers: bool = False,
+    sidecars: Iterable[str | os.PathLike[str]] | None = None,
 ) -> MigrationSummary:
     """Turn the report folder ``src`` into a self-contained report; return a summary of what was done.
 
@@ -81,12 +83,20 @@ def migrate(
     verified, so none fires during the migration. Symbolic links and special files in the folder are never
     followed, copied or deleted; they, and any schema object not copied, are listed in ``summary.skipped`` and in
     the migration log.
+
+    ttnn 0.81's comparison-records and tensor-lifetime sidecars (``sidecars``, by default those in ``src``:
+    ``*.comparison_records.json``, ``comparison_records.json``, ``*.tensor_lifetime.json``) are read into the
+    report's tables (``reportdb.legacy.sidecars``); a malformed one, or one whose rows contradict the tables, is a
+    SidecarError raised before anything is written.
     """
     started = time.perf_counter()
     if jobs < 1:
         raise MigrationError(f"jobs must be at least 1, not {jobs}")
     codec_for(compression)  # an unknown name or a missing zstd library fails before anything is written
     src_dir = report_folder(src)
+    cars = read_sidecars(find_sidecars(src_dir) if sidecars is None else sidecars)
+    with contextlib.closing(engine.connect(src_dir / DB_NAME, readonly=True)) as source:
+        import_sidecars(source, cars, write=False)  # a contradiction is refused before anything is written
     in_place = dst is None
     if not in_place and remove_legacy_files:
         raise MigrationError("--remove-legacy-files applies to in-place migration only: with -o, SRC is never touched")
@@ -127,6 +137,10 @@ def migrate(
             summary_skipped = tuple(Skipped(**entry) for entry in skipped)
             problems = record_inventory(report, conn, log, src_dir, files, unnamed, stored)
             imported = import_tensors(report, conn, log, src_dir, files, jobs, strict, stats, problems, progress)
+            with report.batch():
+                sidecar_rows = import_sidecars(conn, cars).to_dict() if cars else None
+                if sidecar_rows is not None:
+                    log.add("sidecars", message=f"{len(cars)} sidecar(s) read into the tables", detail=sidecar_rows)
             by_format = {
                 "unknown" if fmt is None else str(fmt): n
                 for fmt, n in conn.execute(
@@ -142,7 +156,8 @@ def migrate(
                 raise VerificationError(f"{partial}: verification failed: {checked.problems_text()}")
             log.add("verified", message=f"{checked.tensors} tensors, {checked.bytes_checked} bytes re-hashed", detail=checked.to_dict())
             summary = _summary(src_dir, dst_dir, in_place, run_id, resumed, tables, files, counts, problems, checked)
-            summary = replace(summary, skipped=summary_skipped, triggers_copied=tuple(name for name, _ in triggers))
+            summary = replace(summary, skipped=summary_skipped, triggers_copied=tuple(name for name, _ in triggers),
+                              sidecars=sidecar_rows)
             log.add("summary", message="migration complete", detail=summary.to_dict())
         if remove_legacy_files:
             unreadable = {p["path"] for p in problems["unreadable_files"] if "path" in p}

@@ -62,7 +62,8 @@ class MigrationSummary(Result):
     ``golden_without_file``: lists of ``{"tensor_id", "rank", "path", "error"}`` entries, as each applies) and how
     many count against it, the verification of the new database (and against the legacy files, before they were
     removed), the sizes, what was skipped and which triggers were copied. ``already_migrated``: a rerun that found
-    the work done and returns its logged summary."""
+    the work done and returns its logged summary. ``sidecars``: the comparison-records and tensor-lifetime sidecars
+    read into the report's tables, with the rows added and found present per table."""
 
     source: str
     destination: str
@@ -83,6 +84,7 @@ class MigrationSummary(Result):
     verified_against_legacy: VerifyResult | None = None
     already_migrated: bool = False
     seconds: float | None = None
+    sidecars: Mapping[str, Any] | None = None  # ttnn's JSON sidecars read into the tables (SidecarImport.to_dict())
 
     def _html_fields(self) -> list[tuple[str, Any]]:
         """The scalar fields, then the headline counts of the nested ones."""
@@ -127,6 +129,7 @@ class MigrationSummary(Result):
             verified_against_legacy=None if data.get("verified_against_legacy") is None
             else _verify_result(d.get("verified_against_legacy", dict), where),
             already_migrated=d.get("already_migrated", bool, False), seconds=d.get("seconds", (int, float, type(None)), None),
+            sidecars=d.get("sidecars", (dict, type(None)), None),
         )  # fmt: skip
 
 

@@ -8,7 +8,7 @@ with CPython 3.10/3.12), and importing this package loads no Writer. What it off
 - ``hooks``: ``patch_database()`` makes a legacy ``ttnn.database`` write its whole report through a Writer, and
   ``capture(writer)`` records every operation of current ttnn through its operation hooks.
 - ``attach_values``: ``attach(values, report_dir)`` stores the values ``capture()`` recorded into the report ttnn 0.81+ wrote
-  itself, so one folder holds both (loaded on first use: it needs the report API, a model run does not).
+  itself (and reads comparison mode's JSON sidecars into its tables), so one folder holds both (loaded on first use: it needs the report API, a model run does not).
 """
 
 from __future__ import annotations

@@ -23,11 +23,12 @@ import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from ..errors import InvalidArgumentError, NotAReportFolderError, ReportLockedError, TensorExistsError
+from ..legacy.sidecars import Sidecar, SidecarImport, find_sidecars, import_sidecars, read_sidecars
 from ..report import Report, copy_tensor, open as open_report, resolve_path
 from ..store import engine as engine_mod
 
@@ -48,24 +49,33 @@ class AttachResult:
     already_attached: int
     unmatched: tuple[tuple[int, int], ...]  # (tensor_id, rank) of values whose tensor the report does not list
     bytes_attached: int
+    sidecars: Mapping[str, Any] | None = None  # ttnn's JSON sidecars read into the tables (SidecarImport.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``reportdb attach --json``)."""
         return {
             "report": self.report, "values": self.values, "attached": self.attached,
             "already_attached": self.already_attached, "unmatched": [list(k) for k in self.unmatched],
-            "bytes_attached": self.bytes_attached,
+            "bytes_attached": self.bytes_attached, "sidecars": self.sidecars,
         }  # fmt: skip
 
 
-def attach(values: str | os.PathLike[str], report: str | os.PathLike[str], *, unmatched: bool = False) -> AttachResult:
+def attach(
+    values: str | os.PathLike[str], report: str | os.PathLike[str], *, unmatched: bool = False,
+    sidecars: Iterable[str | os.PathLike[str]] | None = None,
+) -> AttachResult:
     """Store the tensors of the reportdb file ``values`` into the ttnn report ``report`` (a folder or its db.sqlite).
 
     Tensors are matched by ``(tensor_id, rank)`` against the report's ``tensors`` table; values of tensors the report
     does not list are counted and left out, unless ``unmatched`` asks to store them too. A tensor the report already
     holds with the same values is skipped (attach can be run again); with other values it is a TensorExistsError.
+
+    ttnn 0.81's comparison-records and tensor-lifetime sidecars (``sidecars``, by default those in the report's
+    folder) are read into the report's tables in the same write (``reportdb.legacy.sidecars``); a malformed one, or
+    one that contradicts the tables, is a SidecarError and the report is left as it was.
     """
     target = resolve_path(report)
+    cars = read_sidecars(find_sidecars(target.parent) if sidecars is None else sidecars)
     if Path(values).exists() and target.exists() and os.path.samefile(resolve_path(values), target):
         raise InvalidArgumentError(f"{target} is both the values and the report: give the file capture() wrote first")
     with open_report(values) as source:  # checked as untrusted, read-only, like the report
@@ -74,12 +84,13 @@ def attach(values: str | os.PathLike[str], report: str | os.PathLike[str], *, un
         keys = source.tensor_keys()
         for _ in range(ATTEMPTS):
             _check_quiet(target)
-            done = _attach_once(source, keys, target, unmatched)
+            done = _attach_once(source, keys, target, unmatched, cars)
             if done is not None:
-                known, (attached, already, nbytes) = done
+                known, (attached, already, nbytes), rows = done
                 return AttachResult(
                     report=str(target), values=str(resolve_path(values)), attached=attached, already_attached=already,
                     unmatched=tuple(k for k in keys if k not in known), bytes_attached=nbytes,
+                    sidecars=rows.to_dict() if cars else None,
                 )  # fmt: skip
     raise ReportLockedError(
         f"{target} was written by another process each of the {ATTEMPTS} times attach copied it (is the run that "
@@ -88,17 +99,20 @@ def attach(values: str | os.PathLike[str], report: str | os.PathLike[str], *, un
 
 
 def _attach_once(
-    source: Report, keys: list[tuple[int, int]], target: Path, unmatched: bool
-) -> tuple[set[tuple[int, int]], tuple[int, int, int]] | None:
-    """One try: copy the report, store the values into the copy and check them, write the copy back into the report
-    (see the module's docstring). Returns the report's tensors and (attached, already attached, bytes), or None when
-    another process changed the report meanwhile (it was left as that process made it)."""
+    source: Report, keys: list[tuple[int, int]], target: Path, unmatched: bool, cars: list[Sidecar]
+) -> tuple[set[tuple[int, int]], tuple[int, int, int], SidecarImport] | None:
+    """One try: copy the report, store the values and the sidecars' rows into the copy and check them, write the copy
+    back into the report (see the module's docstring). Returns the report's tensors, (attached, already attached,
+    bytes) and the sidecar rows, or None when another process changed the report meanwhile (it was left as that
+    process made it)."""
     work = target.with_name(f".{target.name}.reportdb-attach")
     _remove(work)  # what a killed attach left: a stale journal would otherwise be "recovered" into the fresh copy
     try:
         state = _copy_quietly(target, work)
         attached = already = nbytes = 0
         with open_report(work, "a") as dest:
+            with dest.batch(), dest.connection() as conn:  # first: the golden tensors' rows match values too
+                rows = import_sidecars(conn, cars)
             known = _report_tensors(dest)
             wanted = [k for k in keys if unmatched or k in known]
             for tensor_id, rank in wanted:
@@ -114,7 +128,7 @@ def _attach_once(
             return None
     finally:
         _remove(work)
-    return known, (attached, already, nbytes)
+    return known, (attached, already, nbytes), rows
 
 
 def _file_state(path: Path) -> tuple[int, ...]:

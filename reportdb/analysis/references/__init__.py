@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tensor_count, tensor_ids
 
-__all__ = ["Argument", "Param", "Reference", "UnsupportedArguments", "compute", "lookup", "names", "reference"]
+__all__ = [
+    "Argument", "Param", "Reference", "UnsupportedArguments", "compute", "compute_outputs", "lookup", "names", "reference",
+]
 
-_FAMILIES = ("matmul", "binary", "unary", "reduction", "normalization", "data_movement", "ternary", "transformer")
+_FAMILIES = (
+    "matmul", "binary", "unary", "reduction", "normalization", "data_movement", "typecast", "ternary", "transformer",
+)
 
 #: Arguments that place or schedule an operation and never change its output's values: accepted by every reference.
 PLACEMENT = frozenset({
@@ -31,11 +35,13 @@ PLACEMENT = frozenset({
 
 @dataclass(frozen=True)
 class Reference:
-    """A registered reference: the operation names it answers to, its parameters and its numpy function."""
+    """A registered reference: the operation names it answers to, its parameters and its numpy function, and whether
+    the function also takes ``input_dtypes`` (the inputs' ttnn dtypes, where its result depends on them)."""
 
     names: tuple[str, ...]
     params: tuple[Param, ...]
-    function: Callable[..., np.ndarray]
+    function: Callable[..., Any]  # an array, or a tuple of arrays for an operation with several outputs
+    input_dtypes: bool = False
 
     def param(self, argument: Argument) -> Param | None:
         """The parameter a recorded argument binds to: by position, else by name."""
@@ -50,11 +56,14 @@ _REGISTRY: dict[str, Reference] = {}
 _LOADED = False
 
 
-def reference(*op_names: str, params: Sequence[Param]) -> Callable[[Callable[..., np.ndarray]], Callable[..., np.ndarray]]:
-    """Register a numpy function as the reference of ``op_names`` (``ttnn.add``...), taking ``params`` by name."""
+def reference(
+    *op_names: str, params: Sequence[Param], input_dtypes: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a numpy function as the reference of ``op_names`` (``ttnn.add``...), taking ``params`` by name (and,
+    with ``input_dtypes``, the inputs' ttnn dtypes as ``input_dtypes``)."""
 
-    def register(function: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-        entry = Reference(tuple(op_names), tuple(params), function)
+    def register(function: Callable[..., Any]) -> Callable[..., Any]:
+        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes)
         for name in op_names:
             _REGISTRY[name] = entry
         return function
@@ -89,14 +98,39 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def compute(name: str, inputs: Sequence[tuple[int, np.ndarray]], arguments: Sequence[Argument]) -> np.ndarray:
+def compute(
+    name: str, inputs: Sequence[tuple[int, np.ndarray]], arguments: Sequence[Argument],
+    input_dtypes: Mapping[int, str | None] | None = None,
+) -> np.ndarray:
     """The reference output of operation ``name`` for its ``inputs`` (``(tensor_id, array)`` in ``input_tensors``
-    order) and recorded ``arguments``. Raises :class:`UnsupportedArguments` naming what cannot be read, and
-    KeyError when the operation has no reference."""
+    order) and recorded ``arguments``; ``input_dtypes`` gives the inputs' ttnn dtypes by tensor id where known
+    (``BFLOAT8_B`` is stored as bfloat16 values; a reference whose result depends on it asks). Raises
+    :class:`UnsupportedArguments` naming what cannot be read, and KeyError when the operation has no reference.
+    An operation with several outputs (``ttnn.split``...) gives them all through :func:`compute_outputs`; here it
+    is a ValueError."""
+    outputs = compute_outputs(name, inputs, arguments, input_dtypes)
+    if len(outputs) != 1:
+        raise ValueError(f"{name} has {len(outputs)} outputs: use compute_outputs")
+    return outputs[0]
+
+
+def compute_outputs(
+    name: str, inputs: Sequence[tuple[int, np.ndarray]], arguments: Sequence[Argument],
+    input_dtypes: Mapping[int, str | None] | None = None,
+) -> tuple[np.ndarray, ...]:
+    """Every reference output of operation ``name`` in output-index order (one for most operations; a reference that
+    returns a tuple or list gives one per output), with the arguments of :func:`compute`."""
     ref = lookup(name)
     if ref is None:
         raise KeyError(name)
-    return np.asarray(ref.function(**bind(ref, inputs, arguments)))
+    values = bind(ref, inputs, arguments)
+    if ref.input_dtypes:
+        known = input_dtypes or {}
+        values["input_dtypes"] = {id(array): known.get(tensor_id) for tensor_id, array in inputs}
+    result = ref.function(**values)
+    if isinstance(result, (tuple, list)):
+        return tuple(np.asarray(r) for r in result)
+    return (np.asarray(result),)
 
 
 def bind(ref: Reference, inputs: Sequence[tuple[int, np.ndarray]], arguments: Sequence[Argument]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Operations that move values without arithmetic: transpose, permute, reshape, concat, slice, to_layout, tilize,
-untilize, embedding, and typecast between float dtypes. Values keep their stored dtype (nothing to round), so
+untilize, embedding, and split and chunk (several outputs) (typecast is in ``typecast``). Values keep their stored dtype (nothing to round), so
 integer tensors are covered too. reportdb stores tensors in their logical shape, so a layout change is the identity."""
 
 from __future__ import annotations
@@ -7,8 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-import ml_dtypes
 
 from . import Param, UnsupportedArguments, reference
 
@@ -94,20 +92,6 @@ def to_layout(input_tensor: Any, dtype: str | None = None, **_: Any) -> np.ndarr
     return np.asarray(input_tensor)
 
 
-_FLOAT_TARGETS = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
-
-
-@reference("ttnn.typecast", params=(_IN, Param("dtype", "dtype", 1, required=True), Param("output_tensor", "output")))
-def typecast(input_tensor: Any, dtype: str, **_: Any) -> np.ndarray:
-    """ttnn.typecast to a float dtype: round to nearest even. Integer targets (whose rounding depends on the source,
-    the host and the architecture) and block floats are refused."""
-    if dtype not in _FLOAT_TARGETS:
-        raise UnsupportedArguments(["dtype"], f"a cast to {dtype}, whose rounding ttnn defines per architecture")
-    x = np.asarray(input_tensor)
-    source = x if x.dtype.kind in "iub" else x.astype(np.float32)
-    return source.astype(_FLOAT_TARGETS[dtype])
-
-
 @reference("ttnn.embedding", params=(
     _IN, Param("weight", "tensor", 1, required=True), Param("padding_idx", "ignored"), Param("layout", "ignored"),
     Param("embeddings_type", "ignored"), Param("dtype", "dtype"), Param("output_tensor", "output"),
@@ -127,3 +111,31 @@ def embedding(input_tensor: Any, weight: Any, **_: Any) -> np.ndarray:
     if indices.size and (indices.min() < 0 or indices.max() >= table.shape[0]):
         raise UnsupportedArguments(["input_tensor"], "an index outside the embedding table")
     return table[indices.astype(np.int64)]
+
+
+@reference("ttnn.split", params=(_IN, Param("split_size", "ints", 1, required=True), Param("dim", "int", 2, default=0)))
+def split(input_tensor: Any, split_size: tuple[int, ...], dim: int, **_: Any) -> tuple[np.ndarray, ...]:
+    """ttnn.split as torch.split: pieces of ``split_size`` along ``dim`` (the last one shorter), or pieces of the
+    listed sizes when they add up to the axis."""
+    x = np.asarray(input_tensor)
+    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    n = x.shape[axis]
+    if len(split_size) == 1 and split_size[0] > 0:  # one size (a one-element list of the whole axis is the same)
+        sizes = [min(split_size[0], n - start) for start in range(0, n, split_size[0])] or [0]
+    elif len(split_size) > 1 and sum(split_size) == n and all(s >= 0 for s in split_size):
+        sizes = list(split_size)
+    else:
+        raise UnsupportedArguments(["split_size"], f"split sizes {split_size} for an axis of {n}")
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+@reference("ttnn.chunk", params=(_IN, Param("chunks", "int", 1, required=True), Param("dim", "int", 2, required=True)))
+def chunk(input_tensor: Any, chunks: int, dim: int, **_: Any) -> tuple[np.ndarray, ...]:
+    """ttnn.chunk as torch.chunk: pieces of ceil(n / chunks) along ``dim`` (so possibly fewer than ``chunks``)."""
+    x = np.asarray(input_tensor)
+    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    if chunks < 1:
+        raise UnsupportedArguments(["chunks"], f"{chunks} chunks")
+    n = x.shape[axis]
+    size = max(1, -(-n // chunks))
+    return tuple(np.split(x, list(range(size, n, size)), axis=axis)) if n else (x,)

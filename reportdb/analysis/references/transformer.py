@@ -1,5 +1,6 @@
 """Attention: scaled dot-product attention (causal or not, an additive or boolean mask, grouped-query heads, a sliding
-window) and the rotary embedding, in float64 rounded once to float32, as ttnn's golden functions define them."""
+window) and the rotary embedding, in float64 rounded once to float32, as ttnn's golden functions define them, and the
+split of a fused QKV projection into heads (three outputs)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,30 @@ def rotary_embedding(input_tensor: Any, cos_cache: Any, sin_cache: Any, token_in
     half = x.shape[-1] // 2
     rotated = np.concatenate((-x[..., half:], x[..., :half]), axis=-1)
     return (x * cos + rotated * sin).astype(np.float32)
+
+
+@reference("ttnn.transformer.split_query_key_value_and_split_heads",
+           "ttnn.experimental.split_query_key_value_and_split_heads", params=(
+    Param("input_tensor", "tensor", 0, required=True), Param("kv_input_tensor", "tensor", 1),
+    Param("num_heads", "int", required=True), Param("num_kv_heads", "int"), Param("transpose_key", "bool", default=True),
+))  # fmt: skip
+def split_query_key_value_and_split_heads(input_tensor: Any, kv_input_tensor: Any, num_heads: int,
+                                          num_kv_heads: int | None, transpose_key: bool,
+                                          **_: Any) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """A fused [batch, sequence, hidden] QKV (or Q and a separate KV) split into query, key and value heads
+    [batch, heads, sequence, head_size], the key transposed to [batch, heads, head_size, sequence] by default."""
+    x = np.asarray(input_tensor)
+    if kv_input_tensor is not None:
+        x = np.concatenate([x, np.asarray(kv_input_tensor)], axis=-1)
+    kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    if x.ndim != 3 or num_heads < 1 or kv_heads < 1 or x.shape[-1] % (num_heads + 2 * kv_heads):
+        raise UnsupportedArguments(["input_tensor"], f"a fused QKV of shape {x.shape} for {num_heads}/{kv_heads} heads")
+    batch, sequence, hidden = x.shape
+    head = hidden // (num_heads + 2 * kv_heads)
+    query = x[..., : num_heads * head].reshape(batch, sequence, num_heads, head)
+    kv = x[..., num_heads * head : (num_heads + 2 * kv_heads) * head].reshape(batch, sequence, 2 * kv_heads, head)
+    key, value = kv[..., :kv_heads, :], kv[..., kv_heads:, :]
+    query, key, value = (np.ascontiguousarray(t.transpose(0, 2, 1, 3)) for t in (query, key, value))
+    if transpose_key:
+        key = np.ascontiguousarray(key.transpose(0, 1, 3, 2))
+    return query, key, value
