@@ -136,16 +136,20 @@ def _block_moments(x: np.ndarray, centred: np.ndarray, mean: float) -> Moments:
     return Moments(x.size, mean, m2)
 
 
+_subtract, _abs, _divide = np.subtract, np.absolute, np.divide
+_sum, _max, _min = np.add.reduce, np.maximum.reduce, np.minimum.reduce  # no ndarray-method wrapper per call
+
+
 def _centre(x: np.ndarray) -> Moments:
     """The moments of a float64 block, whose values are replaced by their deviations from its mean. An exactly
     constant block gets its exact value as mean and M2 = 0 (summation noise would otherwise leave a tiny spread): when
     the spread is that small every value lies within a factor 2 of the mean, so the subtraction is exact and the
     deviations are all equal exactly when the values are."""
     first = float(x[0])
-    mean = float(x.sum()) / x.size
-    np.subtract(x, mean, out=x)
+    mean = float(_sum(x)) / x.size
+    _subtract(x, mean, out=x)
     m2 = dot(x, x)
-    if math.sqrt(m2 / x.size) <= _CONSTANT_REL * abs(mean) and x.min() == x.max():
+    if math.sqrt(m2 / x.size) <= _CONSTANT_REL * abs(mean) and _min(x) == _max(x):
         return Moments(x.size, first, 0.0)
     return Moments(x.size, mean, m2)
 
@@ -347,28 +351,35 @@ class PairAccumulator:
         self.tt_moments = _PairMoments()
         self.tt = _TtMetal()
         self.max_abs = self.max_rel = self.sum_abs = self.sum_rel = self.sum_sq_error = 0.0
-        self.histogram = AbsErrorHistogram()
+        self.histogram = AbsErrorHistogram(block)
         self.bitwise = self.same_dtype
         self.mismatches = self.nan_mismatches = self.inf_mismatches = 0
+        # This thread's buffers (a block's work never outlives its add()): widened sides, |a - b|, |b|, flags.
         self.buf_a = scratch("compare_a", block, np.float64)
         self.buf_b = scratch("compare_b", block, np.float64)
-        self.work = scratch("compare_work", 2 * block, np.float64)
+        self.diff = scratch("compare_diff", block, np.float64)
+        self.mag = scratch("compare_mag", block, np.float64)
         self.flags = scratch("compare_flags", block, np.bool_)
 
     def add(self, blk_a: np.ndarray, blk_b: np.ndarray) -> None:
-        """Fold in one block of the original arrays (1-D, same length, at most ``block`` elements)."""
+        """Fold in one block of the original arrays (1-D, same length, at most ``block`` elements); run it under
+        ``np.errstate(over="ignore", invalid="ignore")``: overflowed sums surface as None in the summary."""
         xa = to_float64(blk_a, self.buf_a)
         xb = to_float64(blk_b, self.buf_b)
-        diff = np.subtract(xa, xb, out=self.work[: xa.size])
-        np.abs(diff, out=diff)
-        top = float(diff.max())
+        m = xa.size
+        diff = _subtract(xa, xb, out=self.diff[:m])
+        _abs(diff, out=diff)
+        top = float(_max(diff))
         keep: np.ndarray | None = None
+        if top == 0.0:  # equal values: zero errors and ULPs, one side's moments, and comp_pcc's cast is exact
+            self._equal(xa, blk_a, blk_b)
+            return
         if not math.isfinite(top):  # a NaN or ±Inf on a side (or a difference past float64's range)
             keep = self._specials(xa, xb)
             self._ttmetal_apart(blk_a, xa, xb)
             xa, xb = xa[keep], xb[keep]
-            diff = np.abs(np.subtract(xa, xb, out=self.work[: xa.size]), out=self.work[: xa.size])
-            top = float(diff.max()) if diff.size else 0.0
+            diff = _abs(_subtract(xa, xb, out=self.diff[: xa.size]), out=self.diff[: xa.size])
+            top = float(_max(diff)) if diff.size else 0.0
         elif not self.tt_exact:
             self._ttmetal_apart(blk_a, xa, xb)
         self._errors(diff, xb, top)
@@ -379,12 +390,33 @@ class PairAccumulator:
         if self.bitwise:  # only while every value so far is equal: a differing block settles it without a pass
             self.bitwise = top == 0.0 and _same_bytes(blk_a, blk_b)
         if keep is None and self.tt_exact:  # comp_pcc's cast and zeroing change nothing: the joint moments
-            tt = self.tt
-            tt.golden_has_non_nan = tt.calc_has_non_nan = True
-            tt.golden_has_nonzero |= moments.b.m2 > 0 or moments.b.mean != 0
-            tt.calc_has_nonzero |= moments.a.m2 > 0 or moments.a.mean != 0
-            tt.equal &= top == 0.0
-            self.tt_moments.merge(moments)
+            self._ttmetal_joint(moments, top == 0.0)
+
+    def _equal(self, xa: np.ndarray, blk_a: np.ndarray, blk_b: np.ndarray) -> None:
+        """Fold in a block whose two sides hold equal (finite) values: every error and ULP distance is zero (each value
+        is one both dtypes hold, so rounding to the coarser changes neither), and both sides' moments are ``a``'s."""
+        m = xa.size
+        self.histogram.add_zeros(m)
+        if self.ulps is not None:
+            self.ulps.add_equal(m)
+        side = _centre(xa)
+        moments = _PairMoments()
+        moments.a, moments.b = side, Moments(side.n, side.mean, side.m2)
+        moments.cab = side.m2
+        self.joint.merge(moments)
+        if self.bitwise:
+            self.bitwise = _same_bytes(blk_a, blk_b)
+        self._ttmetal_joint(moments, True)
+
+    def _ttmetal_joint(self, moments: _PairMoments, equal: bool) -> None:
+        """comp_pcc's state for a block of finite values whose cast to the golden's dtype is exact: the joint
+        moments."""
+        tt = self.tt
+        tt.golden_has_non_nan = tt.calc_has_non_nan = True
+        tt.golden_has_nonzero |= moments.b.m2 > 0 or moments.b.mean != 0
+        tt.calc_has_nonzero |= moments.a.m2 > 0 or moments.a.mean != 0
+        tt.equal &= equal
+        self.tt_moments.merge(moments)
 
     def _specials(self, xa: np.ndarray, xb: np.ndarray) -> np.ndarray:
         """Count a block's NaN and ±Inf mismatches (and allclose's mismatches among them); returns the mask of its
@@ -400,24 +432,24 @@ class PairAccumulator:
 
     def _errors(self, diff: np.ndarray, b: np.ndarray, top: float) -> None:
         """Fold in the absolute errors ``diff`` (largest ``top``) of jointly finite positions whose golden values are
-        ``b``: their sums, histogram, allclose mismatches and relative errors (``work[k:2k]`` is free)."""
+        ``b``: their sums, histogram, allclose mismatches and relative errors."""
         k = diff.size
         if k == 0:
             return
         self.max_abs = max(self.max_abs, top)
-        self.sum_abs += float(diff.sum())
+        self.sum_abs += float(_sum(diff))
         self.sum_sq_error += dot(diff, diff)
         self.histogram.add(diff)
         if top == 0.0:  # every error is zero: no mismatch, every relative error zero
             return
-        mag_b = np.abs(b, out=self.work[k : 2 * k])
+        mag_b = _abs(b, out=self.mag[:k])
         if top > self.atol:  # tolerances are at least atol: below it nothing mismatches
             self.mismatches += self._mismatches(diff, mag_b)
-        if float(mag_b.min()) < REL_EPS:  # a reduction costs a third of the in-place maximum it mostly spares
+        if float(_min(mag_b)) < REL_EPS:  # a reduction costs a third of the in-place maximum it mostly spares
             np.maximum(mag_b, REL_EPS, out=mag_b)
-        rel = np.divide(diff, mag_b, out=mag_b)
-        self.max_rel = max(self.max_rel, float(rel.max()))
-        self.sum_rel += float(rel.sum())
+        rel = _divide(diff, mag_b, out=mag_b)
+        self.max_rel = max(self.max_rel, float(_max(rel)))
+        self.sum_rel += float(_sum(rel))
 
     def _mismatches(self, diff: np.ndarray, mag_b: np.ndarray) -> int:
         """The count of ``diff > atol + rtol * |b|`` (numpy's isclose, in its float64 arithmetic); when few errors pass
