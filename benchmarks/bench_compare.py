@@ -80,7 +80,8 @@ def main() -> None:
         baseline = json.loads(run.stdout.strip().splitlines()[-1])
     ours = measure_compare(sizes, args.repeat)
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; best of {args.repeat}")
-    print(f"{'pair':12} {'Mi':>3} {'compare M/s':>11} {'wall ms':>8} {'CPU ms':>7} {'x corrcoef':>10} {'x allclose':>10}"
+    print(f"{'pair':12} {'Mi':>3} {'compare M/s':>11} {'wall ms':>8} {'CPU ms':>7} {'x corrcoef':>10} "
+          f"{'x allclose':>10}"
           f"{'  baseline wall / CPU ms (speed-up)' if baseline else ''}")
     for millions in sizes:
         for kind in KINDS:
@@ -93,7 +94,8 @@ def main() -> None:
                     f"{wall / corr:>10.2f} {wall / close:>10.2f}")
             if baseline:
                 b_wall, b_cpu = baseline[f"{kind}/{millions}"]
-                line += f"  {b_wall * 1e3:8.0f} / {b_cpu * 1e3:6.0f} (x{b_wall / wall:.2f} wall, x{b_cpu / cpu:.2f} CPU)"
+                line += (f"  {b_wall * 1e3:8.0f} / {b_cpu * 1e3:6.0f} "
+                         f"(x{b_wall / wall:.2f} wall, x{b_cpu / cpu:.2f} CPU)")
             print(line, flush=True)
 
 

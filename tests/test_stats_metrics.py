@@ -147,10 +147,13 @@ def test_bfloat16_widened_by_its_bits() -> None:
             got = to_float64(x, np.empty(x.size))
             want = x.astype(np.float64)
         nan = np.isnan(want)
-        assert np.array_equal(np.isnan(got), nan) and np.array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
+        assert np.array_equal(np.isnan(got), nan)
+        assert np.array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
 
 
-def tile_reference(a: np.ndarray, g: np.ndarray, tile: tuple[int, int], rtol: float, atol: float):  # type: ignore[no-untyped-def]
+def tile_reference(
+    a: np.ndarray, g: np.ndarray, tile: tuple[int, int], rtol: float, atol: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-tile max |a - g| and mismatches (float32 arithmetic, locate's own), one tile at a time."""
     *lead, h, w = a.shape
     th, tw = tile
