@@ -1,58 +1,102 @@
-"""Throughput of compare() (the full metric vector) and compute_stats() against np.corrcoef alone.
+"""Throughput of compare() (the full metric vector) against its peers on the same pair: np.corrcoef (PCC alone) and
+np.allclose (the allclose count alone), optionally against another checkout's compare() measured the same way.
 
-Run: ``python benchmarks/bench_compare.py [--sizes 1,16,64,256]`` (millions of elements). Prints elements/s
-and the ratio to ``np.corrcoef`` on the same pair; best of ``--repeat`` runs after a warm-up on a small slice.
+Run: ``python benchmarks/bench_compare.py [--sizes 1,16] [--repeat 3] [--baseline /path/to/other/checkout]``
+(millions of elements; float32 pairs, bfloat16 pairs and bfloat16 against a float32 reference, as replay compares).
+Prints elements/s of compare() and its time as a ratio of each peer's (``x corrcoef`` 2.0: compare takes twice
+np.corrcoef's time), best of ``--repeat`` after a warm-up; the baseline's compare() runs in a fresh process with
+``PYTHONPATH`` set to it. CPU time (all threads) is printed beside wall time: the machine may be shared.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 
-from reportdb.numeric.metrics import compare
-from reportdb.numeric.stats import compute_stats
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("float32", "bfloat16", "bf16-vs-f32")
 
 
-def best_seconds(fn: Callable[[], object], repeat: int) -> float:
-    """The fastest of ``repeat`` timed calls."""
-    best = float("inf")
+def best(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """The fastest wall time of ``repeat`` calls, and the least CPU time (all threads) of them."""
+    wall, cpu = float("inf"), float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, used = time.perf_counter(), time.process_time()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        wall, cpu = min(wall, time.perf_counter() - start), min(cpu, time.process_time() - used)
+    return wall, cpu
+
+
+def pair(kind: str, millions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The actual and golden arrays of one case: a golden of normal values, the actual 1% off."""
+    rng = np.random.default_rng(0)
+    golden = rng.standard_normal(millions << 20, dtype=np.float32)
+    actual = golden + np.float32(0.01) * rng.standard_normal(golden.size, dtype=np.float32)
+    if kind == "float32":
+        return actual, golden
+    if kind == "bfloat16":
+        return actual.astype(ml_dtypes.bfloat16), golden.astype(ml_dtypes.bfloat16)
+    return actual.astype(ml_dtypes.bfloat16), golden
+
+
+def measure_compare(sizes: list[int], repeat: int) -> dict[str, tuple[float, float]]:
+    """``{"kind/millions": (wall, cpu)}`` of this process's reportdb.compare."""
+    from reportdb.numeric.metrics import compare
+
+    out = {}
+    for millions in sizes:
+        for kind in KINDS:
+            a, b = pair(kind, millions)
+            compare(a[:4096], b[:4096])
+            out[f"{kind}/{millions}"] = best(lambda: compare(a, b), repeat)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", default="1,16,64,256", help="comma-separated sizes in millions of elements")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--sizes", default="1,16", help="comma-separated sizes in millions (Mi) of elements")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another checkout whose compare() to measure the same way")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    print(f"{'dtype':9} {'elements':>10} {'compare M/s':>12} {'corrcoef M/s':>13} {'ratio':>6} {'stats MB/s':>11}")
-    for millions in (int(s) for s in args.sizes.split(",")):
-        n = millions << 20
-        golden = rng.standard_normal(n, dtype=np.float32)
-        actual = golden + np.float32(0.01) * rng.standard_normal(n, dtype=np.float32)
-        for name in ("float32", "bfloat16"):
-            if name == "bfloat16":
-                a, b = actual.astype(ml_dtypes.bfloat16), golden.astype(ml_dtypes.bfloat16)
-            else:
-                a, b = actual, golden
-            compare(a[:4096], b[:4096])
-            t_cmp = best_seconds(lambda: compare(a, b), args.repeat)
-            t_corr = best_seconds(lambda: np.corrcoef(a.astype(np.float32), b.astype(np.float32)), args.repeat)
-            t_stats = best_seconds(lambda: compute_stats(a), args.repeat)
-            print(
-                f"{name:9} {n:>10} {n / t_cmp / 1e6:>12.1f} {n / t_corr / 1e6:>13.1f} "
-                f"{t_corr / t_cmp:>6.2f} {a.nbytes / t_stats / 1e6:>11.0f}",
-                flush=True,
-            )
-        del golden, actual
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.child:
+        print(json.dumps(measure_compare(sizes, args.repeat)))
+        return
+    baseline: dict[str, list[float]] = {}
+    if args.baseline is not None:
+        env = {**os.environ, "PYTHONPATH": str(args.baseline)}
+        run = subprocess.run([sys.executable, __file__, "--child", "--sizes", args.sizes, "--repeat", str(args.repeat)],
+                             capture_output=True, text=True, env=env, check=True, cwd="/")  # fmt: skip
+        baseline = json.loads(run.stdout.strip().splitlines()[-1])
+    ours = measure_compare(sizes, args.repeat)
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; best of {args.repeat}")
+    print(f"{'pair':12} {'Mi':>3} {'compare M/s':>11} {'wall ms':>8} {'CPU ms':>7} {'x corrcoef':>10} "
+          f"{'x allclose':>10}"
+          f"{'  baseline wall / CPU ms (speed-up)' if baseline else ''}")
+    for millions in sizes:
+        for kind in KINDS:
+            a, b = pair(kind, millions)
+            fa, fb = a.astype(np.float32), b.astype(np.float32)
+            corr, _ = best(lambda: np.corrcoef(fa, fb), args.repeat)
+            close, _ = best(lambda: np.allclose(fa, fb, rtol=1e-2, atol=1e-2), args.repeat)
+            wall, cpu = ours[f"{kind}/{millions}"]
+            line = (f"{kind:12} {millions:>3} {a.size / wall / 1e6:>11.1f} {wall * 1e3:>8.0f} {cpu * 1e3:>7.0f} "
+                    f"{wall / corr:>10.2f} {wall / close:>10.2f}")
+            if baseline:
+                b_wall, b_cpu = baseline[f"{kind}/{millions}"]
+                line += (f"  {b_wall * 1e3:8.0f} / {b_cpu * 1e3:6.0f} "
+                         f"(x{b_wall / wall:.2f} wall, x{b_cpu / cpu:.2f} CPU)")
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Run against run (``reportdb.compare_runs``, every output judged by the policy): throughput and peak memory on two
 reports of ``--ops`` bfloat16 outputs of ``--mib`` MiB each, run B with noise and one flipped block.
 
-Run: ``python benchmarks/bench_runs.py [--ops 8] [--mib 16] [--baseline /path/to/other/checkout]``. The comparison
+Run: ``python benchmarks/bench_runs.py [--ops 8] [--mib 16] [--baseline CHECKOUT ...]``. The comparison
 runs in a fresh process (``PYTHONPATH`` = this checkout, then the baseline's) so its peak RSS (``ru_maxrss``) is its
 own; it prints MiB/s of stored values read (both runs), the peak RSS (which counts the pages of the report files
 SQLite maps, reclaimable) and the peak anonymous memory (sampled every 10 ms: what the comparison itself holds)
@@ -41,6 +41,7 @@ def sample():  # anonymous memory (heap, numpy buffers); RSS also counts the rep
         time.sleep(0.01)
 
 threading.Thread(target=sample, daemon=True).start()
+import ml_dtypes, reportdb.analysis.runs, reportdb.numeric.metrics  # imports that load on first use: not timed
 start = time.perf_counter()
 with reportdb.open(sys.argv[1]) as a, reportdb.open(sys.argv[2]) as b:  # open reports: older APIs take no paths
     result = reportdb.compare_runs(a, b)
@@ -83,16 +84,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=8)
     parser.add_argument("--mib", type=int, default=16, help="MiB of bfloat16 values per output")
-    parser.add_argument("--baseline", type=Path, help="another checkout to measure the same way (today's compare)")
+    parser.add_argument("--baseline", type=Path, nargs="*", default=[],
+                        help="other checkouts to measure the same way (today's compare, an earlier one)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         a, b = make_runs(Path(tmp), args.ops, args.mib)
         print(f"wrote two runs of {args.ops} x {args.mib} MiB in {time.perf_counter() - start:.1f} s")
         values_mib = 2 * args.ops * args.mib
-        for label, checkout in (("this", ROOT), ("baseline", args.baseline)):
-            if checkout is None:
-                continue
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+        for label, checkout in (("this", ROOT), *((f"{path}", path) for path in args.baseline)):
             got = measure(checkout, a, b)
             print(f"{label:9} {got['seconds']:7.2f} s  {values_mib / got['seconds']:8.1f} MiB/s  peak RSS "
                   f"{got['rss_mib']:7.1f} MiB, anonymous {got['anon_mib']:6.1f} MiB (one run: {args.ops * args.mib} MiB)"

@@ -11,7 +11,7 @@ non-finite value that differs counting as one, with an infinite error) are count
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import ml_dtypes
@@ -71,47 +71,6 @@ def _box(shape: tuple[int, ...], lead: tuple[int, ...], b0: int, nb: int, h0: in
 
 
 @dataclass
-class _Fit:
-    """Running moments of jointly finite (golden x, actual y) pairs, merged with Chan's formula."""
-
-    n: int = 0
-    mx: float = 0.0
-    my: float = 0.0
-    sxx: float = 0.0
-    sxy: float = 0.0
-
-    def add(self, x: np.ndarray, y: np.ndarray) -> None:
-        if not x.size:
-            return
-        mx, my = float(x.mean()), float(y.mean())
-        dx = x - mx
-        part = _Fit(x.size, mx, my, float(np.dot(dx, dx)), float(np.dot(dx, y - my)))
-        self.merge(part)
-
-    def merge(self, o: "_Fit") -> None:
-        if not o.n:
-            return
-        if not self.n:
-            self.n, self.mx, self.my, self.sxx, self.sxy = o.n, o.mx, o.my, o.sxx, o.sxy
-            return
-        n = self.n + o.n
-        dx, dy = o.mx - self.mx, o.my - self.my
-        self.sxx += o.sxx + dx * dx * self.n * o.n / n
-        self.sxy += o.sxy + dx * dy * self.n * o.n / n
-        self.mx += dx * o.n / n
-        self.my += dy * o.n / n
-        self.n = n
-
-    def line(self) -> tuple[float | None, float | None]:
-        """``(scale, offset)`` of the least-squares line ``actual = scale * golden + offset``; None when the golden
-        is constant (or nothing finite was seen)."""
-        if self.n < 2 or not self.sxx > 0 or not math.isfinite(self.sxx) or not math.isfinite(self.sxy):
-            return None, None
-        scale = self.sxy / self.sxx
-        return scale, self.my - scale * self.mx
-
-
-@dataclass
 class PartErrors:
     """What one pass found: the tile grids (max abs error, mismatches), the shards' max abs error, mismatches and
     logical elements, the overall max and mismatches, and, when asked, the metric vector and the fit."""
@@ -135,7 +94,6 @@ class _State:
     shard_mm: np.ndarray | None
     shard_elems: np.ndarray | None
     acc: PairAccumulator | None
-    fit: _Fit = field(default_factory=_Fit)
     max_abs: float = 0.0
     mismatches: int = 0
 
@@ -195,7 +153,6 @@ def scan(
     for other in rest:
         total.max_abs = max(total.max_abs, other.max_abs)
         total.mismatches += other.mismatches
-        total.fit.merge(other.fit)
         if total.acc is not None and other.acc is not None:
             total.acc.merge(other.acc)
         if total.shard_max is not None and other.shard_max is not None:
@@ -212,17 +169,49 @@ def scan(
             shape_a=shape, shape_b=shape, dtype_a=dtype_name(dtypes[0]), dtype_b=dtype_name(dtypes[1]), rtol=float(rtol),
             atol=float(atol), pcc_threshold=float(pcc), fit_tol=0.02, **metrics,
         )  # fmt: skip
-        out.fit = total.fit.line()
+        out.fit = _line(total.acc)
     return out
 
 
+def _line(acc: PairAccumulator) -> tuple[float | None, float | None]:
+    """``(scale, offset)`` of the least-squares line ``actual = scale * golden + offset`` over the jointly finite
+    positions, from the comparison's own moments (golden: its ``b`` side); None when the golden is constant there (or
+    nothing finite was seen)."""
+    moments = acc.joint
+    sxx, sxy = moments.b.m2, moments.cab
+    if moments.n < 2 or not sxx > 0 or not math.isfinite(sxx) or not math.isfinite(sxy):
+        return None, None
+    scale = sxy / sxx
+    return scale, moments.a.mean - scale * moments.b.mean
+
+
 def _as_work(x: np.ndarray, work: np.dtype, name: str) -> np.ndarray:
-    """``x`` (2-D) in the work dtype, in a per-thread scratch buffer unless it already is."""
+    """``x`` (2-D) in the work dtype, in a per-thread scratch buffer unless it already is (bfloat16 widened by its
+    bits: the top half of a float32's, exactly, at half the cost of ml_dtypes' cast)."""
     if x.dtype == work:
         return x
     buf = scratch(name, x.size, work)[: x.size].reshape(x.shape)
-    np.copyto(buf, x, casting="unsafe")
+    if work == np.float32 and x.dtype.kind == "V" and x.dtype.name == "bfloat16":
+        np.left_shift(x.view(np.uint16), 16, out=buf.view(np.uint32), dtype=np.uint32)
+    else:
+        np.copyto(buf, x, casting="unsafe")
     return buf
+
+
+def _per_tile(
+    ufunc: np.ufunc, x: np.ndarray, tile: tuple[int, int], row_starts: np.ndarray, col_starts: np.ndarray,
+    even: bool, dtype: type | None = None,
+) -> np.ndarray:  # fmt: skip
+    """``ufunc`` (maximum or add) reduced over each tile of the window ``x``. Where every tile is whole (``even``) the
+    rows of a tile row are reduced first, element-wise along whole rows (vectorised, one pass), then the tile columns
+    of the 32x smaller result; else by ``reduceat`` at the tile starts, which steps tile by tile."""
+    th, tw = tile
+    if even:
+        rows, cols = x.shape
+        part = ufunc.reduce(x.reshape(rows // th, th, cols), axis=1, dtype=dtype)
+        return ufunc.reduce(part.reshape(rows // th, cols // tw, tw), axis=2, dtype=None if dtype is None else np.int32)
+    inner = ufunc.reduceat(x, col_starts, axis=1, dtype=dtype)
+    return ufunc.reduceat(inner, row_starts, axis=0)
 
 
 def _window(
@@ -233,37 +222,36 @@ def _window(
     """Fold one window (2-D: its matrices' rows stacked) into the tile grids and the thread's state."""
     b0, nb, h0, h1, c0, c1 = place
     th, tw = tile
-    a = _as_work(a_raw, work, "locate_a")
     g = _as_work(g_raw, work, "locate_g")
-    err = scratch("locate_err", a.size, work)[: a.size].reshape(a.shape)
-    np.subtract(a, g, out=err)
+    err = scratch("locate_err", g.size, work)[: g.size].reshape(g.shape)
+    np.subtract(a_raw, g, out=err, dtype=work)  # the actual side cast a buffer at a time inside the loop: no pass
     np.abs(err, out=err)
     # tiles: rows of each matrix in the window in groups of th, columns in groups of tw (the last ones partial)
     hh = h1 - h0
     row_starts = (np.arange(nb)[:, None] * hh + np.arange(0, hh, th)[None, :]).reshape(-1)
     col_starts = np.arange(0, c1 - c0, tw)
+    even = hh % th == 0 and (c1 - c0) % tw == 0
     r0 = b0 * grid.grid_shape[-2] + h0 // th
     rows = slice(r0, r0 + row_starts.size)
     cols = slice(c0 // tw, c0 // tw + col_starts.size)
-    block = np.maximum.reduceat(np.maximum.reduceat(err, col_starts, axis=1), row_starts, axis=0)
+    block = _per_tile(np.maximum, err, tile, row_starts, col_starts, even)
     top = float(block.max()) if block.size else 0.0
     bad: np.ndarray | None = None
     if not math.isfinite(top):  # NaN/Inf somewhere: equal specials are no error, differing ones an infinite one
-        same = (a == g) | (np.isnan(a) & np.isnan(g))
+        same = (a_raw == g) | (np.isnan(a_raw) & np.isnan(g))
         bad = ~same & ~np.isfinite(err)
         err[same & ~np.isfinite(err)] = 0
         err[bad] = np.inf
-        block = np.maximum.reduceat(np.maximum.reduceat(err, col_starts, axis=1), row_starts, axis=0)
+        block = _per_tile(np.maximum, err, tile, row_starts, col_starts, even)
         top = float(block.max())
     tm_flat[rows, cols] = block
     st.max_abs = max(st.max_abs, top)
-    if st.acc is not None:
-        _fit_window(st.fit, a, g)
     mask, where = _mismatches(err, g, bad, rtol, atol, work) if top > atol else (None, None)
     if mask is not None:
         st.mismatches += int(np.count_nonzero(mask))
-        counts = np.add.reduceat(mask, col_starts, axis=1, dtype=np.int32)
-        tmm_flat[rows, cols] = np.add.reduceat(counts, row_starts, axis=0)
+        counts = mask.view(np.uint8) if th < 256 else mask  # a tile row's th counts fit a byte
+        tmm_flat[rows, cols] = _per_tile(np.add, counts, tile, row_starts, col_starts, even,
+                                         np.uint8 if th < 256 and even else np.int32)  # fmt: skip
     elif where is not None:
         st.mismatches += int(where.size)
         r, c = np.divmod(where, c1 - c0)
@@ -279,29 +267,22 @@ def _mismatches(
     """Where ``err > atol + rtol * |g|`` (or a non-finite value differs): a mask, or when they are few the flat
     positions. Only elements past ``atol`` can mismatch, and rounding noise rarely passes it: when those are few the
     full test runs on them alone."""
-    over = np.greater(err, atol)
-    where = np.flatnonzero(over)
-    if where.size * 8 > err.size:  # dense: the whole window at once
+    over = np.greater(err, atol, out=scratch("locate_over", err.size, np.bool_)[: err.size].reshape(err.shape))
+    count = int(np.count_nonzero(over))
+    if count * 8 > err.size:  # dense: the whole window at once
         tol = scratch("locate_tol", err.size, work)[: err.size].reshape(err.shape)
         np.abs(g, out=tol)
         tol *= rtol
         tol += atol
-        mask = np.greater(err, tol)
+        mask = np.greater(err, tol, out=over)
         if bad is not None:
             mask |= bad
         return mask, None
+    where = np.flatnonzero(over) if count else np.zeros(0, dtype=np.intp)
     keep = err.reshape(-1)[where] > atol + rtol * np.abs(g.reshape(-1)[where])
     if bad is not None:
         keep |= bad.reshape(-1)[where]
     return None, where[keep]
-
-
-def _fit_window(fit: _Fit, a: np.ndarray, g: np.ndarray) -> None:
-    x, y = g.reshape(-1).astype(np.float64), a.reshape(-1).astype(np.float64)
-    if not (math.isfinite(float(x.sum())) and math.isfinite(float(y.sum()))):
-        keep = np.isfinite(x) & np.isfinite(y)
-        x, y = x[keep], y[keep]
-    fit.add(x, y)
 
 
 def _shard_window(

@@ -90,9 +90,15 @@ def _cpus() -> int:
 
 
 def to_float64(block: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Convert ``block`` into the front of the reusable float64 buffer ``out`` and return that view."""
+    """Convert the 1-D ``block`` into the front of the reusable float64 buffer ``out`` and return that view. bfloat16
+    is widened by its bits (the top half of a float32's, exactly), about half the cost of ml_dtypes' own cast."""
     view = out[: block.size]
-    np.copyto(view, block, casting="unsafe")
+    if block.dtype.kind == "V" and block.dtype.name == "bfloat16":  # ml_dtypes' kind; its name is a slow property
+        wide = scratch("bfloat16_bits", block.size, np.uint32)
+        np.left_shift(block.view(np.uint16), 16, out=wide, dtype=np.uint32)
+        np.copyto(view, wide.view(np.float32))
+    else:
+        np.copyto(view, block, casting="unsafe")
     return view
 
 

@@ -47,7 +47,6 @@ large pairs be split into spans streamed on separate cores):
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -55,12 +54,17 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..dtypes import DTYPES, dtype_name
+from ..dtypes import dtype_name
 from ..errors import ComparisonError
 from ..results import Result
-from .blocks import BLOCK_ELEMENTS, Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
+from .blocks import Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
 from .quantiles import AbsErrorHistogram
 from .tolerances import dtype_tolerances
+from .ulps import UlpCounter, ulp_dtype
+
+#: Elements per block of a comparison: 512 KiB of float64, so a block's passes mostly stay in a core's cache, and a
+#: tensor of 1M elements already splits into spans for two threads (``split_range``: four blocks a span at least).
+BLOCK_ELEMENTS = 1 << 16
 
 #: Floor of the relative-error denominator, ``max(|b|, REL_EPS)`` (float64 machine epsilon, as Polygraphy).
 REL_EPS = float(np.finfo(np.float64).eps)
@@ -106,6 +110,16 @@ class _PairMoments:
         new.cab = dot(da, db) if new.a.m2 and new.b.m2 else 0.0
         return new
 
+    @classmethod
+    def centring(cls, xa: np.ndarray, xb: np.ndarray) -> _PairMoments:
+        """The moments of one block, centring ``xa`` and ``xb`` (float64 scratch, not needed after) in place."""
+        new = cls()
+        if xa.size:
+            new.a = _centre(xa)
+            new.b = _centre(xb)
+            new.cab = dot(xa, xb) if new.a.m2 and new.b.m2 else 0.0
+        return new
+
     def merge(self, other: _PairMoments) -> None:
         """Fold ``other`` (a disjoint set of positions) into these moments."""
         delta_a, weight = self.a.merge(other.a)
@@ -120,6 +134,44 @@ def _block_moments(x: np.ndarray, centred: np.ndarray, mean: float) -> Moments:
     if math.sqrt(m2 / x.size) <= _CONSTANT_REL * abs(mean) and x[0] == x.max() == x.min():
         return Moments(x.size, float(x[0]), 0.0)
     return Moments(x.size, mean, m2)
+
+
+_subtract, _abs, _divide = np.subtract, np.absolute, np.divide
+_sum, _max, _min = np.add.reduce, np.maximum.reduce, np.minimum.reduce  # no ndarray-method wrapper per call
+
+
+def _centre(x: np.ndarray) -> Moments:
+    """The moments of a float64 block, whose values are replaced by their deviations from its mean. An exactly
+    constant block gets its exact value as mean and M2 = 0 (summation noise would otherwise leave a tiny spread): when
+    the spread is that small every value lies within a factor 2 of the mean, so the subtraction is exact and the
+    deviations are all equal exactly when the values are."""
+    first = float(x[0])
+    mean = float(_sum(x)) / x.size
+    _subtract(x, mean, out=x)
+    m2 = dot(x, x)
+    if math.sqrt(m2 / x.size) <= _CONSTANT_REL * abs(mean) and _min(x) == _max(x):
+        return Moments(x.size, first, 0.0)
+    return Moments(x.size, mean, m2)
+
+
+def _casts_exactly(src: np.dtype, dst: np.dtype) -> bool:
+    """Whether every value of dtype ``src`` keeps its value cast to ``dst`` (±Inf and NaN included): then tt-metal's
+    cast of the actual side to the golden's dtype changes nothing (bfloat16 or float16 into float32, float32 into
+    float64, small integers into a float)."""
+    if src == dst:
+        return True
+    if dst.kind in "biu":
+        return False
+    to = ml_dtypes.finfo(dst)
+    if src.kind == "b":
+        return True
+    if src.kind in "iu":
+        info = np.iinfo(src)
+        return max(-int(info.min), int(info.max)) <= 2 ** (int(to.nmant) + 1)
+    frm = ml_dtypes.finfo(src)
+    keeps_inf = bool(np.isinf(np.array(np.inf, dtype=src).astype(dst))) or not np.isinf(np.array(np.inf, dtype=src))
+    return (int(frm.nmant) <= int(to.nmant) and float(frm.max) <= float(to.max) and keeps_inf
+            and float(frm.smallest_subnormal) >= float(to.smallest_subnormal))  # fmt: skip
 
 
 @dataclass
@@ -168,87 +220,6 @@ def _masked_corrcoef_min(mo: _PairMoments) -> float:
         if abs(num) * _TINY < abs(den) and math.isfinite(num / den)  # numpy.ma's division domain
     ]
     return min(valid) if valid else 1.0
-
-
-def _float_rank(dtype: np.dtype) -> tuple[int, int] | None:
-    """(mantissa bits, exponent bits) of a float dtype, None for integers and bool."""
-    if dtype.kind in "biu":
-        return None
-    info = ml_dtypes.finfo(dtype)
-    return int(info.nmant), int(info.nexp)
-
-
-@functools.lru_cache(maxsize=None)
-def ulp_dtype(da: np.dtype, db: np.dtype) -> np.dtype | None:
-    """The coarser float dtype of the two (fewer mantissa bits, then fewer exponent bits), in which ULPs are
-    counted; None if neither is a float (a ULP is then 1)."""
-    ranked = [(rank, DTYPES[dtype_name(d)]) for d in (da, db) if (rank := _float_rank(d)) is not None]
-    return min(ranked, key=lambda item: item[0])[1] if ranked else None
-
-
-class _UlpCounter:
-    """Streaming max and sum of the ordered-integer distance between two arrays rounded to one float dtype.
-
-    Works in per-thread scratch buffers: on this class of VM first-touching fresh memory costs more than
-    the arithmetic itself.
-    """
-
-    def __init__(self, dtype: np.dtype, block: int) -> None:
-        self.dtype = dtype
-        bits = dtype.itemsize * 8
-        self.int_dtype = np.dtype(f"<i{dtype.itemsize}")
-        self.shift = bits - 1
-        self.int_max = self.int_dtype.type((1 << (bits - 1)) - 1)
-        largest = np.array(ml_dtypes.finfo(dtype).max, dtype=dtype)
-        self.ord_max = int(largest.view(self.int_dtype))  # finite values map into [-ord_max, ord_max]
-        self.ord_a = scratch("ulp_a", block, self.int_dtype)
-        self.ord_b = scratch("ulp_b", block, self.int_dtype)
-        self.sign = scratch("ulp_sign", block, self.int_dtype)
-        self.dist = scratch("ulp_dist", block, np.int64)
-        self.count = 0
-        self.max = 0
-        self.total = 0.0
-
-    def _ordered(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Map values to integers in the same order as the floats, with -0 and +0 both mapped to 0: negative
-        patterns become ``INT_MIN - bits``, computed branch-free as ``(bits ^ (sign & INT_MAX)) - sign``."""
-        if x.dtype != self.dtype:
-            x = x.astype(self.dtype)
-        bits = x.view(self.int_dtype)
-        out = out[: bits.size]
-        sign = np.right_shift(bits, self.shift, out=self.sign[: bits.size])  # 0, or -1 for negative patterns
-        np.bitwise_and(sign, self.int_max, out=out)
-        np.bitwise_xor(out, bits, out=out)
-        np.subtract(out, sign, out=out)
-        return out
-
-    def add(self, a: np.ndarray, b: np.ndarray, keep: np.ndarray | None) -> None:
-        """Fold in one block of the original arrays; ``keep`` marks the jointly finite positions (None: all)."""
-        oa = self._ordered(a, self.ord_a)
-        ob = self._ordered(b, self.ord_b)
-        if a.dtype != self.dtype or b.dtype != self.dtype:  # rounding can overflow to Inf (NaN in e4m3fn)
-            fits = (np.abs(oa) <= self.ord_max) & (np.abs(ob) <= self.ord_max)
-            keep = fits if keep is None else keep & fits
-        if keep is not None:
-            oa, ob = oa[keep], ob[keep]
-        if oa.size == 0:
-            return
-        if self.dtype.itemsize < 8:
-            dist = np.subtract(oa, ob, out=self.dist[: oa.size], dtype=np.int64)
-            np.abs(dist, out=dist)
-            self.total += float(dist.sum())
-        else:  # 64-bit patterns: the distance can exceed int64, so take it in wrapping uint64 arithmetic
-            ua, ub = oa.view(np.uint64), ob.view(np.uint64)
-            dist = np.where(oa >= ob, ua - ub, ub - ua)
-            self.total += float(dist.sum(dtype=np.float64))
-        self.max = max(self.max, int(dist.max()))
-        self.count += oa.size
-
-    def merge(self, other: _UlpCounter) -> None:
-        """Combine with the counts of other positions."""
-        self.count += other.count
-        self.max = max(self.max, other.max)
-        self.total += other.total
 
 
 def check_params(rtol: float, atol: float, pcc: float, fit_tol: float) -> None:
@@ -358,85 +329,145 @@ def default_tolerances(da: np.dtype, db: np.dtype, rtol: float | None, atol: flo
 
 class PairAccumulator:
     """Every running sum, maximum and count of one comparison over a run of blocks; two accumulators over
-    disjoint runs merge into one, so halves of a large pair can be streamed on separate cores."""
+    disjoint runs merge into one, so halves of a large pair can be streamed on separate cores.
+
+    A block is widened to float64 once per side; ``|a - b|`` is taken once and feeds the error sums, the histogram,
+    the mismatch count (only where an error passes ``atol``) and the relative errors; then each side is centred in
+    place for the moments. Where every value is finite (the maximum error is) and the actual side's dtype casts
+    exactly into the golden's, tt-metal's PCC is the joint moments' own, with no pass of its own.
+    """
 
     def __init__(self, a_dtype: np.dtype, b_dtype: np.dtype, rtol: float, atol: float, block: int) -> None:
         self.b_dtype = b_dtype
         self.rtol = rtol
         self.atol = atol
+        self.block = block
         self.same_dtype = a_dtype == b_dtype
+        self.tt_exact = _casts_exactly(np.dtype(a_dtype), np.dtype(b_dtype))
         self.golden_float = b_dtype.kind not in "biu"
         self.ulp_dtype = ulp_dtype(a_dtype, b_dtype)
-        self.ulps = _UlpCounter(self.ulp_dtype, block) if self.ulp_dtype is not None else None
+        self.ulps = UlpCounter(self.ulp_dtype, block) if self.ulp_dtype is not None else None
         self.joint = _PairMoments()
         self.tt_moments = _PairMoments()
         self.tt = _TtMetal()
         self.max_abs = self.max_rel = self.sum_abs = self.sum_rel = self.sum_sq_error = 0.0
-        self.histogram = AbsErrorHistogram()
+        self.histogram = AbsErrorHistogram(block)
         self.bitwise = self.same_dtype
         self.mismatches = self.nan_mismatches = self.inf_mismatches = 0
+        # This thread's buffers (a block's work never outlives its add()): widened sides, |a - b|, |b|, flags.
         self.buf_a = scratch("compare_a", block, np.float64)
         self.buf_b = scratch("compare_b", block, np.float64)
-        self.work = scratch("compare_work", 3 * block, np.float64)
+        self.diff = scratch("compare_diff", block, np.float64)
+        self.mag = scratch("compare_mag", block, np.float64)
         self.flags = scratch("compare_flags", block, np.bool_)
 
     def add(self, blk_a: np.ndarray, blk_b: np.ndarray) -> None:
-        """Fold in one block of the original arrays (1-D, same length, at most ``block`` elements)."""
-        m = blk_a.size
+        """Fold in one block of the original arrays (1-D, same length, at most ``block`` elements); run it under
+        ``np.errstate(over="ignore", invalid="ignore")``: overflowed sums surface as None in the summary."""
         xa = to_float64(blk_a, self.buf_a)
         xb = to_float64(blk_b, self.buf_b)
-        work = self.work
-        sum_a = float(xa.sum())
-        sum_b = float(xb.sum())
-        all_finite = math.isfinite(sum_a) and math.isfinite(sum_b)  # a finite sum proves every term finite
+        m = xa.size
+        diff = _subtract(xa, xb, out=self.diff[:m])
+        _abs(diff, out=diff)
+        top = float(_max(diff))
         keep: np.ndarray | None = None
-        fa, fb = xa, xb
-        if not all_finite:
-            nan_a, nan_b = np.isnan(xa), np.isnan(xb)
-            keep = np.isfinite(xa) & np.isfinite(xb)
-            self.nan_mismatches += int(np.count_nonzero(nan_a != nan_b))
-            inf_pos = np.isinf(xa) | np.isinf(xb)
-            self.inf_mismatches += int(np.count_nonzero(inf_pos & (xa != xb)))
-            same_special = (nan_a & nan_b) | (inf_pos & (xa == xb))
-            self.mismatches += m - int(np.count_nonzero(keep)) - int(np.count_nonzero(same_special))
-            fa, fb = xa[keep], xb[keep]
-            sum_a, sum_b = float(fa.sum()), float(fb.sum())
-        k = fa.size
-        moments = _PairMoments.of_block(fa, fb, sum_a, sum_b, work)
+        if top == 0.0:  # equal values: zero errors and ULPs, one side's moments, and comp_pcc's cast is exact
+            self._equal(xa, blk_a, blk_b)
+            return
+        if not math.isfinite(top):  # a NaN or ±Inf on a side (or a difference past float64's range)
+            keep = self._specials(xa, xb)
+            self._ttmetal_apart(blk_a, xa, xb)
+            xa, xb = xa[keep], xb[keep]
+            diff = _abs(_subtract(xa, xb, out=self.diff[: xa.size]), out=self.diff[: xa.size])
+            top = float(_max(diff)) if diff.size else 0.0
+        elif not self.tt_exact:
+            self._ttmetal_apart(blk_a, xa, xb)
+        self._errors(diff, xb, top)
+        moments = _PairMoments.centring(xa, xb)  # xa and xb are spent: centred in place
         self.joint.merge(moments)
-
-        block_max_abs = 0.0
-        if k:
-            diff = np.subtract(fa, fb, out=work[:k])
-            np.abs(diff, out=diff)
-            block_max_abs = float(diff.max())
-            self.max_abs = max(self.max_abs, block_max_abs)
-            self.sum_abs += float(diff.sum())
-            self.sum_sq_error += dot(diff, diff)
-            self.histogram.add(diff)
-            mag_b = np.abs(fb, out=work[k : 2 * k])
-            tol = np.multiply(mag_b, self.rtol, out=work[2 * k : 3 * k])
-            tol += self.atol
-            self.mismatches += int(np.count_nonzero(np.greater(diff, tol, out=self.flags[:k])))
-            np.maximum(mag_b, REL_EPS, out=mag_b)
-            rel = np.divide(diff, mag_b, out=mag_b)
-            self.max_rel = max(self.max_rel, float(rel.max()))
-            self.sum_rel += float(rel.sum())
         if self.ulps is not None:
             self.ulps.add(blk_a, blk_b, keep)
         if self.bitwise:  # only while every value so far is equal: a differing block settles it without a pass
-            self.bitwise = block_max_abs == 0.0 and _same_bytes(blk_a, blk_b)
+            self.bitwise = top == 0.0 and _same_bytes(blk_a, blk_b)
+        if keep is None and self.tt_exact:  # comp_pcc's cast and zeroing change nothing: the joint moments
+            self._ttmetal_joint(moments, top == 0.0)
 
-        # tt-metal comp_pcc(golden=b, calculated=a): a cast to b's dtype, NaN/Inf zeroed on both sides.
+    def _equal(self, xa: np.ndarray, blk_a: np.ndarray, blk_b: np.ndarray) -> None:
+        """Fold in a block whose two sides hold equal (finite) values: every error and ULP distance is zero (each value
+        is one both dtypes hold, so rounding to the coarser changes neither), and both sides' moments are ``a``'s."""
+        m = xa.size
+        self.histogram.add_zeros(m)
+        if self.ulps is not None:
+            self.ulps.add_equal(m)
+        side = _centre(xa)
+        moments = _PairMoments()
+        moments.a, moments.b = side, Moments(side.n, side.mean, side.m2)
+        moments.cab = side.m2
+        self.joint.merge(moments)
+        if self.bitwise:
+            self.bitwise = _same_bytes(blk_a, blk_b)
+        self._ttmetal_joint(moments, True)
+
+    def _ttmetal_joint(self, moments: _PairMoments, equal: bool) -> None:
+        """comp_pcc's state for a block of finite values whose cast to the golden's dtype is exact: the joint
+        moments."""
         tt = self.tt
-        if self.same_dtype and all_finite:
-            tt.golden_has_non_nan = tt.calc_has_non_nan = True
-            tt.golden_has_nonzero |= moments.b.m2 > 0 or moments.b.mean != 0
-            tt.calc_has_nonzero |= moments.a.m2 > 0 or moments.a.mean != 0
-            tt.equal &= block_max_abs == 0.0
-            self.tt_moments.merge(moments)
+        tt.golden_has_non_nan = tt.calc_has_non_nan = True
+        tt.golden_has_nonzero |= moments.b.m2 > 0 or moments.b.mean != 0
+        tt.calc_has_nonzero |= moments.a.m2 > 0 or moments.a.mean != 0
+        tt.equal &= equal
+        self.tt_moments.merge(moments)
+
+    def _specials(self, xa: np.ndarray, xb: np.ndarray) -> np.ndarray:
+        """Count a block's NaN and ±Inf mismatches (and allclose's mismatches among them); returns the mask of its
+        jointly finite positions."""
+        nan_a, nan_b = np.isnan(xa), np.isnan(xb)
+        keep = np.isfinite(xa) & np.isfinite(xb)
+        self.nan_mismatches += int(np.count_nonzero(nan_a != nan_b))
+        inf_pos = np.isinf(xa) | np.isinf(xb)
+        self.inf_mismatches += int(np.count_nonzero(inf_pos & (xa != xb)))
+        same_special = (nan_a & nan_b) | (inf_pos & (xa == xb))
+        self.mismatches += xa.size - int(np.count_nonzero(keep)) - int(np.count_nonzero(same_special))
+        return keep
+
+    def _errors(self, diff: np.ndarray, b: np.ndarray, top: float) -> None:
+        """Fold in the absolute errors ``diff`` (largest ``top``) of jointly finite positions whose golden values are
+        ``b``: their sums, histogram, allclose mismatches and relative errors."""
+        k = diff.size
+        if k == 0:
             return
-        calc = xa if self.same_dtype else blk_a.astype(self.b_dtype).astype(np.float64)
+        self.max_abs = max(self.max_abs, top)
+        self.sum_abs += float(_sum(diff))
+        self.sum_sq_error += dot(diff, diff)
+        self.histogram.add(diff)
+        if top == 0.0:  # every error is zero: no mismatch, every relative error zero
+            return
+        mag_b = _abs(b, out=self.mag[:k])
+        if top > self.atol:  # tolerances are at least atol: below it nothing mismatches
+            self.mismatches += self._mismatches(diff, mag_b)
+        if float(_min(mag_b)) < REL_EPS:  # a reduction costs a third of the in-place maximum it mostly spares
+            np.maximum(mag_b, REL_EPS, out=mag_b)
+        rel = _divide(diff, mag_b, out=mag_b)
+        self.max_rel = max(self.max_rel, float(_max(rel)))
+        self.sum_rel += float(_sum(rel))
+
+    def _mismatches(self, diff: np.ndarray, mag_b: np.ndarray) -> int:
+        """The count of ``diff > atol + rtol * |b|`` (numpy's isclose, in its float64 arithmetic); when few errors pass
+        ``atol`` (rounding noise rarely does) the test runs on those alone."""
+        k = diff.size
+        over = np.greater(diff, self.atol, out=self.flags[:k])
+        if np.count_nonzero(over) * 8 <= k:
+            where = np.flatnonzero(over)
+            return int(np.count_nonzero(diff[where] > self.atol + self.rtol * mag_b[where]))
+        tol = np.multiply(mag_b, self.rtol, out=scratch("compare_tol", self.block, np.float64)[:k])
+        tol += self.atol
+        return int(np.count_nonzero(np.greater(diff, tol, out=self.flags[:k])))
+
+    def _ttmetal_apart(self, blk_a: np.ndarray, xa: np.ndarray, xb: np.ndarray) -> None:
+        """tt-metal comp_pcc(golden=b, calculated=a) where it differs from the joint moments: ``a`` cast to b's dtype
+        first, NaN/Inf zeroed on both sides (``xa``, ``xb``: the block in float64, not yet filtered or centred)."""
+        tt = self.tt
+        calc = xa if self.tt_exact else blk_a.astype(self.b_dtype).astype(np.float64)
         golden = xb
         tt.golden_has_non_nan |= not bool(np.isnan(golden).all())
         tt.calc_has_non_nan |= not bool(np.isnan(calc).all())
@@ -446,6 +477,7 @@ class PairAccumulator:
             golden = np.where(np.isfinite(golden), golden, 0.0)
             calc = np.where(np.isfinite(calc), calc, 0.0)
         tt.equal &= bool(np.array_equal(golden, calc))
+        work = scratch("compare_tt", 2 * self.block, np.float64)
         self.tt_moments.merge(_PairMoments.of_block(calc, golden, float(calc.sum()), float(golden.sum()), work))
 
     def merge(self, other: PairAccumulator) -> None:
@@ -516,7 +548,7 @@ def _summarize(
     size: int,
     joint: _PairMoments,
     pcc_ttmetal: float,
-    ulps: _UlpCounter | None,
+    ulps: UlpCounter | None,
     ulp_dtype: np.dtype | None,
     errors: tuple[float, float, float, float],
     counts: tuple[int, int, int],

@@ -23,21 +23,31 @@ _SHIFT = 16
 class AbsErrorHistogram:
     """Running counts of absolute errors by float32 bit-pattern bin; two histograms of disjoint positions merge."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "_f32", "_index")
 
-    def __init__(self) -> None:
+    def __init__(self, block: int = 0) -> None:
         self.counts = np.zeros(BINS, dtype=np.int64)
+        self._f32 = scratch("quantile_f32", block, np.float32)  # this thread's buffers for blocks up to ``block``
+        self._index = scratch("quantile_bin", block, np.intp)  # intp: bincount takes it without a copy
 
     def add(self, abs_error: np.ndarray) -> None:
-        """Count one block of non-negative, finite float64 errors."""
-        if abs_error.size == 0:
+        """Count one block of non-negative, finite float64 errors; run under ``np.errstate(over="ignore")`` (errors
+        beyond float32's range round to Inf, counted in the top bin)."""
+        m = abs_error.size
+        if m == 0:
             return
-        f32 = scratch("quantile_f32", abs_error.size, np.float32)
-        with np.errstate(over="ignore"):  # beyond float32's range: Inf, counted in the top bin
-            np.copyto(f32, abs_error, casting="unsafe")
-        index = scratch("quantile_bin", abs_error.size, np.intp)  # intp: bincount takes it without a copy
+        if m > self._f32.size:
+            self._f32 = scratch("quantile_f32", m, np.float32)
+            self._index = scratch("quantile_bin", m, np.intp)
+        f32, index = self._f32[:m], self._index[:m]
+        np.copyto(f32, abs_error, casting="unsafe")
         np.right_shift(f32.view(np.uint32), _SHIFT, out=index, casting="unsafe")
-        self.counts += np.bincount(index, minlength=BINS)[:BINS]
+        found = np.bincount(index)  # as long as the largest bin met: errors rarely reach the top exponents
+        self.counts[: found.size] += found
+
+    def add_zeros(self, count: int) -> None:
+        """Count ``count`` errors that are exactly zero."""
+        self.counts[0] += count
 
     def merge(self, other: AbsErrorHistogram) -> None:
         """Fold in the counts of other positions."""

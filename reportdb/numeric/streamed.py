@@ -15,8 +15,8 @@ import numpy as np
 
 from ..dtypes import dtype_name, numpy_dtype
 from ..errors import AssemblyError
-from .blocks import BLOCK_ELEMENTS, flat_blocks, parallel_map
-from .metrics import Comparison, PairAccumulator, check_params, compare
+from .blocks import flat_blocks, parallel_map
+from .metrics import BLOCK_ELEMENTS, Comparison, PairAccumulator, check_params, compare
 
 if TYPE_CHECKING:
     from ..report import Report
