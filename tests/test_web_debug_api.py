@@ -160,3 +160,60 @@ def test_engine_endpoints_beside_concurrent_requests(root: Path) -> None:
     finally:
         server.shutdown()
     assert not failures
+
+
+def test_runs_beside_engine_requests_on_the_same_reports(root: Path) -> None:
+    """api/runs and the other engine endpoints at once, from many threads, on the same served reports (each request
+    new work: no answer comes from the cache): every answer is right. Before the served reports lent each engine
+    request a connection of its own, run against run opened ORM sessions on the connection the other threads were
+    using ("cannot start a transaction within a transaction", wrong rows)."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    app = web.create_app([root / "run_a", root / "run_b"])
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = app.test_client()
+    expected_runs = _get(client, "api/runs?a=run_a&b=run_b")
+    expected_op = _get(client, f"api/reports/run_a/operations/{data.CULPRIT_OP}")
+    base = f"http://127.0.0.1:{server.port}/"
+    problems: list[str] = []
+
+    def get(url: str) -> Any:
+        import json
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(base + url, timeout=120) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            problems.append(f"{url}: {exc.code} {exc.read()[:300]!r}")
+            return None
+
+    def runs(i: int) -> None:
+        found = get(f"api/runs?a=run_a&b=run_b&pcc={0.9 + i * 1e-4:.4f}")  # a new pcc: work, not the cache
+        if found is not None and [r["tensor_b"] for r in found["items"]] != [r["tensor_b"] for r in expected_runs["items"]]:
+            problems.append(f"runs {i}: other rows")
+
+    def operation(i: int) -> None:
+        found = get(f"api/reports/run_a/operations/{data.CULPRIT_OP}?rank=0&_={i}")
+        other = get(f"api/locate/local/{data.CULPRIT_OP}?report=run_a&top={i + 1}")
+        if found is not None and found["outputs"][0]["consumers"] != expected_op["outputs"][0]["consumers"]:
+            problems.append(f"operation {i}: other consumers")
+        if other is not None and tuple(other["worst_tiles"][0]["tile"][-2:]) != (1, 1):
+            problems.append(f"locate {i}: another worst tile")
+
+    try:
+        for attempt in range(2):
+            app.extensions["reportdb"].served.keep = lambda key, value: None  # nothing kept: every request works
+            threads = [threading.Thread(target=f, args=(attempt * 6 + i,)) for i in range(6) for f in (runs, operation)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        server.shutdown()
+        app.extensions["reportdb"].close()
+    assert not problems, problems[:5]

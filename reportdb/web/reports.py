@@ -1,9 +1,12 @@
 """The reports a server offers: named at start, opened read-only once, looked up by name (never by path).
 
-Each served report is one read-only :class:`reportdb.Report`; its connection is guarded by the Report's own lock, so
-the server's threads share it (SQLite work is serialized per report, numpy work is not). The report tables
-(operations, their tensors, golden comparison records) are read with fixed statements through that connection, so
-the store's statement time bound applies and no request text ever becomes SQL.
+Each served report is one read-only :class:`reportdb.Report` for tensor reads and fixed statements, whose connection
+is guarded by the Report's own lock, so the server's threads share it (SQLite work is serialized per report, numpy
+work is not). The engine's functions (``reportdb.analysis``: golden roles, run against run, an operation's context,
+locate) open ORM sessions, whose transactions span many calls and so cannot share a connection with other threads:
+each such request borrows a read-only Report of its own from a small pool (:meth:`Served.engine`). The report tables
+(operations, their tensors, golden comparison records) are read with fixed statements, so the store's statement time
+bound applies and no request text ever becomes SQL.
 """
 
 from __future__ import annotations
@@ -60,12 +63,19 @@ def report_names(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
     return names
 
 
+#: Idle read-only Reports a served report keeps for the engine's requests (more are opened while more run at once).
+ENGINE_POOL = 4
+
+
 class Served:
     """One report being served: its name, database file, read-only Report and the columns of its report tables."""
 
     def __init__(self, name: str, path: Path) -> None:
         self.name = name
         self.path = path
+        self._pool_lock = threading.Lock()
+        self._idle: list[Report] = []
+        self._closed = False
         self.report = Report(path, "r")
         try:
             with self.sql("the report tables") as conn:
@@ -229,8 +239,38 @@ class Served:
         """Every stored ``(tensor_id, rank)``."""
         return set(self.report.tensor_keys()) if self.has_store else set()
 
+    @contextlib.contextmanager
+    def engine(self) -> Iterator[Report]:
+        """A read-only Report of this file for this request alone, for the engine's functions: they open ORM
+        sessions, whose transactions must not interleave with other threads' work on one connection. Taken from the
+        idle ones (at most :data:`ENGINE_POOL` kept), else opened; closed at the end when the report was closed
+        meanwhile or enough are idle."""
+        with self._pool_lock:
+            if self._closed:
+                raise ApiError(503, f"report {self.name} is no longer served", "the server is stopping; try again")
+            report = self._idle.pop() if self._idle else None
+        if report is None:
+            report = Report(self.path, "r")
+        try:
+            yield report
+        finally:
+            with self._pool_lock:
+                keep = not self._closed and len(self._idle) < ENGINE_POOL
+                if keep:
+                    self._idle.append(report)
+            if not keep:
+                report.close()
+
     def close(self) -> None:
-        self.report.close()
+        """Close the shared Report and the idle pooled ones (one lent out closes when its request ends)."""
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        try:
+            for report in idle:
+                report.close()
+        finally:
+            self.report.close()
 
 
 def _real(value: Any) -> float | None:

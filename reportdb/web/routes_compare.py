@@ -163,8 +163,9 @@ def runs() -> Response:
     if result is None:
         cost = 2 * WINDOW_ELEMENTS * 48 + names["a"].chunk_bytes() + names["b"].chunk_bytes()
         with settings().budget.hold(cost, "run against run"):
-            result = compare_runs(names["a"].report, names["b"].report, rank=rank, policy=settings().policy,
-                                  rtol=rtol, atol=atol, pcc=pcc).to_dict()
+            with names["a"].engine() as report_a, names["b"].engine() as report_b:
+                result = compare_runs(report_a, report_b, rank=rank, policy=settings().policy,
+                                      rtol=rtol, atol=atol, pcc=pcc).to_dict()
         lookup().keep(key, result)
     return answer({"a": names["a"].name, "b": names["b"].name, "matched_by": result.get("matched_by"),
                    "first_divergence": result.get("first_divergence"), "items": result.get("rows", []),

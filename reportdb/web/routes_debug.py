@@ -5,9 +5,8 @@ these answer; no verdict is made here or in the page, the blueprint's one tolera
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Iterator
+from typing import Any
 
 from flask import Blueprint, Response, request
 
@@ -23,17 +22,6 @@ from .context import lookup, settings
 from .params import ApiError
 from .reports import Served
 from .sources import tensor_id_of
-
-
-@contextlib.contextmanager
-def exclusive(*served: Served) -> Iterator[None]:
-    """Hold the reports' connections (in path order, so two requests never wait on each other) while an engine
-    function works on them: the engine opens ORM sessions on a Report's one connection, which other requests'
-    threads share, so its work on a served report must not interleave with theirs."""
-    with contextlib.ExitStack() as stack:
-        for one in sorted(set(served), key=lambda x: str(x.path)):
-            stack.enter_context(one.report.connection())
-        yield
 
 
 def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
@@ -52,8 +40,8 @@ def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
                             f"({limits.MAX_RUN_BYTES:,})", "run `reportdb compare REPORT --golden` on the command line")
     with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), "the golden records of a report"):
         try:
-            with exclusive(one):
-                found = compare_golden(one.report, policy=settings().policy, store=False)
+            with one.engine() as report:
+                found = compare_golden(report, policy=settings().policy, store=False)
         except (ReportDBError, ValueError, TypeError):
             # A report the engine cannot analyse (e.g. operation ids that are no numbers, which the engine's graph
             # does not take): the list falls back to recorded verdicts; the golden endpoint says why.
@@ -119,8 +107,8 @@ def operation(report: str, op_id: str) -> Response:
     found = lookup().cached(key)
     if found is None:
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), f"the context of operation {operation_id}"):
-            with exclusive(one):
-                found = operation_context(one.report, operation_id, rank=rank, policy=settings().policy).to_dict()
+            with one.engine() as report:
+                found = operation_context(report, operation_id, rank=rank, policy=settings().policy).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
 
@@ -145,8 +133,8 @@ def where(kind: str, tensor_id: str) -> Response:
             raise ApiError(413, f"tensor {tid} holds {size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} a "
                                 "request locates in", "run `reportdb locate` on the command line; it has no such bound")
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 64 + one.chunk_bytes(tid, rank), f"locating errors in tensor {tid}"):
-            with exclusive(one):
-                found = locate(one.report, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
+            with one.engine() as report:
+                found = locate(report, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
                                top=top).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
