@@ -40,8 +40,8 @@ def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
                             f"({limits.MAX_RUN_BYTES:,})", "run `reportdb compare REPORT --golden` on the command line")
     with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), "the golden records of a report"):
         try:
-            with one.engine() as report:
-                found = compare_golden(report, policy=settings().policy, store=False)
+            with one.engine() as own:
+                found = compare_golden(own, policy=settings().policy, store=False)
         except (ReportDBError, ValueError, TypeError):
             # A report the engine cannot analyse (e.g. operation ids that are no numbers, which the engine's graph
             # does not take): the list falls back to recorded verdicts; the golden endpoint says why.
@@ -107,8 +107,8 @@ def operation(report: str, op_id: str) -> Response:
     found = lookup().cached(key)
     if found is None:
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), f"the context of operation {operation_id}"):
-            with one.engine() as report:
-                found = operation_context(report, operation_id, rank=rank, policy=settings().policy).to_dict()
+            with one.engine() as own:
+                found = operation_context(own, operation_id, rank=rank, policy=settings().policy).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
 
@@ -133,8 +133,8 @@ def where(kind: str, tensor_id: str) -> Response:
             raise ApiError(413, f"tensor {tid} holds {size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} a "
                                 "request locates in", "run `reportdb locate` on the command line; it has no such bound")
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 64 + one.chunk_bytes(tid, rank), f"locating errors in tensor {tid}"):
-            with one.engine() as report:
-                found = locate(report, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
+            with one.engine() as own:
+                found = locate(own, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
                                top=top).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
