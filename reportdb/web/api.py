@@ -20,6 +20,10 @@ Endpoints (relative to the blueprint's prefix; ``report`` is a served report's n
 - ``GET api/locate/<local|global>/<id>`` (``report``, ``device``, ``top``): the worst tiles, the tile map, devices
   and cores of a tensor's error
 
+Every endpoint that judges takes ``policy=NAME``: one of the tolerance policies the server was given (``GET
+api/policies`` lists them with their rules; ``default`` or none: the blueprint's own), or one pasted into the page
+and checked by ``POST api/policies`` (TOML ``[[rules]]``, answered with the name to use, or a 400 naming the line).
+
 Nothing in a request reaches the filesystem or becomes SQL: a report is a name looked up among those served (or
 the path the host app's resolver gives), a tensor a number, a window numpy basic indexing checked against the
 stored shape before any byte is read. Sizes are bounded before work starts (413 with a hint to narrow the
@@ -57,13 +61,15 @@ def routes(bp: Blueprint, config: Settings) -> None:
         g.reportdb_release = None
         if config.hosts is not None:
             config.hosts.check(request)
+        chosen, g.reportdb_policy = config.chosen(request.args)
+        g.reportdb_lookup = Lookup(config.reports, None, config.resolver is not None, chosen)
         if config.resolver is not None and request.method != "OPTIONS":
             path = config.resolver(request)
             if path is not None:
                 held = config.reports.resolved(path)
                 current = held.__enter__()
                 g.reportdb_release = held
-                g.reportdb_lookup = Lookup(config.reports, current, True)
+                g.reportdb_lookup = Lookup(config.reports, current, True, chosen)
 
     @bp.teardown_request
     def _leave(exc: BaseException | None) -> None:

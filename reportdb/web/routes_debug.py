@@ -18,7 +18,7 @@ from ..errors import ReportDBError
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
 from .answers import answer
-from .context import lookup, settings
+from .context import lookup, policy, settings
 from .params import ApiError
 from .reports import Served
 from .sources import tensor_id_of
@@ -41,7 +41,7 @@ def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
     with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), "the golden records of a report"):
         try:
             with one.engine() as own:
-                found = compare_golden(own, policy=settings().policy, store=False)
+                found = compare_golden(own, policy=policy(), store=False)
         except (ReportDBError, ValueError, TypeError):
             # A report the engine cannot analyse (e.g. operation ids that are no numbers, which the engine's graph
             # does not take): the list falls back to recorded verdicts; the golden endpoint says why.
@@ -108,7 +108,7 @@ def operation(report: str, op_id: str) -> Response:
     if found is None:
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), f"the context of operation {operation_id}"):
             with one.engine() as own:
-                found = operation_context(own, operation_id, rank=rank, policy=settings().policy).to_dict()
+                found = operation_context(own, operation_id, rank=rank, policy=policy()).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
 
@@ -134,7 +134,7 @@ def where(kind: str, tensor_id: str) -> Response:
                                 "request locates in", "run `reportdb locate` on the command line; it has no such bound")
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 64 + one.chunk_bytes(tid, rank), f"locating errors in tensor {tid}"):
             with one.engine() as own:
-                found = locate(own, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
+                found = locate(own, tid, golden=kind, rank=rank, device=device, policy=policy(),
                                top=top).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, request, send_from_directory
 
-from ..errors import CorruptionError, SchemaError, TensorNotFoundError
+from ..errors import CorruptionError, PolicyError, SchemaError, TensorNotFoundError
 from . import limits, params, tolerances, views
 from .answers import answer, values_json
-from .context import lookup, settings
+from .context import lookup, policy, settings
 from .heatmaps import grid_cells, heatmap_answer, region, rows
 from .params import ApiError
 from .reports import RECORD_TABLES, Operation, Record, Served
@@ -50,6 +50,31 @@ def reports() -> Response:
 def status() -> Response:
     """The server's memory budget as it stands (what is reserved, the peak, requests waiting or refused)."""
     return answer({"memory": settings().budget.to_json()})
+
+
+def policies() -> Response:
+    """The tolerance policies a request may choose with ``policy=NAME`` (``default`` first), each with its rules."""
+    config = settings()
+    items = [{"name": "default", "source": config.policy.source, **config.policy.to_dict()}]
+    items += [{"name": name, "source": p.source, **p.to_dict()} for name, p in config.policies.items()]
+    return answer({"policies": items, "chosen": lookup().policy})
+
+
+def paste_policy() -> Response:
+    """Check a policy pasted into the page (TOML ``[[rules]]`` as the request body) and keep it under the name this
+    answers; a policy that cannot be used is a 400 whose ``error`` says why (and which rule) in one line."""
+    limit = 4 * settings().MAX_PASTED_CHARS  # bytes of UTF-8 text
+    body = b"" if (request.content_length or 0) > limit else request.stream.read(limit + 1)
+    if (request.content_length or 0) > limit or len(body) > limit:
+        raise ApiError(413, "the pasted policy is too long", f"a policy holds at most {settings().MAX_PASTED_CHARS:,} characters")
+    try:
+        name, found = settings().paste(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ApiError(400, "the pasted policy is not UTF-8 text", "paste TOML [[rules]] tables") from None
+    except PolicyError as exc:
+        raise ApiError(400, " ".join(str(exc).split()), "a policy holds [[rules]] tables with op, optional dtype and "
+                       "criteria (pcc, rtol, atol, max_abs_error, max_ulp, max_mismatch_fraction, sqnr_db)") from None
+    return answer({"name": name, "source": found.source, **found.to_dict()})
 
 
 def colormaps() -> Response:
@@ -189,10 +214,10 @@ def tensor(report: str, tensor_id: str) -> Response:
     chosen = shard_index(info, device) if device is not None else (0 if len(info.shards) == 1 else None)
     stats = None if per_shard is None or chosen is None else per_shard[chosen]
     dtype = tolerances.policy_dtype(spec.ttnn_dtype, info.dtype)
-    policy = settings().policy
+    judge = policy()
     op = one.producer(info.tensor_id, rank)
-    rtol, atol = policy.tolerances(op, dtype)
-    criteria = {k: v for k, v in policy.criteria_for(op, dtype).to_dict().items() if v is not None}
+    rtol, atol = judge.tolerances(op, dtype)
+    criteria = {k: v for k, v in judge.criteria_for(op, dtype).to_dict().items() if v is not None}
     histogram = None
     if stats is not None and stats.get("hist_counts") is not None:
         histogram = {"edges": stats["hist_edges"], "counts": stats["hist_counts"]}
@@ -205,7 +230,7 @@ def tensor(report: str, tensor_id: str) -> Response:
         "mesh_shape": None if dist is None else list(dist.mesh_shape),
         "distribution": None if dist is None else dist.to_json(), "shards": shards,
         "stats": None if stats is None else _stats_only(stats), "histogram": histogram,
-        "policy": {"operation": op, "dtype": dtype, "rtol": rtol, "atol": atol, "pcc": policy.pcc_threshold(op, dtype),
+        "policy": {"name": lookup().policy, "operation": op, "dtype": dtype, "rtol": rtol, "atol": atol, "pcc": judge.pcc_threshold(op, dtype),
                    "criteria": criteria},
     })  # fmt: skip
 
@@ -293,6 +318,8 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/api/reports", view_func=reports)
     bp.add_url_rule("/api/status", view_func=status)
     bp.add_url_rule("/api/colormaps", view_func=colormaps)
+    bp.add_url_rule("/api/policies", view_func=policies)
+    bp.add_url_rule("/api/policies", view_func=paste_policy, methods=["POST"])
     bp.add_url_rule("/api/reports/<report>/operations", view_func=operations)
     bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>", view_func=tensor)
     bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>/values", view_func=values)
