@@ -317,3 +317,22 @@ def test_serve_refuses_a_bad_policy_file_in_one_line(root: Path) -> None:
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "bad.toml" in done.stderr and "line 1" in done.stderr
+
+
+def test_overview_columns_match_the_operation_list(chosen: Any) -> None:
+    """The overview gives every operation in execution order with the list's roles and first culprit, compactly, and
+    follows the chosen policy."""
+    over = _get(chosen, "api/reports/run_a/overview")
+    page = _get(chosen, f"api/reports/run_a/operations?limit={data.OPS + 1}")
+    assert over["ids"] == [op["id"] for op in page["items"]] and over["total"] == data.OPS + 1
+    assert [over["names"][i] for i in over["name_index"]] == [op["name"] for op in page["items"]]
+    assert over["roles"] == "".join({"culprit": "c", "victim": "v", "pass": "p"}[op["role"]] for op in page["items"])
+    assert over["roles"] == "ppcvvvc" and over["first_culprit"] == page["first_culprit"]
+    chain = data.chain(0)
+    i = data.CULPRIT_OP - 1
+    assert over["pcc"][i] == pytest.approx(data.pcc(chain["device"][data.CULPRIT_OP], chain["local"][data.CULPRIT_OP]), abs=1e-6)
+    assert over["sqnr_db"][i] < 20 and over["sqnr_db"][0] is None  # op 1 is exact: infinite SQNR, given as None
+    lenient = _get(chosen, "api/reports/run_a/overview?policy=lenient")
+    assert lenient["policy"] == "lenient" and lenient["roles"][i] == "p"
+    assert lenient["first_culprit"]["operation_id"] == data.OPS + 1
+    _get(chosen, "api/reports/nope/overview", 404)

@@ -15,6 +15,9 @@ Endpoints (relative to the blueprint's prefix; ``report`` is a served report's n
   ``tensor_a``, ``tensor_b``, ``side`` a, b or error): run against run, and one matched pair's A, B and |A-B| grids
 - ``GET api/reports/<report>/golden``: every golden record recomputed with its verdict and role (culprit, victim,
   pass) and the first culprit in execution order; the operation list carries the same roles
+- ``GET api/reports/<report>/overview`` (``rank``): every operation in execution order as compact columns (ids, names,
+  one letter per role, the worst local PCC and SQNR) and the first culprit, for the page's overview
+- ``GET api/policies`` and ``POST api/policies``: the tolerance policies a request may choose, and one pasted
 - ``GET api/reports/<report>/operations/<id>``: an operation's context (arguments, stack trace, duration,
   producers and consumers of its tensors, their comparisons)
 - ``GET api/locate/<local|global>/<id>`` (``report``, ``device``, ``top``): the worst tiles, the tile map, devices

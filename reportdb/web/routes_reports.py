@@ -4,6 +4,7 @@ records, a tensor's metadata and statistics, its values and its heatmap."""
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 from pathlib import Path
@@ -190,6 +191,81 @@ def operations(report: str) -> Response:
                    "first_culprit": None if first is None or first.rank != rank else first.to_dict()})
 
 
+#: One letter per operation in the overview: its role (culprit, victim, pass), or its recorded verdict where roles are
+#: unknown (fail, ok), or no comparison record.
+_ROLE_CODES = {"culprit": "c", "victim": "v", "pass": "p"}
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    """A number for the overview (short JSON); non-finite ones as None."""
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def overview(report: str) -> Response:
+    """Every operation of a report in execution order, compactly (columns, one letter per role), for the page's
+    overview: ``ids``, ``names`` (each distinct name once) and ``name_index``, ``roles`` (``c`` culprit, ``v`` victim,
+    ``p`` pass, ``f``/``o`` a recorded fail/pass where the report is too large to recompute, ``-`` no record),
+    ``pcc`` and ``sqnr_db`` of each operation's worst local comparison (global where only global records exist), and
+    the first culprit; all under the request's policy (kept per policy)."""
+    one = lookup().get(report)
+    rank = params.integer(request.args, "rank", 0)
+    key = ("overview", str(one.path), rank)
+    found = lookup().cached(key)
+    if found is None:
+        found = _overview(one, rank)
+        lookup().keep(key, found)
+    return Response(found, mimetype="application/json")
+
+
+def _overview(one: Served, rank: int) -> str:
+    """The overview's JSON text (made once per report, rank and policy)."""
+    ops = one.operations(rank)
+    records = {kind: one.records(kind, rank) for kind in RECORD_TABLES}
+    analysis = golden_analysis(one, required=False) if any(records.values()) else None
+    role: dict[int, str] = {}
+    worst: dict[int, tuple[float | None, float | None]] = {}
+    if analysis is not None:
+        measured = "global" if analysis.global_only else "local"
+        order = {"c": 3, "v": 2, "p": 1}
+        for r in analysis.records:
+            if r.rank != rank or r.operation_id is None:
+                continue
+            code = _ROLE_CODES.get(r.role or "")
+            if code is not None and order[code] > order.get(role.get(r.operation_id, ""), 0):
+                role[r.operation_id] = code
+            if r.kind == measured and r.metrics is not None:
+                pcc, sqnr = worst.get(r.operation_id, (None, None))
+                m = r.metrics
+                pcc = m.pcc if pcc is None or (m.pcc is not None and m.pcc < pcc) else pcc
+                sqnr = m.sqnr_db if sqnr is None or (m.sqnr_db is not None and m.sqnr_db < sqnr) else sqnr
+                worst[r.operation_id] = (pcc, sqnr)
+    names: dict[str, int] = {}
+    ids, name_index, roles, pccs, sqnrs = [], [], [], [], []
+    for op in ops:
+        ids.append(op.id)
+        name_index.append(names.setdefault(op.name, len(names)))
+        code = role.get(op.id)
+        if code is None:  # no recomputed role: the records' own verdicts
+            found = [rec.recorded_matches for kind in RECORD_TABLES for t in op.outputs
+                     if (rec := records[kind].get(t)) is not None]  # fmt: skip
+            code = "-" if not found else "f" if False in found else "o"
+        roles.append(code)
+        pcc, sqnr = worst.get(op.id, (None, None))
+        if pcc is None and analysis is None:
+            pcc = min((rec.recorded_pcc for t in op.outputs if (rec := records["local"].get(t)) is not None
+                       and rec.recorded_pcc is not None), default=None)  # fmt: skip
+        pccs.append(_rounded(pcc, 6))
+        sqnrs.append(_rounded(sqnr, 2))
+    first = None if analysis is None else analysis.first_culprit
+    return json.dumps({
+        "report": one.name, "rank": rank, "policy": lookup().policy, "total": len(ops), "judged": analysis is not None,
+        "global_only": bool(analysis is not None and analysis.global_only),
+        "first_culprit": None if first is None or first.rank != rank else first.to_dict(),
+        "ids": ids, "names": list(names), "name_index": name_index, "roles": "".join(roles), "pcc": pccs,
+        "sqnr_db": sqnrs,
+    }, separators=(",", ":"), allow_nan=False)  # fmt: skip
+
+
 def tensor(report: str, tensor_id: str) -> Response:
     """A tensor's stored spec, shards and statistics (no value bytes read)."""
     one = lookup().get(report)
@@ -321,6 +397,7 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/api/policies", view_func=policies)
     bp.add_url_rule("/api/policies", view_func=paste_policy, methods=["POST"])
     bp.add_url_rule("/api/reports/<report>/operations", view_func=operations)
+    bp.add_url_rule("/api/reports/<report>/overview", view_func=overview)
     bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>", view_func=tensor)
     bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>/values", view_func=values)
     bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>/heatmap", view_func=heatmap)
