@@ -58,6 +58,7 @@ def policies() -> Response:
     config = settings()
     items = [{"name": "default", "source": config.policy.source, **config.policy.to_dict()}]
     items += [{"name": name, "source": p.source, **p.to_dict()} for name, p in config.policies.items()]
+    items += [{"name": name, "source": p.source, **p.to_dict()} for name, p in list(config.pasted.items())]
     return answer({"policies": items, "chosen": lookup().policy})
 
 
@@ -292,6 +293,7 @@ def tensor(report: str, tensor_id: str) -> Response:
     dtype = tolerances.policy_dtype(spec.ttnn_dtype, info.dtype)
     judge = policy()
     op = one.producer(info.tensor_id, rank)
+    rule = judge.rule_for(op, dtype)  # its PCC, where it sets one, is the threshold rather than the record's
     rtol, atol = judge.tolerances(op, dtype)
     criteria = {k: v for k, v in judge.criteria_for(op, dtype).to_dict().items() if v is not None}
     histogram = None
@@ -306,7 +308,8 @@ def tensor(report: str, tensor_id: str) -> Response:
         "mesh_shape": None if dist is None else list(dist.mesh_shape),
         "distribution": None if dist is None else dist.to_json(), "shards": shards,
         "stats": None if stats is None else _stats_only(stats), "histogram": histogram,
-        "policy": {"name": lookup().policy, "operation": op, "dtype": dtype, "rtol": rtol, "atol": atol, "pcc": judge.pcc_threshold(op, dtype),
+        "policy": {"name": lookup().policy, "operation": op, "dtype": dtype, "rtol": rtol, "atol": atol,
+                   "pcc": judge.pcc_threshold(op, dtype), "rule_pcc": rule is not None and rule.criteria.pcc is not None,
                    "criteria": criteria},
     })  # fmt: skip
 
