@@ -3,6 +3,9 @@
 // page works under any mount prefix. Heatmaps are JSON grids pooled by the server (max |value| per cell)
 // and painted on canvases here, so the colour scale, legend, zoom and hover stay on the client.
 
+import { mountOverview } from "./overview.js";
+import { mountPolicy, policyParams } from "./policy.js";
+
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 
@@ -21,7 +24,7 @@ class ApiError extends Error {
 /** GET a JSON endpoint (path relative to the page) with query parameters; null/"" parameters are left out. */
 async function api(path, params = {}, signal = undefined) {
   const url = new URL(path, document.baseURI);
-  for (const [k, v] of Object.entries(params)) {
+  for (const [k, v] of Object.entries({ ...policyParams(), ...params })) {
     if (v !== null && v !== undefined && v !== "") url.searchParams.set(k, String(v));
   }
   const response = await fetch(url, { signal, headers: { Accept: "application/json" } });
@@ -447,7 +450,7 @@ async function openTensor(ref, { kind: wantedKind = null } = {}) {
     return;
   }
   if (state.tensor !== t) return;
-  $("#pcc").value = restore?.pcc ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  $("#pcc").value = restore?.pcc ?? (t.info.policy?.rule_pcc ? t.info.policy.pcc : null) ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
   defaultTolerances(t.info.policy);
   syncSlider();
   setupTensorControls(t);
@@ -1847,7 +1850,7 @@ function hashParams() {
  * the runs tab its reports, tolerances, the open output and its zoom window. */
 function writeHash() {
   if (state.restore) return; // a pasted URL is still being opened
-  const p = new URLSearchParams();
+  const p = new URLSearchParams(policyParams());
   if (!$("#view-runs").hidden) {
     p.set("tab", "runs");
     p.set("a", $("#run-a").value);
@@ -2043,6 +2046,7 @@ async function restoreRuns(hash) {
 async function main() {
   wire();
   syncSlider();
+  await mountPolicy($("#policy-picker"));
   try {
     await loadReports();
   } catch (err) {
@@ -2060,6 +2064,7 @@ async function main() {
       await openOperationById(wanted);
     }
   }
+  mountOverview($("#overview"), { api, report: () => state.report, open: (id) => openOperationById(id) });
   document.body.dataset.ready = "true";
 }
 
