@@ -219,19 +219,21 @@ def overview(report: str) -> Response:
 
 
 def _overview(one: Served, rank: int) -> str:
-    """The overview's JSON text (made once per report, rank and policy)."""
+    """The overview's JSON text (made once per report, rank and policy): roles from the engine's golden analysis
+    (its records carry the recorded verdicts too), the records' own verdicts only where there is none."""
     ops = one.operations(rank)
-    records = {kind: one.records(kind, rank) for kind in RECORD_TABLES}
-    analysis = golden_analysis(one, required=False) if any(records.values()) else None
+    has_records = any(one.count(table) for table in RECORD_TABLES.values())
+    analysis = golden_analysis(one, required=False) if has_records else None
+    records = {kind: one.records(kind, rank) if analysis is None else {} for kind in RECORD_TABLES}
     role: dict[int, str] = {}
     worst: dict[int, tuple[float | None, float | None]] = {}
     if analysis is not None:
         measured = "global" if analysis.global_only else "local"
-        order = {"c": 3, "v": 2, "p": 1}
+        order = {"c": 5, "f": 4, "v": 3, "p": 2, "o": 1}
         for r in analysis.records:
             if r.rank != rank or r.operation_id is None:
                 continue
-            code = _ROLE_CODES.get(r.role or "")
+            code = _ROLE_CODES.get(r.role or "") or (None if r.recorded_matches is None else "o" if r.recorded_matches else "f")
             if code is not None and order[code] > order.get(role.get(r.operation_id, ""), 0):
                 role[r.operation_id] = code
             if r.kind == measured and r.metrics is not None:
