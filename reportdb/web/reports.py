@@ -300,6 +300,26 @@ class ServedReports:
             raise
         self._lock = threading.Lock()
         self._cache: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+        self._flights: dict[Hashable, tuple[threading.Lock, int]] = {}
+
+    @contextlib.contextmanager
+    def alone(self, key: Hashable) -> Iterator[None]:
+        """Held while one request computes the result to be kept under ``key``: another request for it waits here,
+        then finds it kept, instead of computing it again at the same time (the page's first requests all ask for
+        the golden analysis)."""
+        with self._lock:
+            lock, users = self._flights.get(key, (threading.Lock(), 0))
+            self._flights[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._flights[key]
+                if users == 1:
+                    del self._flights[key]
+                else:
+                    self._flights[key] = (lock, users - 1)
 
     @contextlib.contextmanager
     def resolved(self, path: str | os.PathLike[str]) -> Iterator[Served]:

@@ -32,6 +32,15 @@ def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
     found: GoldenComparison | None = lookup().cached(key)
     if found is not None:
         return found
+    with lookup().alone(key):  # the page's first requests (list, overview) all ask: computed once
+        return _golden_analysis(one, key, required=required)
+
+
+def _golden_analysis(one: Served, key: tuple[str, str], *, required: bool) -> GoldenComparison | None:
+    """``golden_analysis`` once no other request is computing it: kept meanwhile, else computed and kept."""
+    found: GoldenComparison | None = lookup().cached(key)
+    if found is not None:
+        return found
     total = one.tensor_totals()[1]
     if total > limits.MAX_RUN_BYTES:
         if not required:
