@@ -1,6 +1,6 @@
 """The page's overview of every operation (issue 24): the API's compact per-operation summary and the page drawing it.
 
-Usage: python benchmarks/bench_overview.py [--ops 5000] [--repeat 5] [--no-browser] [--report DIR]
+Usage: python benchmarks/bench_overview.py [--ops 5000] [--repeat 5] [--no-browser] [--report DIR] [--first-paint-mib 1024]
 
 A report is made in a temporary folder: ``--ops`` operations in a chain, each with one 1 x 32 float32 output and its
 local and global golden tensors and comparison records (one operation in the middle wrong by itself, those after it
@@ -13,6 +13,8 @@ inheriting its error). Figures:
 * browser: ``reportdb serve`` in a subprocess and Chromium (Playwright): the page opened once (warming the server),
   then in fresh pages the overview's load (request, JSON parse and draw: ``#overview[data-load-ms]``) and its draw
   alone (``data-draw-ms``), medians of ``--repeat`` pages; and a redraw on a resize.
+
+With ``--first-paint-mib``, also the page's first paint on a report that large (the list shown, the overview drawn).
 
 Nothing here is a test. The figures go to the report, with the machine's load.
 """
@@ -120,19 +122,24 @@ def browser_side(path: Path, repeat: int) -> dict[str, float]:
         assert ready.wait(60), "reportdb serve printed no URL"
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            loads, draws, pages = [], [], []
+            loads, draws, pages, ready_ms, cold = [], [], [], [], {}
             for i in range(repeat + 1):
                 context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
                 page = context.new_page()
                 page.set_default_timeout(600_000)
                 t0 = time.perf_counter()
                 page.goto(found[0])
+                page.wait_for_selector("body[data-ready=true]")
+                listed = time.perf_counter() - t0
                 page.wait_for_selector("#overview[data-ready=true]")
                 shown = time.perf_counter() - t0
-                if i:  # the first page warms the server (the golden analysis)
+                if i == 0:  # the first page warms the server (the golden analysis): its figures apart
+                    cold = {"cold_list_ms": listed * 1e3, "cold_overview_ms": shown * 1e3}
+                else:
                     loads.append(float(page.get_attribute("#overview", "data-load-ms") or "nan"))
                     draws.append(float(page.get_attribute("#overview", "data-draw-ms") or "nan"))
                     pages.append(shown * 1e3)
+                    ready_ms.append(listed * 1e3)
                 if i == repeat:
                     page.set_viewport_size({"width": 1000, "height": 768})
                     page.wait_for_timeout(300)
@@ -143,7 +150,26 @@ def browser_side(path: Path, repeat: int) -> dict[str, float]:
         proc.terminate()
         proc.wait(20)
     return {"load_ms": statistics.median(loads), "draw_ms": statistics.median(draws), "redraw_ms": redraw,
-            "page_to_overview_ms": statistics.median(pages)}
+            "page_to_overview_ms": statistics.median(pages), "page_to_list_ms": statistics.median(ready_ms), **cold}
+
+
+def first_paint(mib: int, repeat: int) -> None:
+    """The page's first paint on a report of about ``mib`` MiB (bench_web.py's report: a 256 MiB tensor, a 64 MiB
+    golden pair with its local record, 8 MiB outputs to the size): fresh pages until the operation list is shown
+    (``body[data-ready]``) and until the overview is drawn; the first page, on a fresh server, apart."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_web import make_report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        report = make_report(Path(tmp), 1 << 26, 1 << 24, mib)
+        size = (report / "db.sqlite").stat().st_size / 2**20
+        print(f"first paint: report of {size:.0f} MiB made in {time.perf_counter() - t0:.0f} s; load average "
+              f"{os.getloadavg()[0]:.1f}")
+        b = browser_side(report, repeat)
+        print(f"first paint: fresh server, first page: list shown {b['cold_list_ms']:.0f} ms, overview drawn "
+              f"{b['cold_overview_ms']:.0f} ms (the golden pair recomputed); then list shown {b['page_to_list_ms']:.0f} ms, "
+              f"overview drawn {b['page_to_overview_ms']:.0f} ms (medians of {repeat} fresh pages, from navigation)")
 
 
 def main() -> None:
@@ -151,6 +177,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--first-paint-mib", type=int, default=0, help="also the first paint on a report this large")
     parser.add_argument("--report", type=Path, help="made here when missing, else used as it is (a rerun skips the build)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -168,7 +195,10 @@ def main() -> None:
             b = browser_side(path, args.repeat)
             print(f"browser: overview load (request + parse + draw) {b['load_ms']:.1f} ms, draw {b['draw_ms']:.1f} ms, "
                   f"redraw after a resize {b['redraw_ms']:.1f} ms, page open to overview drawn {b['page_to_overview_ms']:.0f} ms "
-                  f"(medians of {args.repeat} fresh pages)")
+                  f"(medians of {args.repeat} fresh pages); first page on a fresh server: list {b['cold_list_ms']:.0f} ms, "
+                  f"overview {b['cold_overview_ms']:.0f} ms; list shown {b['page_to_list_ms']:.0f} ms")
+    if args.first_paint_mib:
+        first_paint(args.first_paint_mib, args.repeat)
 
 
 if __name__ == "__main__":

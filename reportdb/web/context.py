@@ -1,6 +1,7 @@
 """What a request of the blueprint works with: the blueprint's :class:`Settings` (its reports, resolver, host names,
-CORS origins, memory budget and tolerance policies), the policy the request chose and the request's :class:`Lookup` of reports by name (the fixed ones, plus the one
-the host app's resolver names for this request), both kept on ``flask.g`` for the request."""
+CORS origins, memory budget and tolerance policies), the policy the request chose (``policy=NAME``) and the
+request's :class:`Lookup` of reports by name (the fixed ones, plus the one the host app's resolver names for this
+request), all kept on ``flask.g`` for the request."""
 
 from __future__ import annotations
 
