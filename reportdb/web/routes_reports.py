@@ -96,7 +96,19 @@ class _Verdicts:
         self.records = {kind: one.records(kind, rank) for kind in RECORD_TABLES}
         self.kept = one.stored_results()
         self.analysis = golden_analysis(one, required=False) if any(self.records.values()) else None
-        self.judged = roles_of(self.analysis, rank)
+        self.judged, self.ranks = self._judged(one, rank)
+
+    def _judged(self, one: Served, rank: int) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[int, int]]:
+        """The analysis' verdicts and roles by record, and its worst-first places by tensor, for this rank (kept:
+        every page of the list asks, and over 10,000 records they cost more than the page)."""
+        if self.analysis is None:
+            return {}, {}
+        key = ("roles", str(one.path), rank)  # the analysis is kept under the same policy and path
+        found = lookup().cached(key)
+        if found is None:
+            found = (roles_of(self.analysis, rank), error_rank(self.analysis, rank))
+            lookup().keep(key, found)
+        return found  # type: ignore[no-any-return]
 
     def result(self, kind: str, tensor_id: int) -> tuple[float | None, bool | None]:
         """The PCC and verdict of a record: the engine's under the blueprint's policy, else as kept or recorded."""
@@ -172,7 +184,7 @@ def operations(report: str) -> Response:
     verdicts = _Verdicts(one, rank)
     ops = [op for op in one.operations(rank) if text in op.name.lower()]
     summaries = {op.id: verdicts.summary(op) for op in ops}
-    page_ops = _ordered(ops, summaries, sort, order == "desc", error_rank(verdicts.analysis, rank))[offset : offset + limit]
+    page_ops = _ordered(ops, summaries, sort, order == "desc", verdicts.ranks)[offset : offset + limit]
     stored = one.stored_keys()
     described = _described(one, {t for op in page_ops for t in (*op.inputs, *op.outputs)}, stored, rank)
 

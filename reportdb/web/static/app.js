@@ -2053,6 +2053,7 @@ async function main() {
     reportError(err);
     return;
   }
+  mountOverview($("#overview"), { api, report: () => state.report, open: (id) => openOperationById(id) });
   const hash = hashParams();
   if (hash.get("tab") === "runs" && state.reports.length > 1) {
     await restoreRuns(hash);
@@ -2064,7 +2065,6 @@ async function main() {
       await openOperationById(wanted);
     }
   }
-  mountOverview($("#overview"), { api, report: () => state.report, open: (id) => openOperationById(id) });
   document.body.dataset.ready = "true";
 }
 
