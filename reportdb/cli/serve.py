@@ -60,7 +60,9 @@ def serve_(reports: tuple[Path, ...], host: str, port: int, open_browser: bool, 
     \b
     Example:
         reportdb serve reports/run-a reports/run-b --open
-    Each report is served under its folder's name; the URL is printed; Ctrl-C stops the server.
+        reportdb serve reports/run-a --policy strict=tolerances/strict.toml
+    Each report is served under its folder's name; the URL is printed; Ctrl-C stops the server. The page's Policy
+    selector offers the defaults and each --policy; every verdict on the page follows the one chosen.
     """
     budget = _size(memory_budget)
     named = _policies(policies)
