@@ -160,3 +160,179 @@ def test_engine_endpoints_beside_concurrent_requests(root: Path) -> None:
     finally:
         server.shutdown()
     assert not failures
+
+
+def test_runs_beside_engine_requests_on_the_same_reports(root: Path) -> None:
+    """api/runs and the other engine endpoints at once, from many threads, on the same served reports (each request
+    new work: no answer comes from the cache): every answer is right. Before the served reports lent each engine
+    request a connection of its own, run against run opened ORM sessions on the connection the other threads were
+    using ("cannot start a transaction within a transaction", wrong rows)."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    app = web.create_app([root / "run_a", root / "run_b"])
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = app.test_client()
+    expected_runs = _get(client, "api/runs?a=run_a&b=run_b")
+    expected_op = _get(client, f"api/reports/run_a/operations/{data.CULPRIT_OP}")
+    base = f"http://127.0.0.1:{server.port}/"
+    problems: list[str] = []
+
+    def get(url: str) -> Any:
+        import json
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(base + url, timeout=120) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            problems.append(f"{url}: {exc.code} {exc.read()[:300]!r}")
+            return None
+
+    def runs(i: int) -> None:
+        found = get(f"api/runs?a=run_a&b=run_b&pcc={0.9 + i * 1e-4:.4f}")  # a new pcc: work, not the cache
+        if found is not None and [r["tensor_b"] for r in found["items"]] != [r["tensor_b"] for r in expected_runs["items"]]:
+            problems.append(f"runs {i}: other rows")
+
+    def operation(i: int) -> None:
+        found = get(f"api/reports/run_a/operations/{data.CULPRIT_OP}?rank=0&_={i}")
+        other = get(f"api/locate/local/{data.CULPRIT_OP}?report=run_a&top={i + 1}")
+        if found is not None and found["outputs"][0]["consumers"] != expected_op["outputs"][0]["consumers"]:
+            problems.append(f"operation {i}: other consumers")
+        if other is not None and tuple(other["worst_tiles"][0]["tile"][-2:]) != (1, 1):
+            problems.append(f"locate {i}: another worst tile")
+
+    try:
+        for attempt in range(2):
+            app.extensions["reportdb"].served.keep = lambda key, value: None  # nothing kept: every request works
+            threads = [threading.Thread(target=f, args=(attempt * 6 + i,)) for i in range(6) for f in (runs, operation)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        server.shutdown()
+        app.extensions["reportdb"].close()
+    assert not problems, problems[:5]
+
+
+LENIENT = '[[rules]]\nop = "ttnn.step_[34]"\npcc = 0.0\n'  # the culprit (3) and the op runs diverge at (4) pass
+GATHER = '[[rules]]\nop = "ttnn.all_gather"\npcc = 0.5\n'  # the mesh tensor's device 2: no sqnr_db criterion
+
+
+def _cli_json(*args: str) -> Any:
+    """``python -m reportdb ARGS --json`` (the CLI's own verdicts), parsed."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-m", "reportdb", *args, "--json"], capture_output=True, text=True, env=env)
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def policies(root: Path) -> dict[str, Path]:
+    files = {"lenient": root / "lenient.toml", "gather": root / "gather.toml"}
+    files["lenient"].write_text(LENIENT)
+    files["gather"].write_text(GATHER)
+    return files
+
+
+@pytest.fixture(scope="module")
+def chosen(root: Path, policies: dict[str, Path]) -> Any:
+    """The app with two named policies besides the defaults."""
+    app = web.create_app([root / "run_a", root / "run_b"], policies=policies)
+    yield app.test_client()
+    app.extensions["reportdb"].close()
+
+
+@pytest.mark.process
+def test_a_chosen_policy_gives_the_clis_verdicts(chosen: Any, root: Path, policies: dict[str, Path]) -> None:
+    """``policy=NAME`` on the operation list, the golden analysis and run against run answers what the CLI's
+    ``--policy FILE`` does; without it, the defaults' verdicts (the culprit is op 3, runs diverge at op 4)."""
+    cli = _cli_json("compare", str(root / "run_a"), "--golden", "--policy", str(policies["lenient"]))
+    page = _get(chosen, "api/reports/run_a/operations?policy=lenient")
+    assert page["first_culprit"]["operation_id"] == cli["first_culprit"]["operation_id"] == data.OPS + 1
+    assert _get(chosen, "api/reports/run_a/operations")["first_culprit"]["operation_id"] == data.CULPRIT_OP
+    golden = _get(chosen, "api/reports/run_a/golden?policy=lenient")
+    assert [(r["kind"], r["tensor_id"], r["role"], r["verdict"]) for r in golden["records"]] == [
+        (r["kind"], r["tensor_id"], r["role"], r["verdict"]) for r in cli["records"]]
+    roles = {op["id"]: op["role"] for op in page["items"]}
+    assert roles[data.CULPRIT_OP] == "pass"
+    runs_cli = _cli_json("compare", str(root / "run_a"), str(root / "run_b"), "--policy", str(policies["lenient"]))
+    runs = _get(chosen, "api/runs?a=run_a&b=run_b&policy=lenient")
+    assert runs["first_divergence"]["operation_id_b"] == runs_cli["first_divergence"]["operation_id_b"] == data.DIVERGE_OP + 1
+    assert [r["verdict"] for r in runs["items"]] == [r["verdict"] for r in runs_cli["rows"]]
+    assert _get(chosen, "api/runs?a=run_a&b=run_b")["first_divergence"]["operation_id_b"] == data.DIVERGE_OP
+
+
+def test_a_chosen_policy_judges_locate_and_compare_tensor(chosen: Any) -> None:
+    url = f"api/locate/local/{data.MESH_TENSOR}?report=run_a"
+    by_default = _get(chosen, url)["devices"][2]
+    gather = _get(chosen, url + "&policy=gather")["devices"][2]
+    assert by_default["failed"] == ["scale_or_offset", "sqnr_db"]  # as `reportdb locate --golden` says
+    assert gather["failed"] == ["scale_or_offset"]  # the rule has no sqnr_db criterion; locate's own fit check stays
+    one = f"api/compare-tensor/local/{data.CULPRIT_OP}?report=run_a"
+    assert _get(chosen, one)["passed"] is False
+    lenient = _get(chosen, one + "&policy=lenient")  # the rule's PCC, not the record's desired 0.99, as the engine
+    assert lenient["passed"] is True and lenient["comparison"]["matches"] is True and lenient["tolerances"]["pcc"] == 0.0
+    info = _get(chosen, f"api/reports/run_a/tensors/{data.CULPRIT_OP}?policy=lenient")["policy"]
+    assert info["name"] == "lenient" and info["pcc"] == 0.0 and info["rule_pcc"] is True
+
+
+def test_policies_listed_pasted_and_refused(chosen: Any) -> None:
+    listed = _get(chosen, "api/policies")
+    assert [p["name"] for p in listed["policies"]] == ["default", "lenient", "gather"]
+    assert listed["policies"][1]["rules"] == [{"op": "ttnn.step_[34]", "pcc": 0.0}]
+    unknown = _get(chosen, "api/reports/run_a/operations?policy=nope", 400)
+    assert "nope" in unknown["error"] and "lenient" in unknown["hint"]
+    pasted = chosen.post("api/policies", data=LENIENT.replace("0.0", "0.1"))
+    assert pasted.status_code == 200, pasted.get_data(as_text=True)
+    name = pasted.get_json()["name"]
+    assert name.startswith("pasted-")
+    assert _get(chosen, f"api/reports/run_a/operations?policy={name}")["first_culprit"]["operation_id"] == data.OPS + 1
+    bad = chosen.post("api/policies", data='[[rules]]\nop = "*"\npcc = 2.5\n')
+    assert bad.status_code == 400 and "\n" not in bad.get_json()["error"] and "pcc" in bad.get_json()["error"]
+    broken = chosen.post("api/policies", data="[[rules]\nop=")
+    assert broken.status_code == 400 and "TOML" in broken.get_json()["error"]
+    assert chosen.post("api/policies", data=b"x" * (1 << 20)).status_code == 413
+
+
+@pytest.mark.process
+def test_serve_refuses_a_bad_policy_file_in_one_line(root: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    bad = root / "bad.toml"
+    bad.write_text('[[rules]]\nop = "*"\nrtol = -1\n')
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-m", "reportdb", "serve", str(root / "run_a"), "--policy", f"strict={bad}"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "bad.toml" in done.stderr and "line 1" in done.stderr
+
+
+def test_overview_columns_match_the_operation_list(chosen: Any) -> None:
+    """The overview gives every operation in execution order with the list's roles and first culprit, compactly, and
+    follows the chosen policy."""
+    over = _get(chosen, "api/reports/run_a/overview")
+    page = _get(chosen, f"api/reports/run_a/operations?limit={data.OPS + 1}")
+    assert over["ids"] == [op["id"] for op in page["items"]] and over["total"] == data.OPS + 1
+    assert [over["names"][i] for i in over["name_index"]] == [op["name"] for op in page["items"]]
+    assert over["roles"] == "".join({"culprit": "c", "victim": "v", "pass": "p"}[op["role"]] for op in page["items"])
+    assert over["roles"] == "ppcvvvc" and over["first_culprit"] == page["first_culprit"]
+    chain = data.chain(0)
+    i = data.CULPRIT_OP - 1
+    assert over["pcc"][i] == pytest.approx(data.pcc(chain["device"][data.CULPRIT_OP], chain["local"][data.CULPRIT_OP]), abs=1e-6)
+    assert over["sqnr_db"][i] < 20 and over["sqnr_db"][0] is None  # op 1 is exact: infinite SQNR, given as None
+    lenient = _get(chosen, "api/reports/run_a/overview?policy=lenient")
+    assert lenient["policy"] == "lenient" and lenient["roles"][i] == "p"
+    assert lenient["first_culprit"]["operation_id"] == data.OPS + 1
+    _get(chosen, "api/reports/nope/overview", 404)

@@ -23,6 +23,20 @@ def _size(text: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
+def _policies(given: tuple[str, ...]) -> dict[str, Path]:
+    """``--policy [NAME=]FILE`` values by name (the file's stem where no NAME is given); a name given twice is an
+    error, as the page could offer only one of them."""
+    named: dict[str, Path] = {}
+    for text in given:
+        name, sep, file = text.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+            name, file = Path(text).stem, text
+        if name in named:
+            raise click.BadParameter(f"two policies are named {name!r}: give one as NAME=FILE", param_hint="--policy")
+        named[name] = Path(file)
+    return named
+
+
 @cli.command("serve")
 @click.argument("reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; another than loopback warns.")
@@ -35,20 +49,26 @@ def _size(text: str) -> int:
               help="An origin (https://host:port) whose pages may read the API's answers (repeatable; '*' for any).")
 @click.option("--memory-budget", default="1G", show_default=True, metavar="SIZE",
               help="Bytes the requests being answered may hold together; beyond it a request waits, then gets 503.")
+@click.option("--policy", "policies", metavar="[NAME=]FILE", multiple=True,
+              help="A tolerance policy (TOML [[rules]]) the page offers besides the defaults, named NAME or after the "
+                   "file (repeatable); every verdict on the page follows the one chosen there.")
 @_friendly
 def serve_(reports: tuple[Path, ...], host: str, port: int, open_browser: bool, allow_hosts: tuple[str, ...],
-           cors_origins: tuple[str, ...], memory_budget: str) -> None:  # fmt: skip
+           cors_origins: tuple[str, ...], memory_budget: str, policies: tuple[str, ...]) -> None:  # fmt: skip
     """Look at REPORTs' tensors and golden comparisons in a browser: a local web server (read-only) and its page.
 
     \b
     Example:
         reportdb serve reports/run-a reports/run-b --open
-    Each report is served under its folder's name; the URL is printed; Ctrl-C stops the server.
+        reportdb serve reports/run-a --policy strict=tolerances/strict.toml
+    Each report is served under its folder's name; the URL is printed; Ctrl-C stops the server. The page's Policy
+    selector offers the defaults and each --policy; every verdict on the page follows the one chosen.
     """
     budget = _size(memory_budget)
+    named = _policies(policies)
     try:
         from reportdb import web
     except ImportError as exc:
         raise click.ClickException(f"serve needs Flask and waitress ({exc}): pip install 'reportdb[web]'") from None
     web.serve(list(reports), host=host, port=port, open_browser=open_browser, allow_hosts=allow_hosts,
-              cors_origins=cors_origins, memory_budget=budget)
+              cors_origins=cors_origins, memory_budget=budget, policies=named)

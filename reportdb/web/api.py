@@ -15,10 +15,17 @@ Endpoints (relative to the blueprint's prefix; ``report`` is a served report's n
   ``tensor_a``, ``tensor_b``, ``side`` a, b or error): run against run, and one matched pair's A, B and |A-B| grids
 - ``GET api/reports/<report>/golden``: every golden record recomputed with its verdict and role (culprit, victim,
   pass) and the first culprit in execution order; the operation list carries the same roles
+- ``GET api/reports/<report>/overview`` (``rank``): every operation in execution order as compact columns (ids, names,
+  one letter per role, the worst local PCC and SQNR) and the first culprit, for the page's overview
+- ``GET api/policies`` and ``POST api/policies``: the tolerance policies a request may choose, and one pasted
 - ``GET api/reports/<report>/operations/<id>``: an operation's context (arguments, stack trace, duration,
   producers and consumers of its tensors, their comparisons)
 - ``GET api/locate/<local|global>/<id>`` (``report``, ``device``, ``top``): the worst tiles, the tile map, devices
   and cores of a tensor's error
+
+Every endpoint that judges takes ``policy=NAME``: one of the tolerance policies the server was given (``GET
+api/policies`` lists them with their rules; ``default`` or none: the blueprint's own), or one pasted into the page
+and checked by ``POST api/policies`` (TOML ``[[rules]]``, answered with the name to use, or a 400 naming the line).
 
 Nothing in a request reaches the filesystem or becomes SQL: a report is a name looked up among those served (or
 the path the host app's resolver gives), a tensor a number, a window numpy basic indexing checked against the
@@ -57,13 +64,15 @@ def routes(bp: Blueprint, config: Settings) -> None:
         g.reportdb_release = None
         if config.hosts is not None:
             config.hosts.check(request)
+        chosen, g.reportdb_policy = config.chosen(request.args)
+        g.reportdb_lookup = Lookup(config.reports, None, config.resolver is not None, chosen)
         if config.resolver is not None and request.method != "OPTIONS":
             path = config.resolver(request)
             if path is not None:
                 held = config.reports.resolved(path)
                 current = held.__enter__()
                 g.reportdb_release = held
-                g.reportdb_lookup = Lookup(config.reports, current, True)
+                g.reportdb_lookup = Lookup(config.reports, current, True, chosen)
 
     @bp.teardown_request
     def _leave(exc: BaseException | None) -> None:

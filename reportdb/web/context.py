@@ -1,16 +1,28 @@
 """What a request of the blueprint works with: the blueprint's :class:`Settings` (its reports, resolver, host names,
-CORS origins and memory budget) and the request's :class:`Lookup` of reports by name (the fixed ones, plus the one
-the host app's resolver names for this request), both kept on ``flask.g`` for the request."""
+CORS origins, memory budget and tolerance policies), the policy the request chose (``policy=NAME``) and the
+request's :class:`Lookup` of reports by name (the fixed ones, plus the one the host app's resolver names for this
+request), all kept on ``flask.g`` for the request."""
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import hashlib
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Mapping
 
 from flask import Request, g
 
 from ..analysis.policy import Policy
+from ..errors import PolicyError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10
+    import tomli as tomllib
 
 from .guard import Cors, Hosts, MemoryBudget
 from .params import ApiError
@@ -30,14 +42,56 @@ class Settings:
     cors: Cors
     budget: MemoryBudget
     policy: Policy
+    #: The other policies a request may choose by name (``policy=NAME``); ``default`` is always ``policy``.
+    policies: dict[str, Policy] = field(default_factory=dict)
+    #: Policies pasted into the page (``POST api/policies``), by name, the least recently used dropped beyond 16.
+    pasted: collections.OrderedDict[str, Policy] = field(default_factory=collections.OrderedDict)
+    _paste_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    #: The most characters a pasted policy may hold, and how many pasted ones are kept.
+    MAX_PASTED_CHARS = 65536
+    MAX_PASTED = 16
+
+    def paste(self, text: str) -> tuple[str, Policy]:
+        """Check a pasted TOML policy and keep it under a name made from its text (``pasted-`` and 12 hex digits);
+        PolicyError (which the API answers as a 400) saying what is wrong with it."""
+        if len(text) > self.MAX_PASTED_CHARS:
+            raise PolicyError(f"the pasted policy holds {len(text):,} characters, more than {self.MAX_PASTED_CHARS:,}")
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"the pasted policy is not valid TOML: {exc}") from None
+        found = Policy.from_dict(data, source="the pasted policy")
+        name = "pasted-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        with self._paste_lock:
+            self.pasted[name] = found
+            self.pasted.move_to_end(name)
+            while len(self.pasted) > self.MAX_PASTED:
+                self.pasted.popitem(last=False)
+        return name, found
+
+    def chosen(self, args: Mapping[str, str]) -> tuple[str, Policy]:
+        """The policy a request names (``policy=NAME``; absent or ``default``: the blueprint's), with its name."""
+        name = args.get("policy") or "default"
+        if name == "default":
+            return name, self.policy
+        found = self.policies.get(name)
+        if found is None:
+            with self._paste_lock:
+                found = self.pasted.get(name)
+        if found is None:
+            known = ", ".join(["default", *sorted(self.policies)][:20])
+            raise ApiError(400, f"no policy named {name[:80]!r} is served", f"served policies: {known} (GET api/policies)")
+        return name, found
 
 
 class Lookup:
     """The reports one request may name: the fixed ones by name and the resolver's (``current``) under its own name;
     the resolver's is the one a request that names none is about."""
 
-    def __init__(self, shared: ServedReports, current: Served | None, resolving: bool) -> None:
+    def __init__(self, shared: ServedReports, current: Served | None, resolving: bool, policy: str = "default") -> None:
         self.shared = shared
+        self.policy = policy
         self.current = current
         self.resolving = resolving
         self.by_name: dict[str, Served] = dict(shared.by_name)
@@ -71,17 +125,28 @@ class Lookup:
         raise ApiError(400, "several reports are served: say which one", "add ?report=<name> (GET api/reports lists them)")
 
     def cached(self, key: Hashable) -> Any:
-        """A result the server kept under ``key`` (keys hold a report's path, not its name), or None."""
-        return self.shared.cached(key)
+        """A result the server kept under ``key`` for this request's policy (keys hold a report's path, not its
+        name; every verdict depends on the policy, so results are kept per policy), or None."""
+        return self.shared.cached((self.policy, key))
 
     def keep(self, key: Hashable, value: Any) -> None:
-        """Keep a result for later requests."""
-        self.shared.keep(key, value)
+        """Keep a result for later requests under the same policy."""
+        self.shared.keep((self.policy, key), value)
+
+    def alone(self, key: Hashable) -> contextlib.AbstractContextManager[None]:
+        """Held while this request computes the result it will keep under ``key`` (others wait for it)."""
+        return self.shared.alone((self.policy, key))
 
 
 def settings() -> Settings:
     """The settings of the blueprint answering this request."""
     found: Settings = g.reportdb_settings
+    return found
+
+
+def policy() -> Policy:
+    """The tolerance policy this request's verdicts follow (its ``policy=NAME``, else the blueprint's)."""
+    found: Policy = g.reportdb_policy
     return found
 
 

@@ -1,15 +1,19 @@
 """The reports a server offers: named at start, opened read-only once, looked up by name (never by path).
 
-Each served report is one read-only :class:`reportdb.Report`; its connection is guarded by the Report's own lock, so
-the server's threads share it (SQLite work is serialized per report, numpy work is not). The report tables
-(operations, their tensors, golden comparison records) are read with fixed statements through that connection, so
-the store's statement time bound applies and no request text ever becomes SQL.
+Each served report is one read-only :class:`reportdb.Report` for tensor reads and fixed statements, whose connection
+is guarded by the Report's own lock, so the server's threads share it (SQLite work is serialized per report, numpy
+work is not). The engine's functions (``reportdb.analysis``: golden roles, run against run, an operation's context,
+locate) open ORM sessions, whose transactions span many calls and so cannot share a connection with other threads:
+each such request borrows a read-only Report of its own from a small pool (:meth:`Served.engine`). The report tables
+(operations, their tensors, golden comparison records) are read with fixed statements, so the store's statement time
+bound applies and no request text ever becomes SQL.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import os
 import sqlite3
 import threading
@@ -60,12 +64,19 @@ def report_names(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
     return names
 
 
+#: Idle read-only Reports a served report keeps for the engine's requests (more are opened while more run at once).
+ENGINE_POOL = 4
+
+
 class Served:
     """One report being served: its name, database file, read-only Report and the columns of its report tables."""
 
     def __init__(self, name: str, path: Path) -> None:
         self.name = name
         self.path = path
+        self._pool_lock = threading.Lock()
+        self._idle: list[Report] = []
+        self._closed = False
         self.report = Report(path, "r")
         try:
             with self.sql("the report tables") as conn:
@@ -156,29 +167,28 @@ class Served:
         return {(k, t, r): (_real(p), None if ok is None else bool(ok)) for k, t, r, p, ok in rows}
 
     def operations(self, rank: int = 0) -> list[Operation]:
-        """Every operation of ``rank`` in id order with its input and output tensor ids."""
+        """Every operation of ``rank`` in id order with its input and output tensor ids (rows whose ids are no
+        numbers left out; a position that is none counts as 0). Sorted and filtered by SQLite, grouped here: a
+        5,000-operation report's links are 10,000 rows."""
         if not self.readable("operations", "operation_id"):
             return []
-        links: dict[str, dict[int, list[tuple[int, int]]]] = {}
+        links: dict[str, dict[int, tuple[int, ...]]] = {}
         with self.sql("the operation tables") as conn:
             for table, index in (("input_tensors", "input_index"), ("output_tensors", "output_index")):
-                found: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
+                links[table] = {}
                 if self.readable(table, "operation_id", "tensor_id"):
                     where, args = self._rank_filter(table, rank)
-                    order = index if index in self.columns[table] else "rowid"
-                    for op_id, position, tensor_id in conn.execute(
-                        f"SELECT operation_id, {order}, tensor_id FROM {table}{where}", args
-                    ):
-                        if isinstance(op_id, int) and isinstance(tensor_id, int):
-                            found[op_id].append((position if isinstance(position, int) else 0, tensor_id))
-                links[table] = found
+                    where = f"{where or ' WHERE 1'} AND typeof(operation_id) = 'integer' AND typeof(tensor_id) = 'integer'"
+                    position = f"CASE WHEN typeof({index}) = 'integer' THEN {index} ELSE 0 END" if index in self.columns[table] else "rowid"
+                    rows = conn.execute(f"SELECT operation_id, tensor_id FROM {table}{where} "
+                                        f"ORDER BY operation_id, {position}, tensor_id", args).fetchall()
+                    links[table] = {op_id: tuple(t for _, t in group) for op_id, group in itertools.groupby(rows, key=_first)}
             where, args = self._rank_filter("operations", rank)
             name = "name" if "name" in self.columns["operations"] else "''"
             rows = conn.execute(f"SELECT operation_id, {name} FROM operations{where} ORDER BY operation_id", args).fetchall()
+        inputs, outputs = links["input_tensors"], links["output_tensors"]
         return [
-            Operation(op_id, "" if op_name is None else str(op_name),
-                      tuple(t for _, t in sorted(links["input_tensors"].get(op_id, []))),
-                      tuple(t for _, t in sorted(links["output_tensors"].get(op_id, []))))
+            Operation(op_id, "" if op_name is None else str(op_name), inputs.get(op_id, ()), outputs.get(op_id, ()))
             for op_id, op_name in rows
             if isinstance(op_id, int)
         ]  # fmt: skip
@@ -226,11 +236,49 @@ class Served:
         return nbytes
 
     def stored_keys(self) -> set[tuple[int, int]]:
-        """Every stored ``(tensor_id, rank)``."""
-        return set(self.report.tensor_keys()) if self.has_store else set()
+        """Every stored ``(tensor_id, rank)`` (fetched at once: 15,000 rows row by row took ~0.2 s)."""
+        if not self.has_store:
+            return set()
+        with self.sql("table rdb_tensor") as conn:
+            return {(t, r) for t, r in conn.execute("SELECT tensor_id, rank FROM rdb_tensor").fetchall()}
+
+    @contextlib.contextmanager
+    def engine(self) -> Iterator[Report]:
+        """A read-only Report of this file for this request alone, for the engine's functions: they open ORM
+        sessions, whose transactions must not interleave with other threads' work on one connection. Taken from the
+        idle ones (at most :data:`ENGINE_POOL` kept), else opened; closed at the end when the report was closed
+        meanwhile or enough are idle."""
+        with self._pool_lock:
+            if self._closed:
+                raise ApiError(503, f"report {self.name} is no longer served", "the server is stopping; try again")
+            report = self._idle.pop() if self._idle else None
+        if report is None:
+            report = Report(self.path, "r")
+        try:
+            yield report
+        finally:
+            with self._pool_lock:
+                keep = not self._closed and len(self._idle) < ENGINE_POOL
+                if keep:
+                    self._idle.append(report)
+            if not keep:
+                report.close()
 
     def close(self) -> None:
-        self.report.close()
+        """Close the shared Report and the idle pooled ones (one lent out closes when its request ends)."""
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        try:
+            for report in idle:
+                report.close()
+        finally:
+            self.report.close()
+
+
+def _first(row: tuple[Any, ...]) -> Any:
+    """A row's first column (what ``operations`` groups links by)."""
+    return row[0]
 
 
 def _real(value: Any) -> float | None:
@@ -260,6 +308,26 @@ class ServedReports:
             raise
         self._lock = threading.Lock()
         self._cache: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+        self._flights: dict[Hashable, tuple[threading.Lock, int]] = {}
+
+    @contextlib.contextmanager
+    def alone(self, key: Hashable) -> Iterator[None]:
+        """Held while one request computes the result to be kept under ``key``: another request for it waits here,
+        then finds it kept, instead of computing it again at the same time (the page's first requests all ask for
+        the golden analysis)."""
+        with self._lock:
+            lock, users = self._flights.get(key, (threading.Lock(), 0))
+            self._flights[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._flights[key]
+                if users == 1:
+                    del self._flights[key]
+                else:
+                    self._flights[key] = (lock, users - 1)
 
     @contextlib.contextmanager
     def resolved(self, path: str | os.PathLike[str]) -> Iterator[Served]:

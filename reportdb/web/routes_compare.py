@@ -13,7 +13,7 @@ from ..analysis.runs import compare_runs
 from ..numeric.streamed import WINDOW_ELEMENTS, compare_streamed, flat_windows
 from . import limits, params, tolerances, views
 from .answers import answer, values_json
-from .context import lookup, settings
+from .context import lookup, policy, settings
 from .heatmaps import grid_cells, heatmap_answer, region, rows
 from .params import ApiError
 from .reports import Record, Served
@@ -32,7 +32,7 @@ def _plan(one: Served, record: Record, actual: Source) -> tolerances.Plan:
     """The tolerances and criteria of a request on ``actual``: the request's, else the policy's for the operation
     that produced it and its dtype."""
     dtype = tolerances.policy_dtype(actual.info.spec.ttnn_dtype, actual.info.dtype)
-    return tolerances.plan(request.args, settings().policy, one.producer(actual.tensor_id, actual.rank), dtype,
+    return tolerances.plan(request.args, policy(), one.producer(actual.tensor_id, actual.rank), dtype,
                            record.desired_pcc)
 
 
@@ -163,8 +163,9 @@ def runs() -> Response:
     if result is None:
         cost = 2 * WINDOW_ELEMENTS * 48 + names["a"].chunk_bytes() + names["b"].chunk_bytes()
         with settings().budget.hold(cost, "run against run"):
-            result = compare_runs(names["a"].report, names["b"].report, rank=rank, policy=settings().policy,
-                                  rtol=rtol, atol=atol, pcc=pcc).to_dict()
+            with names["a"].engine() as report_a, names["b"].engine() as report_b:
+                result = compare_runs(report_a, report_b, rank=rank, policy=policy(),
+                                      rtol=rtol, atol=atol, pcc=pcc).to_dict()
         lookup().keep(key, result)
     return answer({"a": names["a"].name, "b": names["b"].name, "matched_by": result.get("matched_by"),
                    "first_divergence": result.get("first_divergence"), "items": result.get("rows", []),
@@ -195,7 +196,7 @@ def runs_heatmap() -> Response:
         return heatmap_answer(area, grid, None, fmt, {"tensor_id": one.tensor_id, "dtype": one.info.dtype})
     error = params.choice(args, "error", views.ERROR_KINDS)
     dtype = tolerances.policy_dtype(b.info.spec.ttnn_dtype, b.info.dtype)
-    plan = tolerances.plan(args, settings().policy, b.served.producer(b.tensor_id, b.rank), dtype, None)
+    plan = tolerances.plan(args, policy(), b.served.producer(b.tensor_id, b.rank), dtype, None)
     rtol, atol = plan.rtol, plan.atol
 
     def band(y0: int, y1: int) -> np.ndarray:

@@ -6,9 +6,8 @@ these answer; no verdict is made here or in the page, the blueprint's one tolera
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flask import Blueprint, Response, request
@@ -19,12 +18,11 @@ from ..analysis.grids import matrix_dims, shard_layout
 from ..analysis.locate import locate
 from ..analysis.ops import operation_context
 from ..errors import ReportDBError, SpecError
-from ..report import Report
 from ..numeric.stats import compute_stats
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
 from .answers import answer
-from .context import lookup, settings
+from .context import lookup, policy, settings
 from .params import ApiError
 from .reports import Served
 from .sources import pair, tensor_id_of
@@ -33,22 +31,20 @@ if TYPE_CHECKING:
     from ..store.rows import TensorInfo
 
 
-@contextlib.contextmanager
-def exclusive(*served: Served) -> Iterator[None]:
-    """Hold the reports' connections (in path order, so two requests never wait on each other) while an engine
-    function works on them: the engine opens ORM sessions on a Report's one connection, which other requests'
-    threads share, so its work on a served report must not interleave with theirs."""
-    with contextlib.ExitStack() as stack:
-        for one in sorted(set(served), key=lambda x: str(x.path)):
-            stack.enter_context(one.report.connection())
-        yield
-
-
 def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
     """Every golden record of ``one`` recomputed under the blueprint's policy, with roles (kept for later requests).
     A report whose tensors are more than a request compares: a 413 when ``required``, else None (the operation list
     then shows recorded verdicts only)."""
     key = ("golden-analysis", str(one.path))
+    found: GoldenComparison | None = lookup().cached(key)
+    if found is not None:
+        return found
+    with lookup().alone(key):  # the page's first requests (list, overview) all ask: computed once
+        return _golden_analysis(one, key, required=required)
+
+
+def _golden_analysis(one: Served, key: tuple[str, str], *, required: bool) -> GoldenComparison | None:
+    """``golden_analysis`` once no other request is computing it: kept meanwhile, else computed and kept."""
     found: GoldenComparison | None = lookup().cached(key)
     if found is not None:
         return found
@@ -60,8 +56,8 @@ def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
                             f"({limits.MAX_RUN_BYTES:,})", "run `reportdb compare REPORT --golden` on the command line")
     with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), "the golden records of a report"):
         try:
-            with exclusive(one):
-                found = compare_golden(one.report, policy=settings().policy, store=False)
+            with one.engine() as own:
+                found = compare_golden(own, policy=policy(), store=False)
         except (ReportDBError, ValueError, TypeError):
             # A report the engine cannot analyse (e.g. operation ids that are no numbers, which the engine's graph
             # does not take): the list falls back to recorded verdicts; the golden endpoint says why.
@@ -127,8 +123,8 @@ def operation(report: str, op_id: str) -> Response:
     found = lookup().cached(key)
     if found is None:
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), f"the context of operation {operation_id}"):
-            with exclusive(one):
-                found = operation_context(one.report, operation_id, rank=rank, policy=settings().policy).to_dict()
+            with one.engine() as own:
+                found = operation_context(own, operation_id, rank=rank, policy=policy()).to_dict()
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
 
@@ -153,10 +149,8 @@ def where(kind: str, tensor_id: str) -> Response:
             raise ApiError(413, f"tensor {tid} holds {size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} a "
                                 "request locates in", "run `reportdb locate` on the command line; it has no such bound")
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 64 + one.chunk_bytes(tid, rank), f"locating errors in tensor {tid}"):
-            # A Report of its own (read-only, closed after): locate reads windows in worker threads, which would wait
-            # forever on the served Report's lock were it held here (exclusive) for the ORM lookups locate makes first.
-            with contextlib.closing(Report(one.path, "r")) as own:
-                found = locate(own, tid, golden=kind, rank=rank, device=device, policy=settings().policy,
+            with one.engine() as own:
+                found = locate(own, tid, golden=kind, rank=rank, device=device, policy=policy(),
                                top=top).to_dict()
         if found["cores"] and all(c["device"] is None for c in found["cores"]):
             core_regions(info, tuple(found["shape"]), found["cores"])

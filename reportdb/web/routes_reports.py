@@ -4,6 +4,7 @@ records, a tensor's metadata and statistics, its values and its heatmap."""
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 from pathlib import Path
@@ -12,10 +13,10 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, request, send_from_directory
 
-from ..errors import CorruptionError, SchemaError, TensorNotFoundError
+from ..errors import CorruptionError, PolicyError, SchemaError, TensorNotFoundError
 from . import limits, params, tolerances, views
 from .answers import answer, values_json
-from .context import lookup, settings
+from .context import lookup, policy, settings
 from .heatmaps import grid_cells, heatmap_answer, region, rows
 from .params import ApiError
 from .reports import RECORD_TABLES, Operation, Record, Served
@@ -52,6 +53,32 @@ def status() -> Response:
     return answer({"memory": settings().budget.to_json()})
 
 
+def policies() -> Response:
+    """The tolerance policies a request may choose with ``policy=NAME`` (``default`` first), each with its rules."""
+    config = settings()
+    items = [{"name": "default", "source": config.policy.source, **config.policy.to_dict()}]
+    items += [{"name": name, "source": p.source, **p.to_dict()} for name, p in config.policies.items()]
+    items += [{"name": name, "source": p.source, **p.to_dict()} for name, p in list(config.pasted.items())]
+    return answer({"policies": items, "chosen": lookup().policy})
+
+
+def paste_policy() -> Response:
+    """Check a policy pasted into the page (TOML ``[[rules]]`` as the request body) and keep it under the name this
+    answers; a policy that cannot be used is a 400 whose ``error`` says why (and which rule) in one line."""
+    limit = 4 * settings().MAX_PASTED_CHARS  # bytes of UTF-8 text
+    body = b"" if (request.content_length or 0) > limit else request.stream.read(limit + 1)
+    if (request.content_length or 0) > limit or len(body) > limit:
+        raise ApiError(413, "the pasted policy is too long", f"a policy holds at most {settings().MAX_PASTED_CHARS:,} characters")
+    try:
+        name, found = settings().paste(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ApiError(400, "the pasted policy is not UTF-8 text", "paste TOML [[rules]] tables") from None
+    except PolicyError as exc:
+        raise ApiError(400, " ".join(str(exc).split()), "a policy holds [[rules]] tables with op, optional dtype and "
+                       "criteria (pcc, rtol, atol, max_abs_error, max_ulp, max_mismatch_fraction, sqnr_db)") from None
+    return answer({"name": name, "source": found.source, **found.to_dict()})
+
+
 def colormaps() -> Response:
     """The colour tables of the PNG heatmaps and the colours of non-finite cells."""
     return answer({**{name: lut.tolist() for name, lut in views.LUTS.items()},
@@ -69,7 +96,19 @@ class _Verdicts:
         self.records = {kind: one.records(kind, rank) for kind in RECORD_TABLES}
         self.kept = one.stored_results()
         self.analysis = golden_analysis(one, required=False) if any(self.records.values()) else None
-        self.judged = roles_of(self.analysis, rank)
+        self.judged, self.ranks = self._judged(one, rank)
+
+    def _judged(self, one: Served, rank: int) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[int, int]]:
+        """The analysis' verdicts and roles by record, and its worst-first places by tensor, for this rank (kept:
+        every page of the list asks, and over 10,000 records they cost more than the page)."""
+        if self.analysis is None:
+            return {}, {}
+        key = ("roles", str(one.path), rank)  # the analysis is kept under the same policy and path
+        found = lookup().cached(key)
+        if found is None:
+            found = (roles_of(self.analysis, rank), error_rank(self.analysis, rank))
+            lookup().keep(key, found)
+        return found  # type: ignore[no-any-return]
 
     def result(self, kind: str, tensor_id: int) -> tuple[float | None, bool | None]:
         """The PCC and verdict of a record: the engine's under the blueprint's policy, else as kept or recorded."""
@@ -145,7 +184,7 @@ def operations(report: str) -> Response:
     verdicts = _Verdicts(one, rank)
     ops = [op for op in one.operations(rank) if text in op.name.lower()]
     summaries = {op.id: verdicts.summary(op) for op in ops}
-    page_ops = _ordered(ops, summaries, sort, order == "desc", error_rank(verdicts.analysis, rank))[offset : offset + limit]
+    page_ops = _ordered(ops, summaries, sort, order == "desc", verdicts.ranks)[offset : offset + limit]
     stored = one.stored_keys()
     described = _described(one, {t for op in page_ops for t in (*op.inputs, *op.outputs)}, stored, rank)
 
@@ -163,6 +202,83 @@ def operations(report: str) -> Response:
     return answer({"total": len(ops), "offset": offset, "limit": limit, "items": items,
                    "judged": verdicts.analysis is not None,
                    "first_culprit": None if first is None or first.rank != rank else first.to_dict()})
+
+
+#: One letter per operation in the overview: its role (culprit, victim, pass), or its recorded verdict where roles are
+#: unknown (fail, ok), or no comparison record.
+_ROLE_CODES = {"culprit": "c", "victim": "v", "pass": "p"}
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    """A number for the overview (short JSON); non-finite ones as None."""
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def overview(report: str) -> Response:
+    """Every operation of a report in execution order, compactly (columns, one letter per role), for the page's
+    overview: ``ids``, ``names`` (each distinct name once) and ``name_index``, ``roles`` (``c`` culprit, ``v`` victim,
+    ``p`` pass, ``f``/``o`` a recorded fail/pass where the report is too large to recompute, ``-`` no record),
+    ``pcc`` and ``sqnr_db`` of each operation's worst local comparison (global where only global records exist), and
+    the first culprit; all under the request's policy (kept per policy)."""
+    one = lookup().get(report)
+    rank = params.integer(request.args, "rank", 0)
+    key = ("overview", str(one.path), rank)
+    found = lookup().cached(key)
+    if found is None:
+        found = _overview(one, rank)
+        lookup().keep(key, found)
+    return Response(found, mimetype="application/json")
+
+
+def _overview(one: Served, rank: int) -> str:
+    """The overview's JSON text (made once per report, rank and policy): roles from the engine's golden analysis
+    (its records carry the recorded verdicts too), the records' own verdicts only where there is none."""
+    ops = one.operations(rank)
+    has_records = any(one.count(table) for table in RECORD_TABLES.values())
+    analysis = golden_analysis(one, required=False) if has_records else None
+    records = {kind: one.records(kind, rank) if analysis is None else {} for kind in RECORD_TABLES}
+    role: dict[int, str] = {}
+    worst: dict[int, tuple[float | None, float | None]] = {}
+    if analysis is not None:
+        measured = "global" if analysis.global_only else "local"
+        order = {"c": 5, "f": 4, "v": 3, "p": 2, "o": 1}
+        for r in analysis.records:
+            if r.rank != rank or r.operation_id is None:
+                continue
+            code = _ROLE_CODES.get(r.role or "") or (None if r.recorded_matches is None else "o" if r.recorded_matches else "f")
+            if code is not None and order[code] > order.get(role.get(r.operation_id, ""), 0):
+                role[r.operation_id] = code
+            if r.kind == measured and r.metrics is not None:
+                pcc, sqnr = worst.get(r.operation_id, (None, None))
+                m = r.metrics
+                pcc = m.pcc if pcc is None or (m.pcc is not None and m.pcc < pcc) else pcc
+                sqnr = m.sqnr_db if sqnr is None or (m.sqnr_db is not None and m.sqnr_db < sqnr) else sqnr
+                worst[r.operation_id] = (pcc, sqnr)
+    names: dict[str, int] = {}
+    ids, name_index, roles, pccs, sqnrs = [], [], [], [], []
+    for op in ops:
+        ids.append(op.id)
+        name_index.append(names.setdefault(op.name, len(names)))
+        code = role.get(op.id)
+        if code is None:  # no recomputed role: the records' own verdicts
+            found = [rec.recorded_matches for kind in RECORD_TABLES for t in op.outputs
+                     if (rec := records[kind].get(t)) is not None]  # fmt: skip
+            code = "-" if not found else "f" if False in found else "o"
+        roles.append(code)
+        pcc, sqnr = worst.get(op.id, (None, None))
+        if pcc is None and analysis is None:
+            pcc = min((rec.recorded_pcc for t in op.outputs if (rec := records["local"].get(t)) is not None
+                       and rec.recorded_pcc is not None), default=None)  # fmt: skip
+        pccs.append(_rounded(pcc, 6))
+        sqnrs.append(_rounded(sqnr, 2))
+    first = None if analysis is None else analysis.first_culprit
+    return json.dumps({
+        "report": one.name, "rank": rank, "policy": lookup().policy, "total": len(ops), "judged": analysis is not None,
+        "global_only": bool(analysis is not None and analysis.global_only),
+        "first_culprit": None if first is None or first.rank != rank else first.to_dict(),
+        "ids": ids, "names": list(names), "name_index": name_index, "roles": "".join(roles), "pcc": pccs,
+        "sqnr_db": sqnrs,
+    }, separators=(",", ":"), allow_nan=False)  # fmt: skip
 
 
 def tensor(report: str, tensor_id: str) -> Response:
@@ -189,10 +305,11 @@ def tensor(report: str, tensor_id: str) -> Response:
     chosen = shard_index(info, device) if device is not None else (0 if len(info.shards) == 1 else None)
     stats = None if per_shard is None or chosen is None else per_shard[chosen]
     dtype = tolerances.policy_dtype(spec.ttnn_dtype, info.dtype)
-    policy = settings().policy
+    judge = policy()
     op = one.producer(info.tensor_id, rank)
-    rtol, atol = policy.tolerances(op, dtype)
-    criteria = {k: v for k, v in policy.criteria_for(op, dtype).to_dict().items() if v is not None}
+    rule = judge.rule_for(op, dtype)  # its PCC, where it sets one, is the threshold rather than the record's
+    rtol, atol = judge.tolerances(op, dtype)
+    criteria = {k: v for k, v in judge.criteria_for(op, dtype).to_dict().items() if v is not None}
     histogram = None
     if stats is not None and stats.get("hist_counts") is not None:
         histogram = {"edges": stats["hist_edges"], "counts": stats["hist_counts"]}
@@ -205,7 +322,8 @@ def tensor(report: str, tensor_id: str) -> Response:
         "mesh_shape": None if dist is None else list(dist.mesh_shape),
         "distribution": None if dist is None else dist.to_json(), "shards": shards,
         "stats": None if stats is None else _stats_only(stats), "histogram": histogram,
-        "policy": {"operation": op, "dtype": dtype, "rtol": rtol, "atol": atol, "pcc": policy.pcc_threshold(op, dtype),
+        "policy": {"name": lookup().policy, "operation": op, "dtype": dtype, "rtol": rtol, "atol": atol,
+                   "pcc": judge.pcc_threshold(op, dtype), "rule_pcc": rule is not None and rule.criteria.pcc is not None,
                    "criteria": criteria},
     })  # fmt: skip
 
@@ -293,7 +411,10 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/api/reports", view_func=reports)
     bp.add_url_rule("/api/status", view_func=status)
     bp.add_url_rule("/api/colormaps", view_func=colormaps)
+    bp.add_url_rule("/api/policies", view_func=policies)
+    bp.add_url_rule("/api/policies", view_func=paste_policy, methods=["POST"])
     bp.add_url_rule("/api/reports/<report>/operations", view_func=operations)
+    bp.add_url_rule("/api/reports/<report>/overview", view_func=overview)
     bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>", view_func=tensor)
     bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>/values", view_func=values)
     bp.add_url_rule("/api/reports/<report>/tensors/<tensor_id>/heatmap", view_func=heatmap)

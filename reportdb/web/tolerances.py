@@ -1,7 +1,8 @@
 """The tolerances and the verdict of a comparison request, decided by the tolerance policy
 (:class:`reportdb.analysis.policy.Policy`, the dtype-aware defaults unless the host gives another): the request's
 ``rtol``, ``atol`` and ``pcc`` where it gives them, else the policy's for the output's operation and dtype (the PCC
-threshold: the comparison record's own ``desired_pcc`` where it has one, as ttnn judged it)."""
+threshold: a matching rule's, else the comparison record's own ``desired_pcc`` where it has one, as ttnn judged it,
+else the dtype's default: the order ``compare_golden`` follows)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ def plan(args: Mapping[str, str], policy: Policy, op: str | None, dtype: str, de
     source = "policy" if given_rtol is None and given_atol is None and given_pcc is None else "request"
     rtol = rtol if given_rtol is None else given_rtol
     atol = atol if given_atol is None else given_atol
-    recorded = desired_pcc if desired_pcc is not None and -1 <= desired_pcc <= 1 else None
+    rule = policy.rule_for(op, dtype)
+    ruled = rule is not None and rule.criteria.pcc is not None  # a rule's PCC wins over the record's, as in the engine
+    recorded = desired_pcc if desired_pcc is not None and -1 <= desired_pcc <= 1 and not ruled else None
     pcc = given_pcc if given_pcc is not None else recorded if recorded is not None else policy.pcc_threshold(op, dtype)
     criteria = dataclasses.replace(criteria, pcc=pcc)
     if criteria.checks_allclose:

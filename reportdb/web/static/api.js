@@ -1,6 +1,7 @@
 // The HTTP client: GET a JSON endpoint by a path relative to the page (so any mount prefix works).
 
 import { $ } from "./dom.js";
+import { policyParams } from "./policy.js";
 
 /** An error answer of the API: its message, the hint it gave and the HTTP status. */
 export class ApiError extends Error {
@@ -14,7 +15,7 @@ export class ApiError extends Error {
 /** GET a JSON endpoint (path relative to the page) with query parameters; null/"" parameters are left out. */
 export async function api(path, params = {}, signal = undefined) {
   const url = new URL(path, document.baseURI);
-  for (const [k, v] of Object.entries(params)) {
+  for (const [k, v] of Object.entries({ ...policyParams(), ...params })) {
     if (v !== null && v !== undefined && v !== "") url.searchParams.set(k, String(v));
   }
   const response = await fetch(url, { signal, headers: { Accept: "application/json" } });

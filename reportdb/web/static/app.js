@@ -15,8 +15,10 @@ import { refreshHistograms } from "./histograms.js";
 import { onHeatmapKey, wirePanel } from "./hover.js";
 import { jumpToCulprit, loadOps, loadReports, openOperationById, setSort, showReportSummary, switchTab } from "./oplist.js";
 import { onTolerance, openTensor, selectOp, setupLeadFields } from "./opview.js";
+import { mountOverview } from "./overview.js";
 import { Panel } from "./panel.js";
 import { clearPins } from "./pins.js";
+import { mountPolicy } from "./policy.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
 import { panels, state, syncSlider } from "./state.js";
 import { refreshCompare, renderStats } from "./tables.js";
@@ -182,12 +184,14 @@ async function restoreRuns(hash) {
 async function main() {
   wire();
   syncSlider();
+  await mountPolicy($("#policy-picker"));
   try {
     await loadReports();
   } catch (err) {
     reportError(err);
     return;
   }
+  mountOverview($("#overview"), { api, report: () => state.report, open: (id) => openOperationById(id) });
   const hash = hashParams();
   if (hash.get("tab") === "runs" && state.reports.length > 1) {
     await restoreRuns(hash);

@@ -2,6 +2,7 @@
 
 import { $, debounce } from "./dom.js";
 import { requestRegion } from "./heatmaps.js";
+import { policyParams } from "./policy.js";
 import { runData, runPair, runTolerances } from "./runs.js";
 import { state } from "./state.js";
 
@@ -13,7 +14,7 @@ export function hashParams() {
  * the runs tab its reports, tolerances, the open output and its zoom window. */
 export function writeHash() {
   if (state.restore) return; // a pasted URL is still being opened
-  const p = new URLSearchParams();
+  const p = new URLSearchParams(policyParams());
   if (!$("#view-runs").hidden) {
     p.set("tab", "runs");
     p.set("a", $("#run-a").value);

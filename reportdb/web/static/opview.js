@@ -111,7 +111,7 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
     return;
   }
   if (state.tensor !== t) return;
-  $("#pcc").value = restore?.pcc ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  $("#pcc").value = restore?.pcc ?? (t.info.policy?.rule_pcc ? t.info.policy.pcc : null) ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
   defaultTolerances(t.info.policy);
   syncSlider();
   setupTensorControls(t);

@@ -1,0 +1,185 @@
+// The overview of a report: every operation in execution order as one strip on a canvas, each coloured by its
+// local comparison's verdict (culprit, victim, pass, no record) and as tall as its local error (SQNR), the first
+// culprit marked; a click (or Enter) opens that operation in the page's operation view.
+// One request (api/reports/<r>/overview: compact columns) and one putImageData per draw, so 5,000 or 500,000
+// operations draw alike: with more operations than pixels, each pixel column shows its worst operation.
+
+/** Colours by role letter (see the overview endpoint): culprit, recorded fail, victim, pass, recorded pass, none. */
+const COLOURS = { c: [196, 48, 43], f: [196, 48, 43], v: [228, 154, 37], p: [58, 160, 105], o: [58, 160, 105], "-": [197, 202, 211] };
+const WORSE = { c: 5, f: 4, v: 3, p: 2, o: 1, "-": 0 };
+const LABELS = { c: "culprit", f: "fails (recorded)", v: "victim", p: "pass", o: "passes (recorded)", "-": "no golden record" };
+const HEIGHT = 56;
+
+const STYLE = `
+.overview { margin: 0 0 10px; border: 1px solid var(--line, #e2e5ea); border-radius: 6px; background: var(--panel, #fff); padding: 6px 10px 8px; }
+.overview-head { display: flex; gap: 14px; align-items: baseline; flex-wrap: wrap; font-size: 12px; }
+.overview-head b { font-size: 13px; }
+.overview-legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 10px; }
+.overview-legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; }
+.overview canvas { display: block; width: 100%; height: ${HEIGHT}px; margin-top: 6px; cursor: pointer; }
+.overview canvas:focus-visible { outline: 2px solid var(--accent, #2f6fdb); }
+.overview-readout { font-size: 12px; min-height: 1.3em; color: var(--muted, #667085); font-family: var(--mono, monospace); }
+`;
+
+function node(tag, props = {}, ...children) {
+  const n = Object.assign(document.createElement(tag), props);
+  n.append(...children);
+  return n;
+}
+
+/** Mount the overview in ``container``: ``api(path, params)`` is the page's GET (it adds the chosen policy),
+ * ``report()`` the open report's name, ``open(id)`` opens an operation. Redraws when the report select changes. */
+export function mountOverview(container, { api, report, open }) {
+  if (!document.getElementById("overview-style")) document.head.append(node("style", { id: "overview-style", textContent: STYLE }));
+  container.classList.add("overview");
+  const first = node("span", { className: "overview-first" });
+  const legend = node("span", { className: "overview-legend" },
+    ...["c", "v", "p", "-"].map((k) => node("span", {}, node("i", { style: `background: rgb(${COLOURS[k]})` }), LABELS[k])));
+  const canvas = node("canvas", { tabIndex: 0, ariaLabel: "Operations in execution order, coloured by local error; click to open" });
+  const readout = node("div", { className: "overview-readout" });
+  container.replaceChildren(node("div", { className: "overview-head" }, node("b", {}, "Overview"), first, legend), canvas, readout);
+  const ctx = canvas.getContext("2d");
+  let data = null;
+  let columns = null; // per pixel column: the index of the operation it shows (-1: none)
+  let cursor = -1; // keyboard cursor and last opened operation (index)
+  let seq = 0;
+
+  /** Bar height (0..1) of operation ``i``: its local error as SQNR (60 dB and better low, 0 dB full height). */
+  const height = (i) => {
+    const role = data.roles[i];
+    if (role === "-") return 0.3;
+    const s = data.sqnr_db[i];
+    if (s === null) return data.pcc[i] === null ? 0.5 : 0.15; // exact (infinite SQNR), or not recomputed
+    return Math.min(1, Math.max(0.15, (60 - s) / 60));
+  };
+
+  function draw() {
+    if (!data) return;
+    const t0 = performance.now();
+    const dpr = window.devicePixelRatio || 1;
+    const W = Math.max(1, Math.round(canvas.clientWidth * dpr));
+    const H = Math.round(HEIGHT * dpr);
+    if (canvas.width !== W || canvas.height !== H) Object.assign(canvas, { width: W, height: H });
+    const n = data.ids.length;
+    columns = new Int32Array(W).fill(-1);
+    const colHeight = new Float32Array(W);
+    for (let i = 0; i < n; i++) {
+      const c0 = Math.floor((i * W) / n);
+      const c1 = Math.max(c0 + 1, Math.floor(((i + 1) * W) / n));
+      const worse = WORSE[data.roles[i]];
+      const h = height(i);
+      for (let c = c0; c < c1 && c < W; c++) {
+        const j = columns[c];
+        if (j < 0 || worse > WORSE[data.roles[j]] || (worse === WORSE[data.roles[j]] && h > colHeight[c])) {
+          columns[c] = i;
+          colHeight[c] = h;
+        }
+      }
+    }
+    const image = ctx.createImageData(W, H);
+    const px = image.data;
+    const gap = n < W / 3; // wide bars get a 1-pixel gap between operations
+    for (let c = 0; c < W; c++) {
+      const i = columns[c];
+      if (i < 0) continue;
+      if (gap && c + 1 < W && columns[c + 1] !== i) continue;
+      const [r, g, b] = COLOURS[data.roles[i]];
+      const top = Math.round(H * (1 - colHeight[c]));
+      for (let y = top; y < H; y++) {
+        const o = (y * W + c) * 4;
+        px[o] = r; px[o + 1] = g; px[o + 2] = b; px[o + 3] = 255;
+      }
+    }
+    ctx.putImageData(image, 0, 0);
+    const mark = (i, colour, full) => {
+      const x = ((i + 0.5) * W) / n;
+      ctx.fillStyle = colour;
+      ctx.fillRect(Math.round(x - dpr), 0, Math.max(1, Math.round(2 * dpr)), full ? H : Math.round(6 * dpr));
+      return x / dpr;
+    };
+    const culprit = data.first_culprit ? data.ids.indexOf(data.first_culprit.operation_id) : -1;
+    if (culprit >= 0) {
+      ctx.beginPath(); // a triangle above the first culprit
+      const x = ((culprit + 0.5) * W) / n;
+      ctx.moveTo(x - 6 * dpr, 0); ctx.lineTo(x + 6 * dpr, 0); ctx.lineTo(x, 9 * dpr); ctx.closePath();
+      ctx.fillStyle = "#1d2330";
+      ctx.fill();
+      container.dataset.culpritX = String(mark(culprit, "#1d2330", false));
+    } else delete container.dataset.culpritX;
+    if (cursor >= 0 && cursor < n) mark(cursor, "rgba(47, 111, 219, 0.9)", true);
+    container.dataset.drawMs = (performance.now() - t0).toFixed(2);
+  }
+
+  /** The operation index under a pointer event (the worst one of its pixel column), or -1. */
+  function at(ev) {
+    if (!columns) return -1;
+    const rect = canvas.getBoundingClientRect();
+    const c = Math.floor(((ev.clientX - rect.left) / rect.width) * columns.length);
+    return c >= 0 && c < columns.length ? columns[c] : -1;
+  }
+
+  function describe(i) {
+    if (i < 0 || !data) return "";
+    const pcc = data.pcc[i] === null ? "" : ` \u00b7 local pcc ${data.pcc[i].toFixed(6)}`;
+    const sqnr = data.sqnr_db[i] === null ? "" : ` \u00b7 sqnr ${data.sqnr_db[i].toFixed(1)} dB`;
+    return `#${data.ids[i]} ${data.names[data.name_index[i]]} \u00b7 ${LABELS[data.roles[i]]}${pcc}${sqnr}`;
+  }
+
+  function choose(i) {
+    if (i < 0 || !data) return;
+    cursor = i;
+    container.dataset.selected = String(data.ids[i]);
+    readout.textContent = describe(i);
+    draw();
+    open(data.ids[i]);
+  }
+
+  async function refresh() {
+    const name = report();
+    if (!name) return;
+    const mine = ++seq;
+    const t0 = performance.now();
+    container.dataset.ready = "false";
+    let found;
+    try {
+      found = await api(`api/reports/${encodeURIComponent(name)}/overview`);
+    } catch (err) {
+      readout.textContent = `overview: ${err.message}`;
+      return;
+    }
+    if (mine !== seq) return;
+    data = found;
+    cursor = -1;
+    const f = data.first_culprit;
+    first.textContent = `${data.total.toLocaleString("en-US")} operations \u00b7 ` + (f ? `\u25bc first culprit #${f.operation_id} ${f.name ?? ""}`
+      : data.judged ? "no culprit" : "roles unknown (report too large for a request): recorded verdicts");
+    container.dataset.total = String(data.total);
+    container.dataset.firstCulprit = f ? String(f.operation_id) : "";
+    container.dataset.policy = data.policy;
+    draw();
+    container.dataset.loadMs = (performance.now() - t0).toFixed(1);
+    container.dataset.ready = "true";
+  }
+
+  canvas.addEventListener("mousemove", (ev) => { readout.textContent = describe(at(ev)) || describe(cursor); });
+  canvas.addEventListener("mouseleave", () => { readout.textContent = describe(cursor); });
+  canvas.addEventListener("click", (ev) => choose(at(ev)));
+  canvas.addEventListener("keydown", (ev) => {
+    if (!data) return;
+    const n = data.ids.length;
+    const step = { ArrowLeft: -1, ArrowRight: 1, Home: -n, End: n }[ev.key];
+    if (step !== undefined) {
+      ev.preventDefault();
+      cursor = Math.min(n - 1, Math.max(0, (cursor < 0 ? 0 : cursor) + step));
+      readout.textContent = describe(cursor);
+      draw();
+    } else if (ev.key === "Enter" && cursor >= 0) {
+      ev.preventDefault();
+      choose(cursor);
+    }
+  });
+  new ResizeObserver(() => draw()).observe(canvas);
+  document.getElementById("report-select")?.addEventListener("change", () => refresh());
+  refresh();
+  return { refresh };
+}

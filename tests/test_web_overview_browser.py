@@ -1,0 +1,227 @@
+"""The page's overview and policy selector in a real browser (Playwright driving Debian's Chromium against a
+``reportdb serve --policy`` process): every operation drawn on one canvas in execution order, coloured by its local
+comparison's role, the first culprit marked and opened by a click; the policy selector changing the verdicts as the
+CLI's ``compare --golden --policy`` does (the overview, the list, the tensor view), and the URL reopening the same
+policy and view in a fresh page."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import web_debug_data as data
+from served import VIEWPORT, chromium
+
+pytestmark = [pytest.mark.process, pytest.mark.service]
+
+LENIENT = '[[rules]]\nop = "ttnn.step_[34]"\npcc = 0.0\n'  # op 3 (the culprit) passes: the next culprit is op 7
+ROLE_RGB = {"c": (196, 48, 43), "v": (228, 154, 37), "p": (58, 160, 105)}
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("web-overview-browser")
+    data.build(base / "run_a", 0)
+    data.build(base / "run_b", 1)
+    (base / "lenient.toml").write_text(LENIENT)
+    return base
+
+
+@contextlib.contextmanager
+def serving(*args: str, cwd: Path) -> Iterator[str]:
+    """``reportdb serve ARGS --port 0`` on a free loopback port (tests/served.py's pattern, with options); yields
+    the URL it printed, then stops it as Ctrl-C would."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", *args, "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)  # fmt: skip
+    found: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            match = re.search(r"http://\S+/", line)
+            if match and not found:
+                found.append(match.group(0))
+            ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not ready.wait(60) or not found:
+            proc.kill()
+            pytest.fail(f"reportdb serve printed no URL within 60 s; stderr: {proc.communicate(timeout=10)[1][-2000:]}")
+        yield found[0]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def server(root: Path) -> Iterator[str]:
+    with serving(str(root / "run_a"), str(root / "run_b"), "--policy", f"lenient={root / 'lenient.toml'}", cwd=root) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as launched:
+        yield launched
+
+
+class Pages:
+    """Fresh pages on the server, each failing the test on a script error or a request outside the server."""
+
+    def __init__(self, browser: Any, server: str) -> None:
+        self.browser, self.server = browser, server
+        self.contexts: list[Any] = []
+        self.errors: list[str] = []
+
+    def open(self, fragment: str = "") -> Any:
+        context = self.browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+        self.contexts.append(context)
+        pg = context.new_page()
+        pg.set_default_timeout(20_000)
+        pg.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        pg.on("request", lambda req: None if req.url.startswith(self.server) or req.url.startswith("data:")
+              else self.errors.append(f"outside request {req.url}"))
+        pg.goto(self.server + fragment)
+        pg.wait_for_selector("body[data-ready=true]")
+        pg.wait_for_selector("#overview[data-ready=true]")
+        return pg
+
+
+@pytest.fixture()
+def pages(browser: Any, server: str) -> Iterator[Pages]:
+    found = Pages(browser, server)
+    yield found
+    for context in found.contexts:
+        context.close()
+    assert not found.errors, found.errors
+
+
+def _shot(page: Any, tmp_path: Path, name: str) -> None:
+    """A screenshot under the test's tmp dir, and under $REPORTDB_SHOT_DIR when set (to look at after a passing run)."""
+    out = Path(os.environ.get("REPORTDB_SHOT_DIR") or tmp_path) / name
+    page.screenshot(path=str(out), full_page=True)
+    assert out.stat().st_size > 10_000
+
+
+def _column_rgb(page: Any, index: int, total: int) -> tuple[int, int, int]:
+    """The colour the overview canvas shows at the bottom of operation ``index``'s bar (of ``total``)."""
+    return tuple(page.evaluate("""([i, n]) => {
+        const c = document.querySelector('#overview canvas');
+        const x = Math.floor((i + 0.5) * c.width / n);
+        return Array.from(c.getContext('2d').getImageData(x, c.height - 2, 1, 1).data.slice(0, 3));
+    }""", [index, total]))  # fmt: skip
+
+
+def _click_op(page: Any, index: int, total: int) -> None:
+    box = page.query_selector("#overview canvas").bounding_box()
+    page.mouse.click(box["x"] + (index + 0.5) * box["width"] / total, box["y"] + box["height"] - 4)
+
+
+def _cli(root: Path, *args: str) -> Any:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-m", "reportdb", *args, "--json"], capture_output=True, text=True, env=env, cwd=root)
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def test_overview_marks_the_first_culprit_and_a_click_opens_an_operation(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    total = data.OPS + 1
+    assert page.get_attribute("#overview", "data-total") == str(total)
+    assert page.get_attribute("#overview", "data-first-culprit") == str(data.CULPRIT_OP)
+    assert f"first culprit #{data.CULPRIT_OP} ttnn.step_{data.CULPRIT_OP}" in page.inner_text("#overview")
+    roles = "ppcvvvc"  # the operation list's roles (tests/test_web_debug_api.py), one colour each
+    assert [_column_rgb(page, i, total) for i in range(total)] == [ROLE_RGB[r] for r in roles]
+    # the marker sits over the first culprit's bar
+    box = page.query_selector("#overview canvas").bounding_box()
+    marker = float(page.get_attribute("#overview", "data-culprit-x"))
+    assert int(marker * total / box["width"]) == data.CULPRIT_OP - 1
+    _shot(page, tmp_path, "overview.png")
+    _click_op(page, data.CULPRIT_OP - 1, total)
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{data.CULPRIT_OP} ')")
+    page.wait_for_selector(f'#op-context[data-op-id="{data.CULPRIT_OP}"]')
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    assert f"op={data.CULPRIT_OP}" in page.evaluate("location.hash")
+    page.mouse.move(box["x"] + (4.5 * box["width"] / total), box["y"] + box["height"] - 4)
+    assert "#5 ttnn.step_5 \u00b7 victim" in page.inner_text("#overview .overview-readout")
+    _click_op(page, 4, total)  # a victim
+    page.wait_for_function("() => document.querySelector('#op-title').textContent.startsWith('#5 ')")
+    page.wait_for_selector('#verdict[data-passed="true"]')  # its local comparison passes
+    _shot(page, tmp_path, "overview-victim.png")
+
+
+def test_policy_selector_changes_verdicts_as_the_cli_does(pages: Pages, root: Path, tmp_path: Path) -> None:
+    cli = _cli(root, "compare", str(root / "run_a"), "--golden", "--policy", str(root / "lenient.toml"))
+    expected = cli["first_culprit"]["operation_id"]
+    assert expected == data.OPS + 1
+    page = pages.open()
+    assert page.input_value("#policy-select") == "default"
+    page.select_option("#policy-select", "lenient")  # reloads the view under the chosen policy
+    page.wait_for_function("() => location.hash.includes('policy=lenient')")
+    page.wait_for_selector("body[data-ready=true]")
+    page.wait_for_selector("#overview[data-ready=true][data-policy=lenient]")
+    assert page.input_value("#policy-select") == "lenient"
+    assert page.get_attribute("#overview", "data-first-culprit") == str(expected)
+    assert page.get_attribute("#op-table tbody tr.first-culprit", "data-op-id") == str(expected)
+    cli_roles = {r["tensor_id"]: r["role"] for r in cli["records"] if r["kind"] == "local"}
+    role = page.get_attribute(f'#op-table tbody tr[data-op-id="{data.CULPRIT_OP}"] [data-role]', "data-role")
+    assert role == cli_roles[data.CULPRIT_OP] == "pass"
+    assert _column_rgb(page, data.CULPRIT_OP - 1, data.OPS + 1) == ROLE_RGB["p"]
+    # the tensor view judges by the chosen policy too: the rule's PCC threshold, so op 3's local output passes
+    _click_op(page, data.CULPRIT_OP - 1, data.OPS + 1)
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{data.CULPRIT_OP} ')")
+    page.wait_for_selector('#verdict[data-passed="true"]')
+    assert float(page.input_value("#pcc")) == 0.0
+    page.wait_for_function("() => location.hash.includes('policy=lenient') && location.hash.includes('op=3')")
+    url = page.evaluate("location.hash")
+    _shot(page, tmp_path, "policy-lenient.png")
+
+    # the URL reopens the same view under the same policy in a fresh page
+    again = pages.open(url)
+    assert again.input_value("#policy-select") == "lenient"
+    again.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{data.CULPRIT_OP} ')")
+    again.wait_for_selector('#verdict[data-passed="true"]')
+    assert again.get_attribute("#overview", "data-first-culprit") == str(expected)
+    # back to the defaults: op 3 is the culprit again
+    again.select_option("#policy-select", "default")
+    again.wait_for_function("() => !location.hash.includes('policy=')")
+    again.wait_for_selector("body[data-ready=true]")
+    again.wait_for_selector("#overview[data-ready=true][data-policy=default]")
+    assert again.get_attribute("#overview", "data-first-culprit") == str(data.CULPRIT_OP)
+
+
+def test_a_pasted_policy_is_checked_by_the_server(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.select_option("#policy-select", "__paste__")
+    page.fill("#policy-text", '[[rules]]\nop = "*"\npcc = 7\n')
+    page.click("#policy-use")
+    page.wait_for_function("() => document.querySelector('#policy-error').textContent.length > 0")
+    message = page.inner_text("#policy-error")
+    assert "pcc" in message and "\n" not in message
+    _shot(page, tmp_path, "policy-paste-error.png")
+    page.fill("#policy-text", LENIENT)
+    page.click("#policy-use")
+    page.wait_for_function("() => location.hash.includes('policy=pasted-')")
+    page.wait_for_selector("body[data-ready=true]")
+    page.wait_for_selector("#overview[data-ready=true]")
+    assert page.input_value("#policy-select").startswith("pasted-")
+    assert page.get_attribute("#overview", "data-first-culprit") == str(data.OPS + 1)
