@@ -4,6 +4,8 @@ worker process) does not load numpy, SQLAlchemy or alembic before they are neede
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any, Callable, Mapping, MutableMapping
 
 
@@ -24,3 +26,26 @@ def lazy_getattr(
         return value
 
     return __getattr__
+
+
+class LazyModule(types.ModuleType):
+    """Stands for a module in one importing module's globals until an attribute of it is first used; then imports
+    it and puts the real module in those globals, so every later use is a plain global lookup (no per-call cost).
+    Used for numpy: opening a report and reading its metadata never touch it, reading a value does."""
+
+    def __init__(self, name: str, namespace: MutableMapping[str, Any], alias: str) -> None:
+        super().__init__(name)
+        self._namespace, self._alias = namespace, alias
+
+    def __getattr__(self, attr: str) -> Any:
+        module = importlib.import_module(self.__name__)
+        if self._namespace.get(self._alias) is self:
+            self._namespace[self._alias] = module
+        return getattr(module, attr)
+
+
+def lazy_module(name: str, namespace: MutableMapping[str, Any], alias: str) -> Any:
+    """A stand-in for ``import name as alias`` in ``namespace`` (a module's ``globals()``) that imports on first use.
+    Write it as ``if TYPE_CHECKING: import numpy as np`` / ``else: np = lazy_module("numpy", globals(), "np")``."""
+    module = sys.modules.get(name)
+    return module if module is not None else LazyModule(name, namespace, alias)

@@ -10,9 +10,14 @@ releases take a second to import, which every command that needs no bfloat16 (``
 from __future__ import annotations
 
 import sys
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
-import numpy as np
+from ._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from .errors import UnsupportedDTypeError
 
@@ -20,12 +25,14 @@ from .errors import UnsupportedDTypeError
 _ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
-class _DTypes(Mapping[str, np.dtype]):
-    """Storage dtype names and their numpy dtypes, all little-endian; the ml_dtypes ones are made on first use."""
+class _DTypes(Mapping[str, "np.dtype"]):
+    """Storage dtype names and their numpy dtypes, all little-endian; made on first use (numpy's when a value is
+    first handled, ml_dtypes' when one of its types is), so naming and sizing dtypes imports neither."""
 
-    def __init__(self, numpy_types: dict[str, np.dtype]) -> None:
-        self._types = numpy_types
-        self._names = (*numpy_types, *_ML_DTYPES)
+    def __init__(self, numpy_codes: dict[str, str]) -> None:
+        self._codes = numpy_codes
+        self._types: dict[str, np.dtype] = {}
+        self._names = (*numpy_codes, *_ML_DTYPES)
         self._ml_loaded = False
 
     def load_ml_dtypes(self) -> None:
@@ -38,11 +45,14 @@ class _DTypes(Mapping[str, np.dtype]):
 
     def __getitem__(self, name: str) -> np.dtype:
         found = self._types.get(name)
-        if found is None and name in _ML_DTYPES:
-            self.load_ml_dtypes()
-            found = self._types[name]
         if found is None:
-            raise KeyError(name)
+            if name in _ML_DTYPES:
+                self.load_ml_dtypes()
+            elif name in self._codes:
+                self._types.update((key, np.dtype(code)) for key, code in self._codes.items())
+            else:
+                raise KeyError(name)
+            found = self._types[name]
         return found
 
     def __iter__(self) -> Iterator[str]:
@@ -57,18 +67,18 @@ class _DTypes(Mapping[str, np.dtype]):
 
 #: Storage dtype names and their numpy dtypes, all little-endian.
 DTYPES: Mapping[str, np.dtype] = _DTypes({
-    "bool": np.dtype(np.bool_),
-    "int8": np.dtype("<i1"),
-    "int16": np.dtype("<i2"),
-    "int32": np.dtype("<i4"),
-    "int64": np.dtype("<i8"),
-    "uint8": np.dtype("<u1"),
-    "uint16": np.dtype("<u2"),
-    "uint32": np.dtype("<u4"),
-    "uint64": np.dtype("<u8"),
-    "float16": np.dtype("<f2"),
-    "float32": np.dtype("<f4"),
-    "float64": np.dtype("<f8"),
+    "bool": "?",
+    "int8": "<i1",
+    "int16": "<i2",
+    "int32": "<i4",
+    "int64": "<i8",
+    "uint8": "<u1",
+    "uint16": "<u2",
+    "uint32": "<u4",
+    "uint64": "<u8",
+    "float16": "<f2",
+    "float32": "<f4",
+    "float64": "<f8",
 })
 
 #: ttnn DataType names and the storage dtype their values are kept in (block floats: bfloat16,
@@ -124,13 +134,16 @@ def numpy_dtype(name: str) -> np.dtype:
         ) from None
 
 
-#: Bytes per element of each storage dtype, known without importing ml_dtypes.
-_ITEMSIZES = {"bool": 1, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
+#: Bytes per element of each storage dtype, known without importing numpy or ml_dtypes.
+_ITEMSIZES = {
+    "bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+    "float16": 2, "float32": 4, "float64": 8, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
 
 
 def itemsize(name: str) -> int:
-    """Bytes per element of the storage dtype ``name``, without importing ml_dtypes (sizes of stored tensors are
-    checked on every read of their metadata, ``reportdb ls`` included)."""
+    """Bytes per element of the storage dtype ``name``, without importing numpy or ml_dtypes (sizes of stored
+    tensors are checked on every read of their metadata, ``reportdb ls`` included)."""
     size = _ITEMSIZES.get(name)
     return size if size is not None else numpy_dtype(name).itemsize
 

@@ -9,14 +9,19 @@ from __future__ import annotations
 import dataclasses
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-import numpy as np
+from ._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from .errors import AssemblyError, SpecError
 
 MeshCoordinate = tuple[int, ...]
-Shards = list[tuple[MeshCoordinate, np.ndarray]]
+Shards = list[tuple[MeshCoordinate, "np.ndarray"]]
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,14 @@ source that brings in the chunks a read needs first (a report in a team store).
 from __future__ import annotations
 
 import sqlite3
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Sequence, Union
 
-import numpy as np
+from ._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from .chunk_source import LOCAL, ChunkSource, ShardRead
 from .dtypes import numpy_dtype

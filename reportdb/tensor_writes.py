@@ -7,9 +7,14 @@ size and compression); the rows and chunks are written in ``reportdb.store.tenso
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-import numpy as np
+from ._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from .store import rows as rows_mod, tensors as tensors_mod
 from .store.codec import Compression

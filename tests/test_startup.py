@@ -1,6 +1,7 @@
-"""Start-up cost: commands that only read import neither SQLAlchemy's ORM nor alembic, nor ml_dtypes (whose newer
-releases take a second to import) nor any optional extra's packages; ``--help`` not even numpy; and the schema
-revisions known without alembic are exactly alembic's.
+"""Start-up cost: opening a report and reading its metadata (what ``info`` and ``ls`` do) imports no numpy, nor
+SQLAlchemy's ORM, alembic, ml_dtypes (whose newer releases take a second to import) or any optional extra's packages;
+neither does ``--help``; a tensor's values, read next in the same process, load numpy then and come back right; and
+the schema revisions known without alembic are exactly alembic's.
 
 Every check runs in a fresh interpreter (a subprocess), where ``sys.modules`` shows what a command imported.
 No timings here: ``benchmarks/bench_read.py`` measures them.
@@ -58,44 +59,53 @@ def small_report(tmp_path: Path) -> Path:
     return folder
 
 
-def test_reading_a_report_imports_neither_orm_nor_alembic_until_session(small_report: Path) -> None:
-    """``open``, ``summary``, ``tensor_info`` and ``tensor`` (what ``info`` and ``ls`` do) load neither package;
-    the first ``session()`` loads the ORM and still answers from the same connection."""
+def test_reading_a_report_imports_neither_numpy_nor_orm_until_needed(small_report: Path) -> None:
+    """``open``, ``summary``, ``tensor_keys`` and ``tensor_info`` (what ``info`` and ``ls`` do) load none of the heavy
+    packages, numpy included; the first ``tensor`` loads numpy (and a bfloat16 one ml_dtypes) and reads the values
+    right; the first ``session()`` loads the ORM and still answers from the same connection."""
     code = (
         "import json, sys\n"
         "import reportdb, reportdb.cli\n"
         "r = reportdb.open(sys.argv[1])\n"
         "s = r.summary()\n"
         "infos = [r.tensor_info(t, k).to_json() for t, k in r.tensor_keys()]\n"
-        "total = float(r.tensor(1).sum())\n"
+        f"{LOADED}\n"
+        "values = [r.tensor(1).tolist(), r.tensor(2).tolist(), r.tensor(3).astype(float).tolist(), str(r.tensor(3).dtype)]\n"
         f"{LOADED}\n"
         "from sqlalchemy import func, select\n"
         "from reportdb.models import Operation, StoredTensor\n"
         "with r.session() as session:\n"
         "    names = session.scalars(select(Operation.name)).all()\n"
         "    count = session.scalar(select(func.count()).select_from(StoredTensor))\n"
-        "print(json.dumps([s.tensors, s.schema_revision == s.schema_head, len(infos), total, names, count]))\n"
+        "print(json.dumps([s.tensors, s.schema_revision == s.schema_head, len(infos), values, names, count]))\n"
         "print('sqlalchemy.orm' in sys.modules)\n"
         "r.close()\n"
     )
-    before, answers, orm = run_python(code, str(small_report))
-    assert json.loads(before) == ["numpy"]
-    assert json.loads(answers) == [3, True, 3, 66.0, ["ttnn.add"], 3]
+    metadata, values, answers, orm = run_python(code, str(small_report))
+    assert json.loads(metadata) == []
+    assert json.loads(values) == ["ml_dtypes", "numpy"]
+    expected = [np.arange(12).reshape(3, 4).tolist(), [1] * 5, [[1.0] * 3] * 2, "bfloat16"]
+    assert json.loads(answers) == [3, True, 3, expected, ["ttnn.add"], 3]
     assert orm == "True"
 
 
-def test_cli_info_and_ls_import_only_numpy(small_report: Path) -> None:
+def test_cli_info_and_ls_import_no_numpy(small_report: Path) -> None:
     """The ``info`` and ``ls`` commands' own code path, on a folder (which also looks for legacy tensor files), with a
-    bfloat16 tensor stored: numpy and nothing heavier (no ORM, no alembic, no ml_dtypes, no extra's package)."""
+    bfloat16 tensor stored: neither numpy nor anything heavier (no ORM, no alembic, no ml_dtypes, no extra's package).
+    Reading a tensor's values right after, in the same process, loads numpy then and reads them right."""
     for command in (["info"], ["ls"], ["info", "--json"], ["ls", "--json"]):
         code = (
             "import json, sys\n"
             "from reportdb.cli import cli\n"
             "cli.main(sys.argv[1:], prog_name='reportdb', standalone_mode=False)\n"
             f"{LOADED}\n"
+            "import reportdb\n"
+            "with reportdb.open(sys.argv[2]) as r:\n"
+            "    print(json.dumps([r.tensor(1).tolist(), float(r.tensor(3).astype(float).sum()), 'numpy' in sys.modules]))\n"
         )
-        *output, loaded = run_python(code, command[0], str(small_report), *command[1:])
-        assert json.loads(loaded) == ["numpy"], command
+        *output, loaded, values = run_python(code, command[0], str(small_report), *command[1:])
+        assert json.loads(loaded) == [], command
+        assert json.loads(values) == [np.arange(12).reshape(3, 4).tolist(), 6.0, True]
         if "--json" not in command:
             assert any("bfloat16" in line for line in output) == (command[0] == "ls"), output
             continue
@@ -115,7 +125,8 @@ def test_help_imports_no_numpy() -> None:
 
 
 def test_reading_older_and_legacy_schemas_imports_no_alembic(tmp_path: Path) -> None:
-    """Classifying a file as an older reportdb schema, or a legacy TTNN report, uses the revisions read as text."""
+    """Classifying a file as an older reportdb schema, or a legacy TTNN report, uses the revisions read as text (and
+    needs no numpy)."""
     older = tmp_path / "older.sqlite"
     conn = connect(older, readonly=False)
     schema.upgrade(engine_for(conn, readonly=False), target="0002")
@@ -134,7 +145,7 @@ def test_reading_older_and_legacy_schemas_imports_no_alembic(tmp_path: Path) -> 
     )
     revisions, loaded = run_python(code, str(older), str(legacy))
     assert json.loads(revisions) == ["0002", None]
-    assert json.loads(loaded) == ["numpy"]
+    assert json.loads(loaded) == []
 
 
 def _alembic_answer() -> tuple[set[str], str | None]:

@@ -18,9 +18,14 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-import numpy as np
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from ..dtypes import dtype_name
 from ..errors import InvalidArgumentError, StatsError
@@ -198,7 +203,7 @@ class _Bins:
         return np.bincount(self.index(values), weights=weights, minlength=self.bins)
 
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT32_MAX = 3.4028234663852886e38  # float(np.finfo(np.float32).max)
 #: The most bins :class:`_Float32Bins` takes: its guess stays 8x closer than ``SLACK`` and its pair table small.
 _FLOAT32_BINS_MAX = 256
 
@@ -215,7 +220,7 @@ class _Float32Bins:
     edges are within 1e-13 of a bin of the exact ones."""
 
     #: Guesses this close to a whole number are re-binned exactly (2^-12: ~5e-4 of the values, each a few ns).
-    SLACK = np.float32(2.0**-12)
+    SLACK = 2.0**-12  # exact in float32: numpy keeps the float32 arrays it meets float32
 
     def __init__(self, edges: np.ndarray, scale: np.float32) -> None:
         self.bins = bins = edges.size - 1

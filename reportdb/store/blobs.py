@@ -37,10 +37,15 @@ import hashlib
 import sqlite3
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Protocol
 
 import blake3
-import numpy as np
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 from zlib_ng import zlib_ng
 
 from ..errors import CorruptionError, InvalidArgumentError
@@ -61,7 +66,7 @@ MIN_CRC_BLOCK = 512
 # order (bit 31 is x^0). These helpers compute the product, vectorized over numpy uint32 arrays, so the crc32 of a
 # chunk follows from the crcs of its blocks without a second pass over its bytes (zlib's crc32_combine, which Python
 # does not expose).
-_POLY = np.uint32(0xEDB88320)
+_POLY = 0xEDB88320
 
 #: zlib's crc32 (its polynomial and results, a running value as the second argument) from zlib-ng, whose folding with
 #: carry-less multiplies (PCLMULQDQ/VPCLMULQDQ on x86-64, PMULL on arm64) measured 14x CPython's zlib here: a 4 KiB
@@ -105,7 +110,7 @@ def _mulmod(a: Any, b: Any) -> np.ndarray:
     product = np.zeros(b.shape, dtype=np.uint32)
     for bit in range(31, -1, -1):  # bit 31 of ``a`` is x^0: add b, then b *= x for the next power
         product ^= np.where((a >> np.uint32(bit)) & np.uint32(1), b, np.uint32(0))
-        b = (b >> np.uint32(1)) ^ np.where(b & np.uint32(1), _POLY, np.uint32(0))
+        b = (b >> np.uint32(1)) ^ np.where(b & np.uint32(1), np.uint32(_POLY), np.uint32(0))
     return product
 
 
@@ -139,8 +144,6 @@ def _shift_columns(block: int, count: int) -> np.ndarray:
     return columns
 
 
-_BITS = np.arange(32, dtype=np.uint32)
-
 
 def _shift_rows(block: int, count: int) -> np.ndarray:
     """``_shift_columns(block, count)``, as the last ``count`` rows of the table for the next power of two: row ``k``
@@ -155,7 +158,7 @@ def combine_crcs(crcs: np.ndarray, nbytes: int, block: int) -> int:
     full, tail = divmod(nbytes, block)
     crc = 0
     if full:
-        bits = ((crcs[:full, None] >> _BITS) & np.uint32(1)).astype(bool)
+        bits = ((crcs[:full, None] >> np.arange(32, dtype=np.uint32)) & np.uint32(1)).astype(bool)
         crc = int(np.bitwise_xor.reduce(_shift_rows(block, full)[bits]))
     if tail:
         crc = (int(_mulmod(_x8n(tail), crc)[()]) if full else 0) ^ int(crcs[full])

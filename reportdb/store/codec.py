@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Iterator, Literal, Protocol
+from typing import TYPE_CHECKING, Iterator, Literal, Protocol
 
-import numpy as np
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from ..errors import CompressionUnavailableError, CorruptionError, InvalidArgumentError
 

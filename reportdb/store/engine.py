@@ -25,7 +25,12 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-import numpy as np
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from ..errors import (
     ConstraintError, CorruptionError, DiskError, NotAReportError, QueryTimeoutError, ReadOnlyError, ReportClosedError,

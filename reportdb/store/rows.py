@@ -14,9 +14,14 @@ import math
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
-import numpy as np
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from ..dtypes import itemsize, numpy_dtype
 from ..errors import CorruptionError, ReportDBError, TensorNotFoundError, excerpt

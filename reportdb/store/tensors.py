@@ -15,9 +15,14 @@ import sqlite3
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
-import numpy as np
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from ..dtypes import canonical, dtype_name
 from ..errors import InvalidArgumentError, ReportDBError, TensorExistsError

@@ -25,10 +25,14 @@ import math
 import sqlite3
 from dataclasses import dataclass
 from types import EllipsisType
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Sequence, Union
 
-import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 from ..errors import CorruptionError, InvalidArgumentError
 from .. import pools
@@ -109,7 +113,7 @@ class WindowPlan:
         if stop - start == target.nbytes:  # contiguous
             target[:] = data[start:stop]
         else:
-            np.copyto(target.reshape(shape), as_strided(data[start:], shape, (self.steps[level],) + self.steps[level + 1 :],
+            np.copyto(target.reshape(shape), np.lib.stride_tricks.as_strided(data[start:], shape, (self.steps[level],) + self.steps[level + 1 :],
                                                        writeable=False))
 
 
@@ -225,7 +229,7 @@ def split_window(
 
 
 #: Block numbers of a chunk: a slice (of a positive step), or a list or index array of them.
-Blocks = Union[slice, list[int], np.ndarray]
+Blocks = Union[slice, list[int], "np.ndarray"]
 
 
 class BlobHandles:
