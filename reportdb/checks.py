@@ -7,15 +7,22 @@ where the chunks are kept outside the file, its chunk source checks and counts t
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ._lazy import lazy_module
 from .errors import CorruptionError, ReportDBError, SchemaError, TensorNotFoundError
-from .numeric.stats import ShardStats, TensorStats
 from .results import MAX_HTML_ROWS, ReportSummary, html_table
 from .store import blobs, engine as engine_mod, rows as rows_mod, schema
 from .tensor_reads import TensorReads
+
+if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import Executor
+
+    import reportdb.numeric.stats as stats_mod
+    from .numeric.stats import TensorStats
+else:  # statistics are imported when first asked for: opening a report and reading its summary need none
+    stats_mod = lazy_module("reportdb.numeric.stats", globals(), "stats_mod")
 
 
 class Checks(TensorReads):
@@ -73,8 +80,8 @@ class Checks(TensorReads):
                 found = rows_mod.read_stats(conn, stored, blob_id, shard.dtype)
                 if found is None:
                     raise TensorNotFoundError(f"tensor {tensor_id} (rank {rank}) was stored without statistics")
-                per_shard.append(ShardStats.from_dict(found))
-        return TensorStats(tensor_id, rank, tuple(per_shard), tuple(tuple(s.mesh_coordinate) for s in info.shards))
+                per_shard.append(stats_mod.ShardStats.from_dict(found))
+        return stats_mod.TensorStats(tensor_id, rank, tuple(per_shard), tuple(tuple(s.mesh_coordinate) for s in info.shards))
 
     def summary(self) -> ReportSummary:
         """Schema version, row counts of the report tables, tensors and bytes stored (compressed chunks at their

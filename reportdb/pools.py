@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import ThreadPoolExecutor
 
 _POOLS: dict[tuple[int, str], ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
@@ -23,5 +26,7 @@ def pool(name: str, workers: int) -> ThreadPoolExecutor:
         with _LOCK:
             found = _POOLS.get(key)
             if found is None:
+                from concurrent.futures import ThreadPoolExecutor  # on the first pool: opening a report needs none
+
                 found = _POOLS[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"reportdb-{name}")
     return found

@@ -16,10 +16,15 @@ if TYPE_CHECKING:  # pragma: no cover
 else:  # numpy is imported on first use: opening a report and reading its metadata need none
     np = lazy_module("numpy", globals(), "np")
 
-from .store import rows as rows_mod, tensors as tensors_mod
-from .store.codec import Compression
-from .store.prepared import PreparedShard
+from .store import rows as rows_mod
 from .tensor_reads import TensorReads
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import tensors as tensors_mod
+    from .store.codec import Compression
+    from .store.prepared import PreparedShard
+else:  # the write path is imported on the first write: reading a report needs none of it
+    tensors_mod = lazy_module("reportdb.store.tensors", globals(), "tensors_mod")
 
 
 class TensorWrites(TensorReads):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import wait
 from typing import TYPE_CHECKING, TypeVar
 
 from .._lazy import lazy_module
@@ -74,6 +73,8 @@ def parallel_map(fn: Callable[[_J], _T], jobs: list[_J]) -> list[_T]:
     its own jobs inline, so no pool thread waits on the pool. Returns once every job has ended, even on an error."""
     if len(jobs) == 1 or getattr(_local, "pool_worker", False):
         return [fn(job) for job in jobs]
+    from concurrent.futures import wait  # loaded with the pool, not with the module
+
     pool = pools.pool("blocks", _cpus())
     futures = [pool.submit(_as_pool_worker, fn, job) for job in jobs[1:]]
     try:

@@ -32,25 +32,25 @@ from __future__ import annotations
 
 import collections
 import functools
+import importlib
 import itertools
-import hashlib
 import sqlite3
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Protocol
 
-import blake3
-from .._lazy import lazy_module
-
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-else:  # numpy is imported on first use: opening a report and reading its metadata need none
-    np = lazy_module("numpy", globals(), "np")
 from zlib_ng import zlib_ng
 
+from .._lazy import lazy_module
 from ..errors import CorruptionError, InvalidArgumentError
 from .. import pools
 from . import codec as codec_mod
+
+if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import Executor, Future
+
+    import numpy as np
+else:  # numpy is imported on first use: opening a report and reading its metadata need none
+    np = lazy_module("numpy", globals(), "np")
 
 DEFAULT_CHUNK_SIZE = 4 << 20
 _BLOBOPEN_MIN = 256 << 10  # below this a bound parameter is as fast and simpler
@@ -74,8 +74,22 @@ _POLY = 0xEDB88320
 #: bytes goes through it; it releases the GIL on large buffers as zlib does (the threaded checks rely on that).
 crc32 = zlib_ng.crc32
 
-#: The content address kinds a file may use (``rdb_meta.chunk_address``), by name: each makes a new hash object.
-ADDRESS_HASHES: dict[str, Callable[..., Any]] = {"sha256": hashlib.sha256, "blake3": blake3.blake3}
+class _Hashes(dict[str, Callable[..., Any]]):
+    """Hash constructors by content address kind, each imported when first asked for (hashlib loads OpenSSL, which
+    opening a report and reading its metadata need not pay for); later lookups are plain dict ones."""
+
+    def __missing__(self, kind: str) -> Callable[..., Any]:
+        if kind not in ADDRESS_KINDS:
+            raise KeyError(kind)
+        found = importlib.import_module("hashlib").sha256 if kind == "sha256" else importlib.import_module("blake3").blake3
+        self[kind] = found
+        return found
+
+
+#: The content address kinds a file may use (``rdb_meta.chunk_address``) and their hash constructors (each call
+#: makes a new hash object).
+ADDRESS_KINDS = ("sha256", "blake3")
+ADDRESS_HASHES: dict[str, Callable[..., Any]] = _Hashes()
 #: The kind a file gets when its first blob is written (schema 0006 on).
 NEW_ADDRESS = "blake3"
 #: The kind of every file written before schema 0006 (and of a file whose ``rdb_meta`` names none).
@@ -90,7 +104,7 @@ def address_kind(conn: sqlite3.Connection) -> str:
     except sqlite3.OperationalError:  # no rdb_meta: a legacy file, which holds no chunks
         return OLD_ADDRESS
     kind = OLD_ADDRESS if row is None else row[0]
-    if kind not in ADDRESS_HASHES:
+    if kind not in ADDRESS_KINDS:
         raise CorruptionError(f"the report names an unknown content address kind {str(kind)[:40]!r} (rdb_meta.chunk_address);"
                               " it was changed by another tool or written by a newer reportdb: upgrade reportdb")
     return str(kind)
@@ -239,14 +253,8 @@ def digest(array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE, address: str
 
 
 def put_blob(
-    conn: sqlite3.Connection,
-    array: np.ndarray,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    digests: Digests | None = None,
-    codec: str | None = None,
-    *,
-    block_crcs: bool = True,
-    address: str | None = None,
+    conn: sqlite3.Connection, array: np.ndarray, chunk_size: int = DEFAULT_CHUNK_SIZE, digests: Digests | None = None,
+    codec: str | None = None, *, block_crcs: bool = True, address: str | None = None,
 ) -> BlobRef:
     """Store the bytes of a canonical (little-endian, C-contiguous) array; the caller holds the transaction.
 

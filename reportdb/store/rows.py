@@ -20,13 +20,15 @@ from .._lazy import lazy_module
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
-else:  # numpy is imported on first use: opening a report and reading its metadata need none
+
+    import reportdb.numeric.stats as stats_mod
+else:  # numpy and the statistics are imported on first use: opening a report and reading its metadata need neither
     np = lazy_module("numpy", globals(), "np")
+    stats_mod = lazy_module("reportdb.numeric.stats", globals(), "stats_mod")
 
 from ..dtypes import itemsize, numpy_dtype
 from ..errors import CorruptionError, ReportDBError, TensorNotFoundError, excerpt
 from ..spec import MAX_SHARDS, MeshCoordinate, TensorSpec, assemble_with, assembled_shape, shape_from_json
-from ..numeric.stats import histogram_edges
 from . import blobs, engine, windows
 
 #: The longest JSON text a metadata column may hold (a memory config is a few KiB).
@@ -529,7 +531,7 @@ def read_stats(conn: sqlite3.Connection, stored: Stored, blob_id: int, dtype: st
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*(counts or ()), *(x for x in row[1:3] if x is not None))
     ):
         raise stored.damaged("rdb_stats", f"its histogram or range is malformed ({str(row[9])[:60]!r})")
-    edges = None if counts is None or row[1] is None else histogram_edges(row[1], row[2], len(counts))
+    edges = None if counts is None or row[1] is None else stats_mod.histogram_edges(row[1], row[2], len(counts))
     return dict(zip(STATS_COLUMNS, row[:9])) | {"hist_counts": counts, "hist_edges": edges}
 
 

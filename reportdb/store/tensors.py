@@ -13,7 +13,6 @@ import json
 import math
 import sqlite3
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
@@ -23,6 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 else:  # numpy is imported on first use: opening a report and reading its metadata need none
     np = lazy_module("numpy", globals(), "np")
+
+if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import Future
 
 from ..dtypes import canonical, dtype_name
 from ..errors import InvalidArgumentError, ReportDBError, TensorExistsError
