@@ -4,8 +4,9 @@ The public API: ``open`` (and ``Report``, ``upgrade``) a report; ``migrate`` and
 ``load_tensor_file``, ``convert_tensor_file``, ``describe_tensor_file`` for one legacy tensor file; ``compare`` two
 tensors, ``compare_golden`` and ``compare_runs`` whole reports, ``plot_tensor``; ``Writer`` for profiling runs; the
 spec types; and every error class (all subclasses of ``ReportDBError``, from ``reportdb.errors``). ``reportdb.ttnn``
-and ``reportdb.models`` are submodules. Everything but the error classes loads on first use (the spec types too: they
-import numpy), so importing reportdb inside a model run, or for ``reportdb --help``, costs little.
+and ``reportdb.models`` are submodules. Everything but the error classes loads on first use, and numpy only with the
+first tensor value (opening a report and reading its metadata need none), so importing reportdb inside a model run,
+or for ``reportdb --help``, ``info`` or ``ls``, costs little.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Names a package exports but imports only on first use, so importing it inside a model run (or a migration
-worker process) does not load numpy, SQLAlchemy or alembic before they are needed."""
+"""Names a package exports, and modules a module uses, imported only on first use, so importing reportdb inside a
+model run (or a migration worker process), or opening a report to read its metadata, does not load numpy,
+SQLAlchemy or alembic before they are needed."""
 
 from __future__ import annotations
 
