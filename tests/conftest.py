@@ -8,6 +8,8 @@ extra corpus (``EXTRA_FIXTURES``, else None) that tests may add; nothing require
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import sqlite3
 from pathlib import Path
@@ -66,6 +68,13 @@ def assert_values_equal(actual: np.ndarray, expected: np.ndarray) -> None:
         np.testing.assert_array_equal(cast, expected)  # treats NaN == NaN
     else:
         assert np.array_equal(cast, expected)
+
+
+@functools.lru_cache(maxsize=None)
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of one source file, parsed once per session: several tests walk the whole package (layers,
+    sizes, error classes, connections), and nothing changes the files or the trees under them."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,6 @@ import json
 import zlib
 from typing import Any
 
-import psycopg
-
 
 def keep_crc(data: bytearray, at: int, crc: int) -> None:
     """Set the 4 bytes of ``data`` at ``at`` so that its crc32 is ``crc`` (solved over GF(2): each of their 32 bits
@@ -39,6 +37,7 @@ def keep_crc(data: bytearray, at: int, crc: int) -> None:
 def forge_stored_chunk(url: str, value: bytes = b"\x00\x00\x80\x44", *, keep: bool = True) -> bytes:
     """Change the first bytes of one chunk of the store to ``value`` (1024.0 as float32), with its crc32 kept when
     ``keep``, else just one byte flipped; returns the chunk's address."""
+    import psycopg  # here, not at import: only PostgreSQL tests need it (collection stays quick)
     with psycopg.connect(url) as conn:
         digest, data, crc = conn.execute("SELECT digest, data, crc32 FROM team_chunk ORDER BY digest LIMIT 1").fetchone()
         changed = bytearray(data)
@@ -53,6 +52,7 @@ def forge_stored_chunk(url: str, value: bytes = b"\x00\x00\x80\x44", *, keep: bo
 
 def edit_stored_rows(url: str, table: str, edit: Any) -> None:
     """Rewrite every stored row of ``table`` (all reports) through ``edit(row) -> row``, as encoded by a push."""
+    import psycopg
     with psycopg.connect(url) as conn:
         parts = conn.execute(
             "SELECT r.report_id, r.table_ord, r.part, r.data FROM team_rows r JOIN team_table t ON t.report_id ="

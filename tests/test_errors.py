@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from conftest import parsed
 import reportdb
 import reportdb.errors as errors
 
@@ -17,7 +18,7 @@ def test_every_error_class_lives_in_errors_py() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.name == "errors.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ClassDef) and any(
                 isinstance(base, ast.Name) and (base.id.endswith("Error") or base.id == "Exception") for base in node.bases
             ) and not node.name.startswith("_"):

@@ -16,6 +16,7 @@ import functools
 from pathlib import Path
 from typing import Iterator
 
+from conftest import parsed
 import reportdb
 
 PACKAGE = Path(reportdb.__file__).parent
@@ -53,7 +54,7 @@ def imports() -> tuple[tuple[str, str], ...]:
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -134,7 +135,7 @@ def sizes() -> Iterator[tuple[str, str, int]]:
         module = path.relative_to(PACKAGE.parent).as_posix()
         text = path.read_text(encoding="utf-8")
         yield "module", module, len(text.splitlines())
-        yield from inside(ast.parse(text), "", module)
+        yield from inside(parsed(path), "", module)
 
 
 def test_every_module_class_and_function_is_below_its_size_limit() -> None:
@@ -147,7 +148,7 @@ def test_every_module_class_and_function_is_below_its_size_limit() -> None:
 
 
 def _classes(path: Path) -> dict[str, ast.ClassDef]:
-    return {node.name: node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    return {node.name: node for node in ast.walk(parsed(path))
             if isinstance(node, ast.ClassDef)}
 
 

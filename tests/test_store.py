@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from conftest import parsed
 import reportdb
 from reportdb.dtypes import DTYPES
 from reportdb.errors import CorruptionError, ReportDBError, TensorNotFoundError
@@ -366,7 +367,7 @@ def test_put_tensors_existing_ids(report) -> None:
 def _reportdb_imports(path: Path) -> list[str]:
     """The reportdb modules a module of ``reportdb.store`` imports, named from the package: "store.blobs", "errors"."""
     names = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = ["store"][: 2 - node.level]  # level 1: a sibling in store, level 2: the reportdb package
             names += [".".join(base + [node.module])] if node.module else [".".join(base + [a.name]) for a in node.names]
@@ -407,7 +408,7 @@ def test_every_sqlite_connection_comes_from_the_engine(tmp_path: Path) -> None:
 
     calls = []
     for path in sorted(Path(reportdb.__file__).parent.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "connect" and (
                 isinstance(node.func.value, ast.Name) and node.func.value.id == "sqlite3"
             ):

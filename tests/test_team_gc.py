@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-import psycopg
 import pytest
 
 from pg_server import chunk_keys, make_report, shared_arrays, store_count
@@ -21,6 +20,7 @@ pytestmark = [pytest.mark.process, pytest.mark.service]
 def _as_killed(url: str, name: str, hours: float) -> None:
     """Make report ``name`` what a push killed ``hours`` ago leaves: a staging row (with its chunk references and
     the chunks uploaded), last active then."""
+    import psycopg  # here, not at import: only PostgreSQL tests need it (collection stays quick)
     with psycopg.connect(url) as conn:
         conn.execute("UPDATE team_report SET state = 'staging', pushed_at = now() - %s WHERE name = %s",
                      (timedelta(hours=hours), name))
@@ -46,6 +46,7 @@ def test_stale_staging_rows_are_listed_and_collected_by_the_next_push(team_url: 
     # the old one's own chunks are gone, the ones it shared with the others are not
     own = chunk_keys(old / "db.sqlite") - chunk_keys(recent / "db.sqlite") - chunk_keys(keeper / "db.sqlite")
     assert len(own) == 8  # two tensors of its own, 128 KiB each in 32 KiB chunks
+    import psycopg
     with psycopg.connect(team_url) as conn:
         stored = {(bytes(d), c, crc) for d, c, crc in conn.execute("SELECT digest, codec, crc32 FROM team_chunk")}
     assert not own & stored and stored == chunk_keys(recent / "db.sqlite") | chunk_keys(keeper / "db.sqlite")

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from pg_server import dump, make_report
@@ -29,6 +28,7 @@ def pushed(team_url: str, tmp_path: Path) -> str:
 
 
 def _craft(url: str, sql: str, params: Any = ()) -> None:
+    import psycopg  # here, not at import: only PostgreSQL tests need it (collection stays quick)
     with psycopg.connect(url) as conn:
         assert conn.execute(sql.encode(), params).rowcount > 0
 
@@ -75,6 +75,7 @@ def test_push_cuts_parts_below_the_bound_and_refuses_a_row_above_it(team_url: st
     src = make_report(tmp_path / "src", seed=2, operations=40)
     monkeypatch.setattr(tables, "MAX_PART_BYTES", 1 << 12)
     team.push(src, team_url, name="small parts")
+    import psycopg
     with psycopg.connect(team_url) as conn:
         sizes = [r[0] for r in conn.execute("SELECT octet_length(data) FROM team_rows")]
     assert max(sizes) <= 1 << 12 and len(sizes) > 10

@@ -394,7 +394,7 @@ def test_many_threads_one_writer(tmp_path: Path) -> None:
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    with Writer(tmp_path, batch_items=16, batch_seconds=0.01, sync_bytes=48) as w:
+    with Writer(tmp_path, batch_items=16, batch_seconds=0.01, sync_bytes=48, durable=False) as w:
         threads = [threading.Thread(target=work, args=(w, t)) for t in range(8)]
         for th in threads:
             th.start()
