@@ -46,6 +46,7 @@ from .errors import (  # every error class, so callers can catch each by name
     RowsRefusedError,
     SchemaError,
     SchemaTooNewError,
+    SidecarError,
     SpecError,
     StatsError,
     TensorExistsError,
@@ -115,7 +116,7 @@ _ERRORS = [
     "NotAReportError", "NotAReportFolderError", "OutputPathError", "PlotFormatError", "PlotUnavailableError",
     "PolicyError", "QueryTimeoutError", "ReadOnlyError", "ReportClosedError", "ReportDBError", "ReportExistsError",
     "ReportLockedError", "ReportNotFoundError", "ResourceLimitError", "RowError",
-    "RowsRefusedError", "SchemaError", "SchemaTooNewError", "SpecError", "StatsError", "TensorExistsError",
+    "RowsRefusedError", "SchemaError", "SchemaTooNewError", "SidecarError", "SpecError", "StatsError", "TensorExistsError",
     "TeamStoreError", "TensorNotFoundError", "TtnnError", "UnreadableTensorFileError", "UnsafeFolderError", "UnsafePickleError",
     "UnsafeReportError", "UnsupportedArgumentsError", "UnsupportedDTypeError", "VerificationError", "WriterError",
 ]

@@ -24,6 +24,10 @@ class UnsafePickleError(FormatError):
     """A .pt pickle asked for something other than torch's tensor rebuild functions."""
 
 
+class SidecarError(FormatError):
+    """A comparison-records or tensor-lifetime sidecar cannot be read or kept whole; nothing was written."""
+
+
 class UnsupportedDTypeError(ReportDBError):
     """A dtype (numpy, ttnn or torch) that reportdb cannot store or decode."""
 

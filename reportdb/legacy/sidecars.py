@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..errors import FormatError
+from ..errors import SidecarError
 
 COMPARISON_SUFFIX = ".comparison_records.json"
 COMPARISON_FALLBACK = "comparison_records.json"
@@ -60,10 +60,6 @@ _DDL = {
     "buffer_type int, rank int NOT NULL DEFAULT 0, storage_type text, UNIQUE(tensor_id, rank)",
 }
 _RANK_IN_NAME = re.compile(r"_(\d+)_of_(\d+)$")
-
-
-class SidecarError(FormatError):
-    """A comparison-records or tensor-lifetime sidecar cannot be read or kept whole; nothing was written."""
 
 
 @dataclass(frozen=True)
