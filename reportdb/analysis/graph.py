@@ -18,8 +18,13 @@ if TYPE_CHECKING:
 
 
 def table_columns(conn: Any, table: str) -> set[str]:
-    """The columns a report table has (none when it is absent): older reports lack ``rank`` and some tables."""
-    return {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({table})")}
+    """The columns a report table has (none when it is absent): older reports lack ``rank`` and some tables. A view
+    under a table's name is no report table and reads as absent: a report's view can be made to run until the
+    statement bound stops it (an endless recursive one named ``operations``)."""
+    found = conn.exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (table,)
+    ).fetchone()
+    return {r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({table})")} if found else set()
 
 
 def ranked_rows(conn: Any, sql: str, table: str, rank: int) -> list[tuple[Any, ...]]:
