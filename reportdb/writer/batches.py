@@ -63,6 +63,7 @@ class BatchQueue:
         self.io = io
         self._write = write
         self._idle = idle  # called by the background thread once per quiet stretch (nothing queued for a while)
+        self._fresh = False  # something was queued since the idle callback last ran
         self._lock = threading.Lock()  # guards the queue; taken after io, never before
         self._pending = Pending()
         self._error: BaseException | None = None
@@ -89,6 +90,7 @@ class BatchQueue:
             pending.rows.extend(rows)
             pending.tensors.extend(tensors)
             pending.nbytes += nbytes
+            self._fresh = True
             size, queued = len(pending), pending.nbytes
             full = size >= cfg.batch_items or queued >= cfg.batch_bytes
             due = cfg.batch_seconds > 0 and time.monotonic() - pending.since >= cfg.batch_seconds
@@ -145,7 +147,6 @@ class BatchQueue:
         """Commit full batches as soon as the caller hands them over, and queued items that have waited
         ``batch_seconds``, so a quiet run still persists them."""
         period = self.config.batch_seconds
-        quiet = False  # the idle callback ran, and nothing was queued since
         while not self._wake.is_set():
             handed = self._drain.wait(period / 2)
             self._drain.clear()
@@ -154,15 +155,26 @@ class BatchQueue:
             with self._lock:
                 empty = not len(self._pending)
                 due = not empty and (handed or time.monotonic() - self._pending.since >= period)
+                idle = empty and not handed and self._fresh and self._idle is not None
             if due:
-                quiet = False
                 try:
                     self.write_pending()
                 except BaseException as exc:  # surfaced to the caller on its next call
                     self._error = exc
-            elif empty and not handed and not quiet and self._idle is not None:
-                quiet = True
-                self._idle()
+            elif idle:
+                self._run_idle()
+
+    def _run_idle(self) -> None:
+        """The idle callback, once per quiet stretch. Under ``io``: a batch the caller's thread is writing gives its
+        buffers back when its commit ends, so the callback waits for that (run in between, it dropped the buffers
+        before they came back, and they were kept until something was queued again)."""
+        assert self._idle is not None
+        with self.io:
+            with self._lock:
+                if len(self._pending):  # queued meanwhile: not quiet after all
+                    return
+                self._fresh = False
+            self._idle()
 
 
 def write_batch(
