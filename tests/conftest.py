@@ -112,13 +112,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # --- The tiers' contract: a test that starts another process carries the ``process`` marker -------------------------
 # The fast tier (``--fast``) must run no other process; a test that does without the marker
 # would slip into it unseen. Every way the suite (or reportdb under it) starts one passes through these few functions:
-# they are wrapped once, and fail a test not marked ``process`` (in its set-up or call) that reaches one.
+# they are wrapped once, and fail a fast-tier test (marked neither ``process`` nor ``slow``: a slow test builds
+# environments and runs them) that reaches one in its set-up or call.
 _spawn_allowed = True  # outside a test's set-up and call (collection, teardowns): allowed
 
 
 def _refuse(what: str) -> None:
     if not _spawn_allowed:
-        pytest.fail(f"this test starts another process ({what}) but is not marked `process`: add @pytest.mark.process")
+        pytest.fail(f"this fast-tier test starts another process ({what}): add @pytest.mark.process")
 
 
 def _guarded(what: str, function: Any) -> Any:
@@ -150,10 +151,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _phase(item: pytest.Item) -> Any:
-    """While ``item`` sets up or runs, it may start processes only if it is marked ``process``. Teardown is left free:
-    that is where the last test of a module or session stops the servers its scope shared (``pg_ctl stop``)."""
+    """While ``item`` sets up or runs, it may start processes only outside the fast tier (marked ``process`` or
+    ``slow``). Teardown is left free: that is where the last test of a module or session stops the servers its scope
+    shared (``pg_ctl stop``)."""
     global _spawn_allowed
-    _spawn_allowed = item.get_closest_marker("process") is not None
+    _spawn_allowed = any(item.get_closest_marker(name) is not None for name in ("process", "slow"))
     try:
         yield
     finally:
