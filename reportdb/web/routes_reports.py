@@ -91,13 +91,13 @@ class _Verdicts:
     server where it has, else kept by ``compare --golden --store``, else as ttnn recorded it. Without ``wait`` the
     analysis runs in the background and the recorded ones answer meanwhile (``golden.pending``)."""
 
-    def __init__(self, one: Served, rank: int, wait: bool) -> None:
+    def __init__(self, one: Served, rank: int, golden: Golden) -> None:
         self.one = one
         self.rank = rank
         self.records = {kind: one.records(kind, rank) for kind in RECORD_TABLES}
         self.kept = one.stored_results()
-        self.golden = golden_analysis(one, required=False, wait=wait) if any(self.records.values()) else Golden(None)
-        self.analysis = self.golden.analysis
+        self.golden = golden
+        self.analysis = golden.analysis
         self.judged, self.ranks = self._judged(one, rank)
 
     def _judged(self, one: Served, rank: int) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[int, int]]:
@@ -184,7 +184,13 @@ def operations(report: str) -> Response:
     order = params.choice(args, "order", ("asc", "desc"))
     offset = params.integer(args, "offset", 0)
     limit = params.integer(args, "limit", 100, low=1, high=limits.MAX_PAGE)
-    verdicts = _Verdicts(one, rank, _waits())
+    waits = _waits()
+    golden = _golden(one, waits)
+    pending = ("operations-pending", str(one.path), rank, text, sort, order, offset, limit)
+    kept = lookup().cached(pending) if golden.pending else None
+    if kept is not None:  # the same page of recorded verdicts while the analysis runs (the page polls)
+        return answer({**kept, **golden.fields(waits)})
+    verdicts = _Verdicts(one, rank, golden)
     ops = [op for op in one.operations(rank) if text in op.name.lower()]
     summaries = {op.id: verdicts.summary(op) for op in ops}
     page_ops = _ordered(ops, summaries, sort, order == "desc", verdicts.ranks)[offset : offset + limit]
@@ -202,9 +208,17 @@ def operations(report: str) -> Response:
         for op in page_ops
     ]  # fmt: skip
     first = None if verdicts.analysis is None else verdicts.analysis.first_culprit
-    return answer({"total": len(ops), "offset": offset, "limit": limit, "items": items,
-                   "judged": verdicts.analysis is not None, **verdicts.golden.fields(_waits()),
-                   "first_culprit": None if first is None or first.rank != rank else first.to_dict()})
+    found = {"total": len(ops), "offset": offset, "limit": limit, "items": items, "judged": verdicts.analysis is not None,
+             **golden.fields(waits), "first_culprit": None if first is None or first.rank != rank else first.to_dict()}
+    if golden.pending:
+        lookup().keep(pending, found)
+    return answer(found)
+
+
+def _golden(one: Served, waits: bool) -> Golden:
+    """The golden analysis of a report with golden records (waited for or not), else none."""
+    has_records = any(one.count(table) for table in RECORD_TABLES.values())
+    return golden_analysis(one, required=False, wait=waits) if has_records else Golden(None)
 
 
 #: One letter per operation in the overview: its role (culprit, victim, pass), or its recorded verdict where roles are
@@ -236,8 +250,15 @@ def overview(report: str) -> Response:
     key = ("overview", str(one.path), rank, waits)  # the two forms differ in their pending fields
     found = lookup().cached(key)
     if found is None:
-        has_records = any(one.count(table) for table in RECORD_TABLES.values())
-        golden = golden_analysis(one, required=False, wait=waits) if has_records else Golden(None)
+        golden = _golden(one, waits)
+        if golden.pending:  # the recorded roles, made once while the analysis runs (the page polls)
+            recorded = ("overview-pending", str(one.path), rank)
+            text = lookup().cached(recorded)
+            if text is None:
+                text = _overview(one, rank, golden, waits)
+                lookup().keep(recorded, text)
+            fields = json.dumps(golden.fields(waits), separators=(",", ":"), allow_nan=False)
+            return Response(text[:-1] + "," + fields[1:], mimetype="application/json")  # its progress now
         found = _overview(one, rank, golden, waits)
         if not golden.pending and (golden.error is None or golden.error["status"] != 503):
             lookup().keep(key, found)  # kept once final (a busy server's answer is tried again)
@@ -287,10 +308,10 @@ def _overview(one: Served, rank: int, golden: Golden, waited: bool) -> str:
     first = None if analysis is None else analysis.first_culprit
     return json.dumps({
         "report": one.name, "rank": rank, "policy": lookup().policy, "total": len(ops), "judged": analysis is not None,
-        "global_only": bool(analysis is not None and analysis.global_only), **golden.fields(waited),
+        "global_only": bool(analysis is not None and analysis.global_only),
         "first_culprit": None if first is None or first.rank != rank else first.to_dict(),
         "ids": ids, "names": list(names), "name_index": name_index, "roles": "".join(roles), "pcc": pccs,
-        "sqnr_db": sqnrs,
+        "sqnr_db": sqnrs, **({} if golden.pending else golden.fields(waited)),
     }, separators=(",", ":"), allow_nan=False)  # fmt: skip
 
 

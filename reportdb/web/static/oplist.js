@@ -31,8 +31,11 @@ export function showReportSummary() {
     : "no report served";
 }
 
-/** Milliseconds between the list's polls while the server recomputes the verdicts (``pending``). */
+/** Milliseconds before the list's first poll while the server recomputes the verdicts (``pending``), each next one
+ * half as long again up to POLL_MAX_MS (a long analysis is not slowed by the polls it answers). */
 const POLL_MS = 500;
+const POLL_MAX_MS = 4000;
+let pollMs = POLL_MS;
 let loadSeq = 0;
 let loading = null; // the AbortController of the list request in flight
 let pollTimer = null;
@@ -58,7 +61,8 @@ export const loadOps = async () => {
     renderOps();
     if (scroll) scroll.scrollTop = top;
     showCulprit();
-    if (o.pending) pollTimer = setTimeout(() => { if (report === state.report) loadOps(); }, POLL_MS);
+    if (o.pending) pollTimer = setTimeout(() => { if (report === state.report) loadOps(); }, pollMs);
+    pollMs = o.pending ? Math.min(POLL_MAX_MS, pollMs * 1.5) : POLL_MS;
   } catch (err) {
     if (err.name !== "AbortError") reportError(err);
   }
@@ -159,7 +163,7 @@ export async function openOperationById(id, { tensorId = null } = {}) {
       renderOps();
       selectOp(op, { tensorId });
       $(`#op-table tbody tr[data-op-id="${id}"]`)?.scrollIntoView({ block: "center" });
-      if (o.pending) pollTimer = setTimeout(loadOps, POLL_MS); // polls until the final roles are drawn
+      if (o.pending) pollTimer = setTimeout(loadOps, pollMs); // polls until the final roles are drawn
       return;
     }
     offset += o.limit;

@@ -9,8 +9,10 @@ const COLOURS = { c: [196, 48, 43], f: [196, 48, 43], v: [228, 154, 37], p: [58,
 const WORSE = { c: 5, f: 4, v: 3, p: 2, o: 1, "-": 0 };
 const LABELS = { c: "culprit", f: "fails (recorded)", v: "victim", p: "pass", o: "passes (recorded)", "-": "no golden record" };
 const HEIGHT = 56;
-/** Milliseconds between polls while the server recomputes the roles (the answer says ``pending``). */
+/** Milliseconds before the first poll while the server recomputes the roles (the answer says ``pending``), each next
+ * one half as long again up to POLL_MAX_MS. */
 const POLL_MS = 500;
+const POLL_MAX_MS = 4000;
 
 const STYLE = `
 .overview { margin: 0 0 10px; border: 1px solid var(--line, #e2e5ea); border-radius: 6px; background: var(--panel, #fff); padding: 6px 10px 8px; }
@@ -137,6 +139,7 @@ export function mountOverview(container, { api, report, open }) {
   }
 
   let polling = null; // the timer of the next poll while the server recomputes the roles
+  let pollMs = POLL_MS;
   let loading = null; // the AbortController of the request in flight
 
   /** Load the overview (``wait: 0``: the recorded verdicts at once while the server's golden analysis runs) and, while
@@ -175,7 +178,8 @@ export function mountOverview(container, { api, report, open }) {
     if (cursor >= 0) readout.textContent = describe(cursor);
     container.dataset.loadMs = (performance.now() - t0).toFixed(1);
     container.dataset.ready = "true";
-    if (data.pending) polling = setTimeout(() => { if (name === report()) refresh(); }, POLL_MS);
+    if (data.pending) polling = setTimeout(() => { if (name === report()) refresh(); }, pollMs);
+    pollMs = data.pending ? Math.min(POLL_MAX_MS, pollMs * 1.5) : POLL_MS;
   }
 
   canvas.addEventListener("mousemove", (ev) => { readout.textContent = describe(at(ev)) || describe(cursor); });
