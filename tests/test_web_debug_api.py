@@ -5,6 +5,8 @@ policy everywhere)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ import pytest
 
 import reportdb
 import reportdb.web as web
+import reportdb.web.routes_debug as routes_debug
+from reportdb.errors import CorruptionError
 
 import web_debug_data as data
 
@@ -336,3 +340,104 @@ def test_overview_columns_match_the_operation_list(chosen: Any) -> None:
     assert lenient["policy"] == "lenient" and lenient["roles"][i] == "p"
     assert lenient["first_culprit"]["operation_id"] == data.OPS + 1
     _get(chosen, "api/reports/nope/overview", 404)
+
+
+def _within(ask: Any, release: threading.Event) -> Any:
+    """``ask()`` answered while the analysis is held back; a request that waits for it instead (the old server) is
+    a failure, not a hang: the analysis is let go and the test fails."""
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(ask()), daemon=True)
+    thread.start()
+    thread.join(60)
+    if not got:
+        release.set()
+        thread.join(60)
+        pytest.fail("the request waited for the golden analysis instead of answering at once")
+    return got[0]
+
+
+def _final(client: Any, url: str) -> Any:
+    """The answer of ``url`` once the analysis is done (polled, as the page does)."""
+    for _ in range(2400):
+        got = _get(client, url)
+        if not got.get("pending"):
+            return got
+        time.sleep(0.05)
+    pytest.fail(f"{url} still pending after 2 minutes")
+
+
+def _engine_roles(root: Path) -> tuple[dict[int, str | None], str]:
+    """Each operation's role from ``reportdb.compare_golden`` (culprit before victim before pass), and the overview's
+    letters of them."""
+    engine = reportdb.compare_golden(root / "run_a", store=False)
+    roles: dict[int, set[str | None]] = {}
+    for r in engine.records:
+        if r.operation_id is not None:
+            roles.setdefault(r.operation_id, set()).add(r.role)
+    by_op = {op: next((x for x in ("culprit", "victim", "pass") if x in found), None) for op, found in roles.items()}
+    letters = "".join({"culprit": "c", "victim": "v", "pass": "p"}.get(by_op.get(op) or "", "-")
+                      for op in range(1, data.OPS + 2))  # fmt: skip
+    return by_op, letters
+
+
+def test_the_first_list_and_overview_answer_while_the_analysis_runs(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fresh server the page's first requests (``wait=0``) answer with the recorded verdicts, ``pending``, while
+    the golden analysis is held back; it runs once however many ask, and then they answer the engine's roles."""
+    release, calls = threading.Event(), []
+    real = routes_debug.compare_golden
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        assert release.wait(120)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(routes_debug, "compare_golden", held)
+    app = web.create_app([root / "run_a"])
+    client = app.test_client()
+    try:
+        first = _within(lambda: _get(client, "api/reports/run_a/operations?wait=0"), release)
+        assert first["pending"] is True and first["judged"] is False and first["analysis"]["state"] == "running"
+        assert first["first_culprit"] is None and all(op["role"] is None for op in first["items"])
+        culprit = first["items"][data.CULPRIT_OP - 1]["outputs"][0]["comparisons"]["local"]
+        assert culprit["pcc"] is None and culprit["passed"] is None and culprit["role"] is None  # nothing recomputed
+        recorded = [all(c["recorded_matches"] for t in op["outputs"] for c in t["comparisons"].values() if c)
+                    for op in first["items"]]  # fmt: skip
+        assert [op["passed"] for op in first["items"]] == recorded  # the recorded verdicts meanwhile
+        overview = _within(lambda: _get(client, "api/reports/run_a/overview?wait=0"), release)
+        assert overview["pending"] is True and overview["judged"] is False
+        assert overview["roles"] == "".join("o" if ok else "f" for ok in recorded)
+        release.set()
+        final = _final(client, "api/reports/run_a/operations?wait=0")
+        by_op, letters = _engine_roles(root)
+        assert final["judged"] is True and final["analysis_error"] is None
+        assert {op["id"]: op["role"] for op in final["items"]} == {op: by_op.get(op) for op in range(1, data.OPS + 2)}
+        assert final["first_culprit"]["operation_id"] == data.CULPRIT_OP
+        done = _final(client, "api/reports/run_a/overview?wait=0")
+        assert done["roles"] == letters and "c" in letters and done["first_culprit"]["operation_id"] == data.CULPRIT_OP
+        assert len(calls) == 1  # one analysis for the list's and the overview's requests
+    finally:
+        release.set()
+        app.extensions["reportdb"].close()
+
+
+def test_an_error_inside_the_analysis_surfaces_in_the_answers(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A golden analysis that fails in its background thread is reported by the list and the overview (the recorded
+    verdicts shown meanwhile) and by the golden endpoint, not lost."""
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise CorruptionError("golden tensor 3 is damaged: run `reportdb verify`")
+
+    monkeypatch.setattr(routes_debug, "compare_golden", broken)
+    app = web.create_app([root / "run_a"])
+    client = app.test_client()
+    try:
+        page = _final(client, "api/reports/run_a/operations?wait=0")
+        assert page["pending"] is False and page["judged"] is False
+        assert 400 <= page["analysis_error"]["status"] < 500  # a ReportDBError's answer, with its hint
+        assert "golden tensor 3 is damaged" in page["analysis_error"]["error"]
+        assert all(op["role"] is None and op["passed"] is not None for op in page["items"])  # recorded verdicts shown
+        overview = _final(client, "api/reports/run_a/overview?wait=0")
+        assert "golden tensor 3 is damaged" in overview["analysis_error"]["error"]
+        assert "golden tensor 3 is damaged" in _get(client, "api/reports/run_a/golden", page["analysis_error"]["status"])["error"]
+    finally:
+        app.extensions["reportdb"].close()

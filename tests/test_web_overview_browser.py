@@ -102,7 +102,8 @@ class Pages:
               else self.errors.append(f"outside request {req.url}"))
         pg.goto(self.server + fragment)
         pg.wait_for_selector("body[data-ready=true]")
-        pg.wait_for_selector("#overview[data-ready=true]")
+        pg.wait_for_selector("#overview[data-ready=true][data-pending=false]")
+        pg.wait_for_selector("#op-table[data-pending=false]", state="attached")  # the server's golden analysis done and drawn
         return pg
 
 
@@ -178,7 +179,8 @@ def test_policy_selector_changes_verdicts_as_the_cli_does(pages: Pages, root: Pa
     page.select_option("#policy-select", "lenient")  # reloads the view under the chosen policy
     page.wait_for_function("() => location.hash.includes('policy=lenient')")
     page.wait_for_selector("body[data-ready=true]")
-    page.wait_for_selector("#overview[data-ready=true][data-policy=lenient]")
+    page.wait_for_selector("#overview[data-ready=true][data-policy=lenient][data-pending=false]")
+    page.wait_for_selector("#op-table[data-pending=false]", state="attached")  # the analysis under it done
     assert page.input_value("#policy-select") == "lenient"
     assert page.get_attribute("#overview", "data-first-culprit") == str(expected)
     assert page.get_attribute("#op-table tbody tr.first-culprit", "data-op-id") == str(expected)
@@ -205,7 +207,7 @@ def test_policy_selector_changes_verdicts_as_the_cli_does(pages: Pages, root: Pa
     again.select_option("#policy-select", "default")
     again.wait_for_function("() => !location.hash.includes('policy=')")
     again.wait_for_selector("body[data-ready=true]")
-    again.wait_for_selector("#overview[data-ready=true][data-policy=default]")
+    again.wait_for_selector("#overview[data-ready=true][data-policy=default][data-pending=false]")
     assert again.get_attribute("#overview", "data-first-culprit") == str(data.CULPRIT_OP)
 
 
@@ -222,6 +224,63 @@ def test_a_pasted_policy_is_checked_by_the_server(pages: Pages, tmp_path: Path) 
     page.click("#policy-use")
     page.wait_for_function("() => location.hash.includes('policy=pasted-')")
     page.wait_for_selector("body[data-ready=true]")
-    page.wait_for_selector("#overview[data-ready=true]")
+    page.wait_for_selector("#overview[data-ready=true][data-pending=false]")
     assert page.input_value("#policy-select").startswith("pasted-")
     assert page.get_attribute("#overview", "data-first-culprit") == str(data.OPS + 1)
+
+
+def test_the_list_shows_before_the_analysis_and_then_its_roles(browser: Any, root: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:  # fmt: skip
+    """On a fresh server whose golden analysis is held back, the page shows the operation list and the overview from
+    the recorded verdicts with a note, then (no reload) the final roles with the culprit marked, the operation the user
+    opened still open and selected."""
+    import reportdb.web as web
+    import reportdb.web.routes_debug as routes_debug
+    from werkzeug.serving import make_server
+
+    release = threading.Event()
+    real = routes_debug.compare_golden
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        assert release.wait(120)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(routes_debug, "compare_golden", held)
+    app = web.create_app([root / "run_a"])
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"http://127.0.0.1:{server.server_port}/")
+        page.wait_for_selector("body[data-ready=true]")
+        page.wait_for_selector("#overview[data-ready=true][data-pending=true]")
+        assert page.get_attribute("#op-table", "data-pending") == "true"
+        assert "verdicts being recomputed" in page.inner_text("#culprit-info")
+        assert "verdicts being recomputed" in page.inner_text("#overview")
+        total = data.OPS + 1
+        assert len(page.query_selector_all("#op-table tbody tr")) == total  # the list, before the analysis ends
+        assert page.eval_on_selector_all("#op-table tbody [data-role]", "s => s.map(x => x.dataset.role)") == [""] * total
+        page.click('#op-table tbody tr[data-op-id="5"]')  # the user opens an operation meanwhile
+        page.wait_for_function("() => document.querySelector('#op-title').textContent.startsWith('#5 ')")
+        release.set()
+        page.wait_for_selector("#op-table[data-pending=false]", state="attached")
+        page.wait_for_selector("#overview[data-ready=true][data-pending=false]")
+        roles = "ppcvvvc"  # the engine's (tests/test_web_debug_api.py)
+        assert page.eval_on_selector_all("#op-table tbody [data-role]", "s => s.map(x => x.dataset.role[0])") == list(roles)
+        assert page.get_attribute(f'#op-table tbody tr[data-op-id="{data.CULPRIT_OP}"]', "class") == "first-culprit"
+        assert f"first culprit: #{data.CULPRIT_OP}" in page.inner_text("#culprit-info")
+        assert page.get_attribute("#overview", "data-first-culprit") == str(data.CULPRIT_OP)
+        assert [_column_rgb(page, i, total) for i in range(total)] == [ROLE_RGB[r] for r in roles]
+        assert page.get_attribute('#op-table tbody tr[data-op-id="5"]', "aria-selected") == "true"  # still selected
+        assert page.inner_text("#op-title").startswith("#5 ")  # and still open
+        _shot(page, tmp_path, "overview-final.png")
+    finally:
+        release.set()
+        context.close()
+        server.shutdown()
+        app.extensions["reportdb"].close()
+    assert not errors, errors

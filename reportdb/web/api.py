@@ -4,7 +4,10 @@ as JSON (values also as ``.npy``, heatmaps also as PNG); this module puts the en
 Endpoints (relative to the blueprint's prefix; ``report`` is a served report's name):
 
 - ``GET api/reports``, ``api/status`` (the memory budget), ``api/colormaps``
-- ``GET api/reports/<report>/operations`` (``filter``, ``sort``, ``order``, ``offset``, ``limit``, ``rank``)
+- ``GET api/reports/<report>/operations`` (``filter``, ``sort``, ``order``, ``offset``, ``limit``, ``rank``,
+  ``wait``: with ``wait=0`` it and the overview answer at once with the recorded verdicts, ``pending`` true, while
+  the golden analysis runs once per report and policy in the background; ``analysis`` says how long it has run,
+  ``analysis_error`` why it failed; the default waits for it)
 - ``GET api/reports/<report>/tensors/<id>`` and its ``/values`` (``slice``, ``format``) and ``/heatmap``
 - ``GET api/compare-tensor/<local|global>/<id>`` (``report``, ``rank``, ``device``, ``rtol``, ``atol``, ``pcc``) and
   its ``/heatmap``, ``/point``, ``/histogram``: the paths of ttnn-visualizer's tensor comparison proposal, whose
@@ -15,7 +18,7 @@ Endpoints (relative to the blueprint's prefix; ``report`` is a served report's n
   ``tensor_a``, ``tensor_b``, ``side`` a, b or error): run against run, and one matched pair's A, B and |A-B| grids
 - ``GET api/reports/<report>/golden``: every golden record recomputed with its verdict and role (culprit, victim,
   pass) and the first culprit in execution order; the operation list carries the same roles
-- ``GET api/reports/<report>/overview`` (``rank``): every operation in execution order as compact columns (ids, names,
+- ``GET api/reports/<report>/overview`` (``rank``, ``wait``): every operation in execution order as compact columns (ids, names,
   one letter per role, the worst local PCC and SQNR) and the first culprit, for the page's overview
 - ``GET api/policies`` and ``POST api/policies``: the tolerance policies a request may choose, and one pasted
 - ``GET api/reports/<report>/operations/<id>``: an operation's context (arguments, stack trace, duration,

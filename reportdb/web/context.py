@@ -6,7 +6,6 @@ request), all kept on ``flask.g`` for the request."""
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import os
 import sys
@@ -132,10 +131,6 @@ class Lookup:
     def keep(self, key: Hashable, value: Any) -> None:
         """Keep a result for later requests under the same policy."""
         self.shared.keep((self.policy, key), value)
-
-    def alone(self, key: Hashable) -> contextlib.AbstractContextManager[None]:
-        """Held while this request computes the result it will keep under ``key`` (others wait for it)."""
-        return self.shared.alone((self.policy, key))
 
 
 def settings() -> Settings:

@@ -26,6 +26,7 @@ from ..errors import InvalidArgumentError, ReportDBError, SchemaError
 from ..report import Report, resolve_path
 from ..store import engine
 from ..store.blobs import MAX_CHUNK_SIZE
+from .analyses import Analyses
 from .params import ApiError
 
 #: The tables the API reads besides reportdb's own, with the columns it reads from them.
@@ -308,26 +309,8 @@ class ServedReports:
             raise
         self._lock = threading.Lock()
         self._cache: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
-        self._flights: dict[Hashable, tuple[threading.Lock, int]] = {}
-
-    @contextlib.contextmanager
-    def alone(self, key: Hashable) -> Iterator[None]:
-        """Held while one request computes the result to be kept under ``key``: another request for it waits here,
-        then finds it kept, instead of computing it again at the same time (the page's first requests all ask for
-        the golden analysis)."""
-        with self._lock:
-            lock, users = self._flights.get(key, (threading.Lock(), 0))
-            self._flights[key] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._lock:
-                lock, users = self._flights[key]
-                if users == 1:
-                    del self._flights[key]
-                else:
-                    self._flights[key] = (lock, users - 1)
+        #: The golden analyses running in the background (or failed), per policy and report.
+        self.analyses = Analyses()
 
     @contextlib.contextmanager
     def resolved(self, path: str | os.PathLike[str]) -> Iterator[Served]:

@@ -7,6 +7,7 @@ these answer; no verdict is made here or in the page, the blueprint's one tolera
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from ..errors import ReportDBError, SpecError
 from ..numeric.stats import compute_stats
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
-from .answers import answer
+from .answers import answer, error_answer
 from .context import lookup, policy, settings
 from .params import ApiError
 from .reports import Served
@@ -31,41 +32,63 @@ if TYPE_CHECKING:
     from ..store.rows import TensorInfo
 
 
-def golden_analysis(one: Served, *, required: bool) -> GoldenComparison | None:
-    """Every golden record of ``one`` recomputed under the blueprint's policy, with roles (kept for later requests).
-    A report whose tensors are more than a request compares: a 413 when ``required``, else None (the operation list
-    then shows recorded verdicts only)."""
-    key = ("golden-analysis", str(one.path))
-    found: GoldenComparison | None = lookup().cached(key)
-    if found is not None:
-        return found
-    with lookup().alone(key):  # the page's first requests (list, overview) all ask: computed once
-        return _golden_analysis(one, key, required=required)
+@dataclass(frozen=True)
+class Golden:
+    """The golden analysis of a report as a request finds it: done (``analysis``; None where the report is too large
+    for a request or the analysis failed, ``error`` then saying why), or still running in the background
+    (``pending``, with ``progress``)."""
+
+    analysis: GoldenComparison | None
+    pending: bool = False
+    error: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = None
+
+    def fields(self, waited: bool) -> dict[str, Any]:
+        """What the operation list and the overview say of it: ``pending``, ``analysis`` (running or done, seconds)
+        and ``analysis_error`` (the error answer the analysis gave, with its ``status``); nothing to a request that
+        waited for it, whose answers stay as they were (``api/reports/NAME/golden`` answers the error)."""
+        if waited:
+            return {}
+        return {"pending": self.pending, "analysis": self.progress, "analysis_error": self.error}
 
 
-def _golden_analysis(one: Served, key: tuple[str, str], *, required: bool) -> GoldenComparison | None:
-    """``golden_analysis`` once no other request is computing it: kept meanwhile, else computed and kept."""
-    found: GoldenComparison | None = lookup().cached(key)
+def golden_analysis(one: Served, *, required: bool, wait: bool = True) -> Golden:
+    """Every golden record of ``one`` recomputed under the request's policy, with roles: run once per report and
+    policy in the background (however many requests ask) and kept for later requests. With ``wait`` the request
+    waits for it, else it is answered ``pending`` meanwhile. A report whose tensors are more than a request compares:
+    a 413 when ``required``, else no analysis (the operation list then shows recorded verdicts only); a failed
+    analysis raised when ``required``, else described in ``error``."""
+    look, key = lookup(), ("golden-analysis", str(one.path))
+    found: GoldenComparison | None = look.cached(key)
     if found is not None:
-        return found
+        return Golden(found)
     total = one.tensor_totals()[1]
     if total > limits.MAX_RUN_BYTES:
         if not required:
-            return None
+            return Golden(None)
         raise ApiError(413, f"report {one.name} stores {total:,} bytes of tensors, more than a request compares "
                             f"({limits.MAX_RUN_BYTES:,})", "run `reportdb compare REPORT --golden` on the command line")
-    with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), "the golden records of a report"):
-        try:
+    budget, chosen = settings().budget, policy()
+
+    def work() -> GoldenComparison:
+        kept: GoldenComparison | None = look.cached(key)  # kept by a flight that ended as this one started
+        if kept is not None:
+            return kept
+        with budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), "the golden records of a report"):
             with one.engine() as own:
-                found = compare_golden(own, policy=policy(), store=False)
-        except (ReportDBError, ValueError, TypeError):
-            # A report the engine cannot analyse (e.g. operation ids that are no numbers, which the engine's graph
-            # does not take): the list falls back to recorded verdicts; the golden endpoint says why.
-            if required:
-                raise
-            return None
-    lookup().keep(key, found)
-    return found
+                return compare_golden(own, policy=chosen, store=False)
+
+    flight = look.shared.analyses.start((look.policy, key), work, lambda result: look.keep(key, result))
+    if wait:
+        flight.done.wait()
+    if not flight.done.is_set():
+        return Golden(None, pending=True, progress=flight.progress())
+    if flight.error is None:
+        return Golden(flight.result, progress=flight.progress())
+    if required:
+        raise flight.error
+    failed = error_answer(flight.error, look.names())
+    return Golden(None, error={"status": failed.status_code, **failed.get_json()}, progress=flight.progress())
 
 
 def roles_of(analysis: GoldenComparison | None, rank: int) -> dict[tuple[str, int], dict[str, Any]]:
@@ -96,7 +119,7 @@ def golden(report: str) -> Response:
     """Every golden record of a report recomputed: counts, the first culprit in execution order, whether only global
     records exist, and each record with its verdict and role (the metric vectors left out: compare-tensor has them)."""
     one = lookup().get(report)
-    analysis = golden_analysis(one, required=True)
+    analysis = golden_analysis(one, required=True).analysis
     assert analysis is not None
     records = []
     for r in analysis.records:

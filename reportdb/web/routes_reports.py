@@ -20,7 +20,7 @@ from .context import lookup, policy, settings
 from .heatmaps import grid_cells, heatmap_answer, region, rows
 from .params import ApiError
 from .reports import RECORD_TABLES, Operation, Record, Served
-from .routes_debug import error_rank, golden_analysis, roles_of
+from .routes_debug import Golden, error_rank, golden_analysis, roles_of
 from .sources import Source, normalised, shard_index, tensor_id_of, verdict_key
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -88,14 +88,16 @@ def colormaps() -> Response:
 class _Verdicts:
     """The PCC, verdict and role of each record of one report and rank: recomputed by the engine
     (``compare_golden`` under the blueprint's policy) where the report is small enough for a request, else by this
-    server where it has, else kept by ``compare --golden --store``, else as ttnn recorded it."""
+    server where it has, else kept by ``compare --golden --store``, else as ttnn recorded it. Without ``wait`` the
+    analysis runs in the background and the recorded ones answer meanwhile (``golden.pending``)."""
 
-    def __init__(self, one: Served, rank: int) -> None:
+    def __init__(self, one: Served, rank: int, golden: Golden) -> None:
         self.one = one
         self.rank = rank
         self.records = {kind: one.records(kind, rank) for kind in RECORD_TABLES}
         self.kept = one.stored_results()
-        self.analysis = golden_analysis(one, required=False) if any(self.records.values()) else None
+        self.golden = golden
+        self.analysis = golden.analysis
         self.judged, self.ranks = self._judged(one, rank)
 
     def _judged(self, one: Served, rank: int) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[int, int]]:
@@ -172,7 +174,8 @@ def _ordered(ops: list[Operation], summaries: dict[int, tuple[float | None, bool
 
 
 def operations(report: str) -> Response:
-    """A page of a report's operations, filtered and sorted, each tensor with its golden records."""
+    """A page of a report's operations, filtered and sorted, each tensor with its golden records; ``wait=0`` answers
+    at once with the recorded verdicts while the golden analysis runs (``pending``; the page polls)."""
     one = lookup().get(report)
     args = request.args
     rank = params.integer(args, "rank", 0)
@@ -181,7 +184,13 @@ def operations(report: str) -> Response:
     order = params.choice(args, "order", ("asc", "desc"))
     offset = params.integer(args, "offset", 0)
     limit = params.integer(args, "limit", 100, low=1, high=limits.MAX_PAGE)
-    verdicts = _Verdicts(one, rank)
+    waits = _waits()
+    golden = _golden(one, waits)
+    pending = ("operations-pending", str(one.path), rank, text, sort, order, offset, limit)
+    kept = lookup().cached(pending) if golden.pending else None
+    if kept is not None:  # the same page of recorded verdicts while the analysis runs (the page polls)
+        return answer({**kept, **golden.fields(waits)})
+    verdicts = _Verdicts(one, rank, golden)
     ops = [op for op in one.operations(rank) if text in op.name.lower()]
     summaries = {op.id: verdicts.summary(op) for op in ops}
     page_ops = _ordered(ops, summaries, sort, order == "desc", verdicts.ranks)[offset : offset + limit]
@@ -199,9 +208,17 @@ def operations(report: str) -> Response:
         for op in page_ops
     ]  # fmt: skip
     first = None if verdicts.analysis is None else verdicts.analysis.first_culprit
-    return answer({"total": len(ops), "offset": offset, "limit": limit, "items": items,
-                   "judged": verdicts.analysis is not None,
-                   "first_culprit": None if first is None or first.rank != rank else first.to_dict()})
+    found = {"total": len(ops), "offset": offset, "limit": limit, "items": items, "judged": verdicts.analysis is not None,
+             **golden.fields(waits), "first_culprit": None if first is None or first.rank != rank else first.to_dict()}
+    if golden.pending:
+        lookup().keep(pending, found)
+    return answer(found)
+
+
+def _golden(one: Served, waits: bool) -> Golden:
+    """The golden analysis of a report with golden records (waited for or not), else none."""
+    has_records = any(one.count(table) for table in RECORD_TABLES.values())
+    return golden_analysis(one, required=False, wait=waits) if has_records else Golden(None)
 
 
 #: One letter per operation in the overview: its role (culprit, victim, pass), or its recorded verdict where roles are
@@ -214,28 +231,45 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
+def _waits() -> bool:
+    """Whether the request waits for the golden analysis (``wait=1``, the default) or is answered at once while it
+    runs (``wait=0``, the page's first requests)."""
+    return params.choice(request.args, "wait", ("1", "0")) == "1"
+
+
 def overview(report: str) -> Response:
     """Every operation of a report in execution order, compactly (columns, one letter per role), for the page's
     overview: ``ids``, ``names`` (each distinct name once) and ``name_index``, ``roles`` (``c`` culprit, ``v`` victim,
-    ``p`` pass, ``f``/``o`` a recorded fail/pass where the report is too large to recompute, ``-`` no record),
-    ``pcc`` and ``sqnr_db`` of each operation's worst local comparison (global where only global records exist), and
-    the first culprit; all under the request's policy (kept per policy)."""
+    ``p`` pass, ``f``/``o`` a recorded fail/pass where the report is too large to recompute or while the analysis
+    runs, ``-`` no record), ``pcc`` and ``sqnr_db`` of each operation's worst local comparison (global where only
+    global records exist), the first culprit, and ``pending`` (``wait=0``: the analysis still runs); all under the
+    request's policy (kept per policy)."""
     one = lookup().get(report)
     rank = params.integer(request.args, "rank", 0)
-    key = ("overview", str(one.path), rank)
+    waits = _waits()
+    key = ("overview", str(one.path), rank, waits)  # the two forms differ in their pending fields
     found = lookup().cached(key)
     if found is None:
-        found = _overview(one, rank)
-        lookup().keep(key, found)
+        golden = _golden(one, waits)
+        if golden.pending:  # the recorded roles, made once while the analysis runs (the page polls)
+            recorded = ("overview-pending", str(one.path), rank)
+            text = lookup().cached(recorded)
+            if text is None:
+                text = _overview(one, rank, golden, waits)
+                lookup().keep(recorded, text)
+            fields = json.dumps(golden.fields(waits), separators=(",", ":"), allow_nan=False)
+            return Response(text[:-1] + "," + fields[1:], mimetype="application/json")  # its progress now
+        found = _overview(one, rank, golden, waits)
+        if not golden.pending and (golden.error is None or golden.error["status"] != 503):
+            lookup().keep(key, found)  # kept once final (a busy server's answer is tried again)
     return Response(found, mimetype="application/json")
 
 
-def _overview(one: Served, rank: int) -> str:
-    """The overview's JSON text (made once per report, rank and policy): roles from the engine's golden analysis
-    (its records carry the recorded verdicts too), the records' own verdicts only where there is none."""
+def _overview(one: Served, rank: int, golden: Golden, waited: bool) -> str:
+    """The overview's JSON text (made once per report, rank and policy once final): roles from the engine's golden
+    analysis (its records carry the recorded verdicts too), the records' own verdicts only where there is none."""
     ops = one.operations(rank)
-    has_records = any(one.count(table) for table in RECORD_TABLES.values())
-    analysis = golden_analysis(one, required=False) if has_records else None
+    analysis = golden.analysis
     records = {kind: one.records(kind, rank) if analysis is None else {} for kind in RECORD_TABLES}
     role: dict[int, str] = {}
     worst: dict[int, tuple[float | None, float | None]] = {}
@@ -277,7 +311,7 @@ def _overview(one: Served, rank: int) -> str:
         "global_only": bool(analysis is not None and analysis.global_only),
         "first_culprit": None if first is None or first.rank != rank else first.to_dict(),
         "ids": ids, "names": list(names), "name_index": name_index, "roles": "".join(roles), "pcc": pccs,
-        "sqnr_db": sqnrs,
+        "sqnr_db": sqnrs, **({} if golden.pending else golden.fields(waited)),
     }, separators=(",", ":"), allow_nan=False)  # fmt: skip
 
 

@@ -31,30 +31,62 @@ export function showReportSummary() {
     : "no report served";
 }
 
+/** Milliseconds before the list's first poll while the server recomputes the verdicts (``pending``), each next one
+ * half as long again up to POLL_MAX_MS (a long analysis is not slowed by the polls it answers). */
+const POLL_MS = 500;
+const POLL_MAX_MS = 4000;
+let pollMs = POLL_MS;
+let loadSeq = 0;
+let loading = null; // the AbortController of the list request in flight
+let pollTimer = null;
+
+/** Load the list's page (``wait: 0``: answered at once with the recorded verdicts while the server's golden analysis
+ * runs); while it is pending, poll and redraw with the final roles, keeping the selection, sort, page and scroll. */
 export const loadOps = async () => {
+  clearTimeout(pollTimer);
+  loading?.abort();
   if (!state.report) return;
   const o = state.ops;
+  const mine = ++loadSeq;
+  const report = state.report;
+  loading = new AbortController();
   try {
-    const data = await api(`api/reports/${enc(state.report)}/operations`, {
-      filter: o.filter, sort: o.sort, order: o.order, offset: o.offset, limit: o.limit,
-    });
-    o.total = data.total;
-    o.items = data.items;
-    o.first = data.first_culprit;
-    o.judged = data.judged;
+    const data = await api(`api/reports/${enc(report)}/operations`, {
+      filter: o.filter, sort: o.sort, order: o.order, offset: o.offset, limit: o.limit, wait: 0,
+    }, loading.signal);
+    if (mine !== loadSeq || report !== state.report) return;
+    takePage(data);
+    const scroll = $("#op-table").closest(".table-scroll");
+    const top = scroll?.scrollTop ?? 0;
     renderOps();
+    if (scroll) scroll.scrollTop = top;
     showCulprit();
+    if (o.pending) pollTimer = setTimeout(() => { if (report === state.report) loadOps(); }, pollMs);
+    pollMs = o.pending ? Math.min(POLL_MAX_MS, pollMs * 1.5) : POLL_MS;
   } catch (err) {
-    reportError(err);
+    if (err.name !== "AbortError") reportError(err);
   }
 };
-/** The first culprit line above the list and its jump control. */
+
+/** Keep one answer of the list endpoint in ``state.ops``. */
+function takePage(data) {
+  Object.assign(state.ops, {
+    total: data.total, items: data.items, first: data.first_culprit, judged: data.judged,
+    pending: !!data.pending, analysisError: data.analysis_error ?? null,
+  });
+  $("#op-table").dataset.pending = String(!!data.pending);
+}
+
+/** The first culprit line above the list and its jump control (a note while the server recomputes the verdicts). */
 function showCulprit() {
-  const first = state.ops.first;
+  const o = state.ops;
+  const first = o.first;
   $("#jump-culprit").disabled = !first;
   $("#culprit-info").textContent = first
     ? `first culprit: #${first.operation_id} ${first.name} (t${first.tensor_id})`
-    : state.ops.judged ? "no culprit: every local comparison passes" : "roles unknown (report too large for a request)";
+    : o.pending ? "verdicts being recomputed\u2026 (recorded verdicts shown)"
+    : o.analysisError ? `roles unknown: ${o.analysisError.error}`
+    : o.judged ? "no culprit: every local comparison passes" : "roles unknown (report too large for a request)";
 }
 
 /** Open the first culprit's operation and its culprit output. */
@@ -117,19 +149,21 @@ export async function openOperationById(id, { tensorId = null } = {}) {
   $("#op-filter").value = "";
   // Find the page holding the operation in id order, so the list shows it selected.
   if (o.sort !== "id") Object.assign(o, { sort: "id", order: "asc" });
-  const probe = await api(`api/reports/${enc(state.report)}/operations`, { sort: "id", order: "asc", offset: 0, limit: 1 }).catch(reportError);
+  const probe = await api(`api/reports/${enc(state.report)}/operations`, { sort: "id", order: "asc", offset: 0, limit: 1, wait: 0 }).catch(reportError);
   if (!probe) return;
   let offset = 0;
   for (;;) {
-    const page = await api(`api/reports/${enc(state.report)}/operations`, { sort: "id", order: o.order, offset, limit: o.limit }).catch(reportError);
+    const page = await api(`api/reports/${enc(state.report)}/operations`, { sort: "id", order: o.order, offset, limit: o.limit, wait: 0 }).catch(reportError);
     if (!page) return;
     const op = page.items.find((x) => x.id === id);
     if (op) {
-      Object.assign(o, { offset, total: page.total, items: page.items, first: page.first_culprit, judged: page.judged });
+      o.offset = offset;
+      takePage(page);
       showCulprit();
       renderOps();
       selectOp(op, { tensorId });
       $(`#op-table tbody tr[data-op-id="${id}"]`)?.scrollIntoView({ block: "center" });
+      if (o.pending) pollTimer = setTimeout(loadOps, pollMs); // polls until the final roles are drawn
       return;
     }
     offset += o.limit;

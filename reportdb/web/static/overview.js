@@ -9,6 +9,10 @@ const COLOURS = { c: [196, 48, 43], f: [196, 48, 43], v: [228, 154, 37], p: [58,
 const WORSE = { c: 5, f: 4, v: 3, p: 2, o: 1, "-": 0 };
 const LABELS = { c: "culprit", f: "fails (recorded)", v: "victim", p: "pass", o: "passes (recorded)", "-": "no golden record" };
 const HEIGHT = 56;
+/** Milliseconds before the first poll while the server recomputes the roles (the answer says ``pending``), each next
+ * one half as long again up to POLL_MAX_MS. */
+const POLL_MS = 500;
+const POLL_MAX_MS = 4000;
 
 const STYLE = `
 .overview { margin: 0 0 10px; border: 1px solid var(--line, #e2e5ea); border-radius: 6px; background: var(--panel, #fff); padding: 6px 10px 8px; }
@@ -134,31 +138,48 @@ export function mountOverview(container, { api, report, open }) {
     open(data.ids[i]);
   }
 
+  let polling = null; // the timer of the next poll while the server recomputes the roles
+  let pollMs = POLL_MS;
+  let loading = null; // the AbortController of the request in flight
+
+  /** Load the overview (``wait: 0``: the recorded verdicts at once while the server's golden analysis runs) and, while
+   * it is pending, poll every POLL_MS and redraw with the final roles, keeping the operation the cursor is on. */
   async function refresh() {
+    clearTimeout(polling);
+    loading?.abort();
     const name = report();
     if (!name) return;
     const mine = ++seq;
     const t0 = performance.now();
     container.dataset.ready = "false";
+    loading = new AbortController();
     let found;
     try {
-      found = await api(`api/reports/${encodeURIComponent(name)}/overview`);
+      found = await api(`api/reports/${encodeURIComponent(name)}/overview`, { wait: 0 }, loading.signal);
     } catch (err) {
-      readout.textContent = `overview: ${err.message}`;
+      if (err.name !== "AbortError") readout.textContent = `overview: ${err.message}`;
       return;
     }
-    if (mine !== seq) return;
+    if (mine !== seq || name !== report()) return;
+    const kept = data && data.report === found.report && cursor >= 0 ? data.ids[cursor] : null;
     data = found;
-    cursor = -1;
+    cursor = kept === null ? -1 : data.ids.indexOf(kept);
     const f = data.first_culprit;
+    const err = data.analysis_error;
     first.textContent = `${data.total.toLocaleString("en-US")} operations \u00b7 ` + (f ? `\u25bc first culprit #${f.operation_id} ${f.name ?? ""}`
+      : data.pending ? "verdicts being recomputed\u2026 (recorded verdicts shown)"
+      : err ? `roles unknown: ${err.error}`
       : data.judged ? "no culprit" : "roles unknown (report too large for a request): recorded verdicts");
     container.dataset.total = String(data.total);
     container.dataset.firstCulprit = f ? String(f.operation_id) : "";
     container.dataset.policy = data.policy;
+    container.dataset.pending = String(!!data.pending);
     draw();
+    if (cursor >= 0) readout.textContent = describe(cursor);
     container.dataset.loadMs = (performance.now() - t0).toFixed(1);
     container.dataset.ready = "true";
+    if (data.pending) polling = setTimeout(() => { if (name === report()) refresh(); }, pollMs);
+    pollMs = data.pending ? Math.min(POLL_MAX_MS, pollMs * 1.5) : POLL_MS;
   }
 
   canvas.addEventListener("mousemove", (ev) => { readout.textContent = describe(at(ev)) || describe(cursor); });

@@ -7,7 +7,8 @@ import { fmt } from "./format.js";
 export const state = {
   reports: [],
   report: null, // name
-  ops: { filter: "", sort: "id", order: "asc", offset: 0, limit: 100, total: 0, items: [], first: null, judged: false },
+  ops: { filter: "", sort: "id", order: "asc", offset: 0, limit: 100, total: 0, items: [], first: null, judged: false,
+         pending: false, analysisError: null },
   restore: null, // the view a pasted URL asks for, applied as its operation and tensor open
   opId: null,
   op: null,
