@@ -353,16 +353,21 @@ def test_malformed_values_are_corruption_naming_tensor_and_table(tmp_path: Path,
     assert 2 not in [p.tensor_id for p in verified.problems]
 
 
-def test_a_damaged_page_is_corruption(tmp_path: Path) -> None:
-    path = _report(tmp_path / "db.sqlite")
+def _damage_tensor_table(path: Path) -> None:
+    """Overwrite the b-tree page headers of ``rdb_tensor`` and its indexes."""
     con = sqlite3.connect(path)
     page_size = con.execute("PRAGMA page_size").fetchone()[0]
     roots = [r[0] for r in con.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name='rdb_tensor' AND rootpage")]
     con.close()
     with path.open("r+b") as f:
-        for root in roots:  # the b-tree page headers of rdb_tensor and its indexes
+        for root in roots:
             f.seek((root - 1) * page_size)
             f.write(b"\xff" * 64)
+
+
+def test_a_damaged_page_is_corruption(tmp_path: Path) -> None:
+    path = _report(tmp_path / "db.sqlite")
+    _damage_tensor_table(path)
     with reportdb.open(path) as report:
         with pytest.raises(CorruptionError, match="rdb_tensor.*damaged.*malformed"):
             report.tensor_ids()
@@ -385,14 +390,7 @@ def test_closing_frees_the_file_at_once_while_an_error_keeps_a_cursor_alive(tmp_
     import gc
 
     path = _report(tmp_path / "db.sqlite")
-    con = sqlite3.connect(path)
-    page_size = con.execute("PRAGMA page_size").fetchone()[0]
-    roots = [r[0] for r in con.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name='rdb_tensor' AND rootpage")]
-    con.close()
-    with path.open("r+b") as f:
-        for root in roots:
-            f.seek((root - 1) * page_size)
-            f.write(b"\xff" * 64)
+    _damage_tensor_table(path)
     gc.disable()  # the garbage collector would free the cursor by chance; the point is that close() does
     try:
         report = reportdb.open(path)
