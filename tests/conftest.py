@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.testing  # noqa: F401 - numpy 1.26 runs lscpu in a subprocess on its first import: here, not in a test
 import pytest
 
 from pg_server import pg_server, team_url  # noqa: F401 - the PostgreSQL fixtures, one server per session
