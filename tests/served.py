@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import subprocess
@@ -21,11 +22,12 @@ VIEWPORT = {"width": 1366, "height": 768}
 
 
 @contextlib.contextmanager
-def serving(*reports: Path, cwd: Path) -> Iterator[str]:
-    """``reportdb serve REPORT... --port 0`` on a free loopback port; yields the URL it printed, then stops it as
-    Ctrl-C would (killed if it does not end)."""
-    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", *map(str, reports), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+def serving(*args: str | Path, cwd: Path) -> Iterator[str]:
+    """``reportdb serve ARGS... --port 0`` (reports and options) of this checkout on a free loopback port; yields the
+    URL it printed, then stops it as Ctrl-C would (killed if it does not end)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", *map(str, args), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
     found: list[str] = []
     ready = threading.Event()
 

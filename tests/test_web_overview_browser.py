@@ -6,11 +6,8 @@ policy and view in a fresh page."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import threading
@@ -20,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 import web_debug_data as data
-from served import VIEWPORT, chromium
+from served import VIEWPORT, chromium, serving
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -35,41 +32,6 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data.build(base / "run_b", 1)
     (base / "lenient.toml").write_text(LENIENT)
     return base
-
-
-@contextlib.contextmanager
-def serving(*args: str, cwd: Path) -> Iterator[str]:
-    """``reportdb serve ARGS --port 0`` on a free loopback port (tests/served.py's pattern, with options); yields
-    the URL it printed, then stops it as Ctrl-C would."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", *args, "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)  # fmt: skip
-    found: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            match = re.search(r"http://\S+/", line)
-            if match and not found:
-                found.append(match.group(0))
-            ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        if not ready.wait(60) or not found:
-            proc.kill()
-            pytest.fail(f"reportdb serve printed no URL within 60 s; stderr: {proc.communicate(timeout=10)[1][-2000:]}")
-        yield found[0]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
 
 
 @pytest.fixture(scope="module")
