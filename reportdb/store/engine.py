@@ -402,8 +402,9 @@ def _super_journal(journal: str) -> bytes | None:
     except OSError:
         return None  # no journal (or none readable, which SQLite could not roll back either)
     try:
-        size = os.fstat(fd).st_size
-        if not stat.S_ISREG(os.fstat(fd).st_mode) or size < 20:
+        found = os.fstat(fd)
+        size = found.st_size
+        if not stat.S_ISREG(found.st_mode) or size < 20:
             return None
         tail = os.pread(fd, 16, size - 16)
         length = int.from_bytes(tail[:4], "big")
