@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_hostile.py [--repeat 7]
 
-Cases: ``engine.check_files`` (the stat of the database and lstat of its side files before every open); 2000 small
+Cases: ``files.check_files`` (the stat of the database and lstat of its side files before every open); 2000 small
 tensor reads through one Report with the connection's authorizer (``printf``/``format`` denied in the report's SQL)
 and with it removed; a view computing ``printf('%.*c', 999000000, 'x')`` read as it is (no guard: one SQLite step) and
 through a reportdb connection (denied when prepared); a 10-element window of an 8 GiB tensor made of one zstd frame
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import reportdb  # noqa: E402
-from reportdb.store import engine  # noqa: E402
+from reportdb.store import files  # noqa: E402
 
 
 def _median(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -46,7 +46,7 @@ def main() -> None:
         def check() -> float:
             t = time.perf_counter()
             for _ in range(1000):
-                engine.check_files(path)
+                files.check_files(path)
             return (time.perf_counter() - t) / 1000 * 1e6
 
         def reads(authorizer: bool) -> float:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Literal, Protocol
 
 from .errors import CorruptionError, QueryTimeoutError, ReadOnlyError, ResourceLimitError, SchemaError
-from .store import blobs, engine as engine_mod, rows as rows_mod, schema, windows
+from .store import blobs, engine as engine_mod, journal, rows as rows_mod, schema, windows
 
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Engine
@@ -194,7 +194,7 @@ class ReportConnection:
         """Put the file in WAL mode before this connection's first write transaction (an open that writes nothing
         leaves the file as it was; ``close`` puts it back in rollback-journal mode)."""
         if not self._wal:
-            engine_mod.start_wal(self._conn)
+            journal.start_wal(self._conn)
             self._wal = True
 
     def _table_names(self) -> set[str]:
@@ -293,7 +293,7 @@ class ReportConnection:
         conn.execute("BEGIN")
         try:
             self._memo.sync(conn)  # its first read takes the shared lock: the file as of now, for the whole snapshot
-            wal = engine_mod.journal_mode(conn) == "wal"
+            wal = journal.journal_mode(conn) == "wal"
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

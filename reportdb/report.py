@@ -19,7 +19,7 @@ from . import recognize
 from .checks import Checks
 from .errors import InvalidArgumentError, ReportNotFoundError
 from .reading import Mode, Reaper
-from .store import blobs, codec as codec_mod, engine as engine_mod, schema
+from .store import blobs, codec as codec_mod, engine as engine_mod, journal, schema
 from .store.codec import Compression
 from .store.rows import TensorInfo
 from .tensor_writes import TensorWrites
@@ -156,7 +156,7 @@ class Report(TensorWrites, Checks):
             try:
                 self._end_snapshot()
                 if self.mode == "a" and not self._conn.in_transaction:
-                    engine_mod.finish_writing(self._conn)
+                    journal.finish_writing(self._conn)
             except sqlite3.Error as exc:
                 mapped = engine_mod.translate(exc, self.path, what="closing")
                 assert mapped is not None

@@ -1,4 +1,4 @@
-"""The page-size rewrite a Writer runs at close (store/engine.py ``_repage``): rowids kept, other writers' commits kept."""
+"""The page-size rewrite a Writer runs at close (store/journal.py ``_repage``): rowids kept, other writers' commits kept."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 
 import reportdb
 from reportdb import Writer
-from reportdb.store import engine
+from reportdb.store import engine, journal
 
 
 def _legacy_table_with_gaps(db: Path) -> list[tuple[int, ...]]:
@@ -70,7 +70,7 @@ def test_a_commit_of_another_connection_is_never_overwritten_by_a_repage(tmp_pat
     try:
         conn.execute("PRAGMA page_size").fetchone()
         conn.set_trace_callback(lambda sql: commit_between())
-        engine._repage(conn, 65536)
+        journal._repage(conn, 65536)
         conn.set_trace_callback(None)
         assert commits > 0
         assert other.execute("SELECT count(*) FROM probe").fetchone()[0] == commits

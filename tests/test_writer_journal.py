@@ -23,7 +23,7 @@ import pytest
 import reportdb
 from reportdb import Writer
 from reportdb.errors import ReadOnlyError
-from reportdb.store import engine
+from reportdb.store import journal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +48,7 @@ def test_a_lone_writer_writes_in_a_rollback_journal(tmp_path: Path) -> None:
         assert _header_mode(db) == (1, 1)
         assert not Path(f"{db}-wal").exists()
         with w._open().connection() as conn:
-            assert engine.journal_mode(conn) == engine.SOLO_JOURNAL
+            assert journal.journal_mode(conn) == journal.SOLO_JOURNAL
         assert not _checkpoint_threads()  # no WAL to checkpoint: no thread for it
     assert _header_mode(db) == (1, 1)
     assert not Path(f"{db}-journal").exists()  # DELETE again: no side file stays

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from .. import report as report_mod
 from ..errors import QueryTimeoutError
-from ..store import engine
+from ..store import engine, files
 from ..store.engine import BUSY_TIMEOUT_MS, quoted
 from ..store.schema import VERSION_TABLE, folded
 from .common import SQLITE_SIDE, MigrationError, UnsafeFolderError, leave_wal, user_tables
@@ -122,7 +122,7 @@ def _copy_tables(src_db: Path, partial: Path, fingerprint: str, run_id: str) -> 
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA trusted_schema=OFF")  # the copied DDL is the source's
         leave_wal(conn, partial)
-        conn.execute("ATTACH DATABASE ? AS src", (engine.readonly_uri(src_db),))
+        conn.execute("ATTACH DATABASE ? AS src", (files.readonly_uri(src_db),))
         src_tables = user_tables(conn, "src")
         reportdb_source = VERSION_TABLE in src_tables  # as reportdb writes it; another case is a stranger's table
         objects = conn.execute(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import NotAReportError, ReadOnlyError, ReportDBError, SchemaError, SchemaTooNewError, UnsafeReportError, excerpt
-from . import engine as engine_mod
+from . import engine as engine_mod, journal
 
 if TYPE_CHECKING:  # pragma: no cover
     from alembic.config import Config
@@ -71,7 +71,7 @@ def open_database(path: Path, *, writing: bool, existed: bool) -> Opened:
         state = inspect(conn, path)
         new_file = writing and state.kind is SchemaKind.EMPTY
         if writing:
-            engine_mod.set_write_mode(conn, new_file=new_file)
+            journal.set_write_mode(conn, new_file=new_file)
             if state.kind is not SchemaKind.CURRENT:
                 # Upgrade in the file's own journal mode first, so a failure leaves it byte-for-byte as it was.
                 upgrade(engine_mod.engine_for(conn, readonly=False))

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, NotAReportFolderError, ReportLockedError, TensorExistsError
 from ..legacy.sidecars import Sidecar, SidecarImport, find_sidecars, import_sidecars, read_sidecars
 from ..report import Report, copy_tensor, open as open_report, resolve_path
-from ..store import engine as engine_mod
+from ..store import engine as engine_mod, journal
 
 #: Tries of the copy-and-write-back before a report that keeps changing is refused.
 ATTEMPTS = 3
@@ -167,8 +167,8 @@ def _write_back(work: Path, target: Path, state: tuple[int, ...]) -> bool:
     src = engine_mod.connect(work, readonly=True)
     dst = engine_mod.connect(target, readonly=False)
     try:
-        if engine_mod.journal_mode(dst) == "wal":  # a finished report is in rollback-journal mode, as reportdb leaves it
-            with contextlib.suppress(sqlite3.OperationalError), engine_mod.not_waiting(dst):
+        if journal.journal_mode(dst) == "wal":  # a finished report is in rollback-journal mode, as reportdb leaves it
+            with contextlib.suppress(sqlite3.OperationalError), journal.not_waiting(dst):
                 dst.execute("PRAGMA journal_mode=DELETE")  # refused while another process has it open in WAL mode
             return False  # the file changed (or is in use): copy it again
         page_size, pages = (int(src.execute(f"PRAGMA {p}").fetchone()[0]) for p in ("page_size", "page_count"))

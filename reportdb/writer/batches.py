@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from ..errors import ReportLockedError
-from ..store.engine import is_lock_error, share_file
+from ..store.engine import is_lock_error
+from ..store.journal import share_file
 from ..store.writeback import start_writeback
 from .config import WriterConfig
 from .tables import FileTables, Operation, Row

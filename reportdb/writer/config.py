@@ -38,7 +38,7 @@ argument                 environment variable          meaning
 
 The journal: in WAL mode every page is written twice (the log, then the checkpoint into the file), which cost a
 64 MiB tensor 205 instead of 148 CPU-ms. So by default a Writer writes in a rollback journal and hands the file over
-to WAL before a transaction in which it finds another connection writing (``engine.share_file``); other processes'
+to WAL before a transaction in which it finds another connection writing (``journal.share_file``); other processes'
 Writers and Reports follow. A rollback journal is as safe (SQLite's locks: a reader never sees half a transaction; a
 SIGKILLed writer leaves a hot journal that the next writable open rolls back, and a read-only open refuses with
 advice until then), but a reader waits while a commit writes the file, and a commit waits for readers to finish their

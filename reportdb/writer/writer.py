@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from ..errors import RowsRefusedError, WriterError
 from ..store.checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
-from ..store.engine import journal_mode, solo_writes
+from ..store.engine import solo_writes
+from ..store.journal import journal_mode
 from .batches import BatchQueue, Pending, folder_lock, retry_locked, write_batch
 from .config import StorePolicy, WriterConfig
 from .ahead import AHEAD_MIN, prepare_ahead
