@@ -8,6 +8,8 @@ suite's conftest.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -21,15 +23,20 @@ from conftest import FAST_TIER, ROOT
 pytestmark = pytest.mark.process  # runs pytest in a subprocess
 
 SAMPLES = '''
+import json
 import multiprocessing
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 
-def test_plain():
-    assert True
+def test_plain(tmp_path):
+    facts = {"worker": os.environ.get("PYTEST_XDIST_WORKER"), "tmp_path": str(tmp_path), "tempdir": tempfile.gettempdir()}
+    with open(os.environ["SAMPLE_FACTS"], "w") as out:
+        json.dump(facts, out)
 
 
 def test_unmarked_subprocess():
@@ -62,8 +69,10 @@ def test_marked_slow():
 '''
 
 
-def _run_samples(tmp_path: Path, *args: str) -> dict[str, str]:
-    """Run the samples under a copy of this suite's conftest and pytest settings; test name -> outcome."""
+def _run_samples(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Run the samples under a copy of this suite's conftest and pytest settings; test name -> outcome (from ``-rA``'s
+    summary, which one process and pytest-xdist's workers print alike). ``test_plain`` writes where it ran to
+    ``tmp_path/facts.json``."""
     for name in ("conftest.py", "pg_server.py"):
         shutil.copy(ROOT / "tests" / name, tmp_path / name)
     (tmp_path / "test_samples.py").write_text(SAMPLES)
@@ -71,10 +80,11 @@ def _run_samples(tmp_path: Path, *args: str) -> dict[str, str]:
     assert section is not None
     (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n" + section.group(1).replace('["tests"]', '["."]'))
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rA", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**(os.environ if env is None else env), "SAMPLE_FACTS": str(tmp_path / "facts.json")},
     )
-    outcomes = dict(re.findall(r"^test_samples\.py::(\w+) (PASSED|FAILED|ERROR)", out.stdout, re.M))
+    outcomes = {name: outcome for outcome, name in re.findall(r"^(PASSED|FAILED|ERROR) test_samples\.py::(\w+)", out.stdout, re.M)}
     assert outcomes, out.stdout + out.stderr
     if "FAILED" in outcomes.values() or "ERROR" in outcomes.values():
         assert "this fast-tier test starts another process" in out.stdout, out.stdout
@@ -100,6 +110,29 @@ def test_fast_selects_neither_slow_nor_process(tmp_path: Path) -> None:
         "test_unmarked_multiprocessing": "FAILED",
         "test_unmarked_fixture_that_starts_one": "ERROR",
     }
+
+
+def test_fast_runs_on_every_core_with_its_files_in_memory(tmp_path: Path) -> None:
+    """``--fast`` spreads the tier over pytest-xdist workers and, with no TMPDIR or --basetemp given, puts pytest's
+    and tempfile's temporary files on /dev/shm where that is a tmpfs with room (tests/conftest.py); ``-n 0`` and
+    ``--basetemp`` are the user's to override it."""
+    from conftest import _memory_tmp
+
+    # as a user's shell would start it: no TMPDIR, none of this run's pytest-xdist worker variables
+    env = {key: value for key, value in os.environ.items() if key != "TMPDIR" and not key.startswith("PYTEST_")}
+    assert _run_samples(tmp_path, "--fast", "-k", "plain", env=env) == {"test_plain": "PASSED"}
+    facts = json.loads((tmp_path / "facts.json").read_text())
+    assert facts["worker"] is not None and facts["worker"].startswith("gw")
+    memory = _memory_tmp()
+    if memory is not None:  # a machine without a writable tmpfs at /dev/shm keeps them on disk
+        assert facts["tmp_path"].startswith(memory + "/") and facts["tempdir"] == memory
+
+    chosen = tmp_path / "chosen"
+    assert _run_samples(tmp_path, "--fast", "-k", "plain", "-n", "0", "--basetemp", str(chosen), env=env) == {
+        "test_plain": "PASSED"
+    }
+    facts = json.loads((tmp_path / "facts.json").read_text())
+    assert facts["worker"] is None and facts["tmp_path"].startswith(str(chosen))
 
 
 def test_the_fast_tier_is_written_once() -> None:
