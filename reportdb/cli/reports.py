@@ -126,6 +126,16 @@ class _MigrationProgress:
             self.bar.__exit__(None, None, None)
 
 
+def _sidecar_options(command: Any) -> Any:
+    """``--sidecar FILE`` (repeatable) and ``--no-sidecars``, as migrate and attach take them (see :func:`_sidecar_choice`)."""
+    command = click.option("--no-sidecars", is_flag=True, help="Read no comparison-records or tensor-lifetime sidecar.")(command)
+    return click.option(
+        "--sidecar", "sidecars", multiple=True, type=click.Path(path_type=Path),
+        help="A ttnn *.comparison_records.json / *.tensor_lifetime.json to read into the tables (repeatable); "
+        "without it, those in the report folder are read.",
+    )(command)
+
+
 @cli.command(name="migrate")
 @click.argument("src", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "dst", type=click.Path(path_type=Path), help="New report folder; SRC stays untouched.")
@@ -142,12 +152,7 @@ class _MigrationProgress:
     help="Also copy SRC's triggers (after all rows are copied). Off by default: a trigger runs report-supplied SQL "
     "on every later write to its table, so copy them only from a report you trust.",
 )
-@click.option(
-    "--sidecar", "sidecars", multiple=True, type=click.Path(path_type=Path),
-    help="A ttnn *.comparison_records.json / *.tensor_lifetime.json to read into the tables (repeatable); "
-    "without it, those in the report folder are read.",
-)
-@click.option("--no-sidecars", is_flag=True, help="Read no comparison-records or tensor-lifetime sidecar.")
+@_sidecar_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_friendly
 def migrate_(
@@ -254,12 +259,7 @@ def verify_(path: Path, against: Path | None, as_json: bool) -> None:
 @click.argument("values", type=click.Path(path_type=Path))
 @click.argument("report", type=click.Path(path_type=Path))
 @click.option("--unmatched", is_flag=True, help="Also store values of tensors the report does not list.")
-@click.option(
-    "--sidecar", "sidecars", multiple=True, type=click.Path(path_type=Path),
-    help="A ttnn *.comparison_records.json / *.tensor_lifetime.json to read into the tables (repeatable); "
-    "without it, those in the report folder are read.",
-)
-@click.option("--no-sidecars", is_flag=True, help="Read no comparison-records or tensor-lifetime sidecar.")
+@_sidecar_options
 @click.option("--json", "as_json", is_flag=True, help="Print what was attached as JSON.")
 @_friendly
 def attach_(
