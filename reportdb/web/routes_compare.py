@@ -36,6 +36,19 @@ def _plan(one: Served, record: Record, actual: Source) -> tolerances.Plan:
                            record.desired_pcc)
 
 
+def _error_grid(actual: Source, golden: Source, area: views.Region, error: str, rtol: float, atol: float, what: str) -> np.ndarray:
+    """The ``error`` of ``actual`` against ``golden`` over ``area``, pooled band by band into the heatmap's grid under
+    the memory budget (``what`` names the request in a refusal)."""
+
+    def band(y0: int, y1: int) -> np.ndarray:
+        return views.errors(rows(actual, area, y0, y1), rows(golden, area, y0, y1), error, rtol=rtol, atol=atol)
+
+    elements = views.BAND_ELEMENTS // 4
+    cost = actual.cost(2 * elements, 64) + golden.cost(2 * elements, 16) + 64 * grid_cells(area)
+    with settings().budget.hold(cost, what):
+        return views.pool_region(area, band, signed=False, elements=elements)
+
+
 def compare_tensor(kind: str, tensor_id: str) -> Response:
     """A tensor against its golden tensor: every metric, the policy's verdict, and ttnn-visualizer's ``comparison``
     object (its field names: ``matches`` is the verdict, ``actual_pcc`` the PCC computed here)."""
@@ -81,14 +94,7 @@ def compare_heatmap(kind: str, tensor_id: str) -> Response:
     plan = _plan(one, record, actual)
     rtol, atol = plan.rtol, plan.atol
     area = region(args, actual.shape, fmt)
-
-    def band(y0: int, y1: int) -> np.ndarray:
-        return views.errors(rows(actual, area, y0, y1), rows(golden, area, y0, y1), error, rtol=rtol, atol=atol)
-
-    elements = views.BAND_ELEMENTS // 4
-    cost = actual.cost(2 * elements, 64) + golden.cost(2 * elements, 16) + 64 * grid_cells(area)
-    with settings().budget.hold(cost, f"an error heatmap of tensor {actual.tensor_id}"):
-        grid = views.pool_region(area, band, signed=False, elements=elements)
+    grid = _error_grid(actual, golden, area, error, rtol, atol, f"an error heatmap of tensor {actual.tensor_id}")
     return heatmap_answer(area, grid, error, fmt, {"tensor_id": actual.tensor_id, "golden_tensor_id": golden.tensor_id,
                                                    "error": error, "rtol": rtol, "atol": atol})
 
@@ -198,14 +204,7 @@ def runs_heatmap() -> Response:
     dtype = tolerances.policy_dtype(b.info.spec.ttnn_dtype, b.info.dtype)
     plan = tolerances.plan(args, policy(), b.served.producer(b.tensor_id, b.rank), dtype, None)
     rtol, atol = plan.rtol, plan.atol
-
-    def band(y0: int, y1: int) -> np.ndarray:
-        return views.errors(rows(b, area, y0, y1), rows(a, area, y0, y1), error, rtol=rtol, atol=atol)
-
-    elements = views.BAND_ELEMENTS // 4
-    cost = a.cost(2 * elements, 64) + b.cost(2 * elements, 16) + 64 * grid_cells(area)
-    with settings().budget.hold(cost, f"the difference of tensors {a.tensor_id} and {b.tensor_id}"):
-        grid = views.pool_region(area, band, signed=False, elements=elements)
+    grid = _error_grid(b, a, area, error, rtol, atol, f"the difference of tensors {a.tensor_id} and {b.tensor_id}")
     return heatmap_answer(area, grid, error, fmt, {"tensor_a": a.tensor_id, "tensor_b": b.tensor_id, "error": error,
                                                    "rtol": rtol, "atol": atol})
 
