@@ -110,11 +110,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--fast",
         action="store_true",
-        help=f"run the fast tier only: -m {FAST_TIER!r} (and any -m given), on every core (pytest-xdist's -n auto "
+        help=f"run the fast tier only: -m {FAST_TIER!r} (and any -m given), on every core, at most 4 (pytest-xdist's -n auto "
         "unless -n is given) with its temporary files in memory (/dev/shm, unless --basetemp or TMPDIR is given)",
     )
 
 
+#: The most workers ``--fast`` starts by itself (``-n N`` sets any number).
+_MAX_WORKERS = 4
 #: Free space a memory filesystem must have to take the fast tier's temporary files (a run writes about 6 MiB).
 _MEMORY_TMP_MIN_FREE = 1 << 30
 
@@ -143,6 +145,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses") is None:
         config.option.numprocesses = "auto"  # pytest-xdist turns it into one worker per core right after this hook
+        if config.getoption("maxprocesses") is None:
+            # each worker collects the suite itself (~6 CPU-s); and a container's CPU quota is not what "auto" counts
+            config.option.maxprocesses = _MAX_WORKERS
     import os
     import tempfile
 
