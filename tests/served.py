@@ -84,6 +84,13 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium under Playwright, one a test module (tests/conftest.py offers it to every test)."""
+    with chromium() as launched:
+        yield launched
+
+
 class Pages:
     """Fresh pages (each in its own browser context) on a served URL, each failing the test on a script error or a
     request outside the server; as a context manager, closes them and then fails on any error they recorded."""

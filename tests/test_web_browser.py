@@ -23,7 +23,7 @@ from reportdb.analysis.policy import Policy
 from reportdb.spec import Distribution, Placement
 
 from conftest import ROOT
-from served import VIEWPORT, Pages, chromium, serving
+from served import VIEWPORT, Pages, serving
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -91,13 +91,6 @@ def server(runs: dict[str, Any]) -> Iterator[str]:
     """A ``reportdb serve`` process serving both runs on a free loopback port; yields the URL it printed."""
     with serving(runs["root"] / "run_a", runs["root"] / "run_b", cwd=runs["root"]) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Debian's Chromium under Playwright, launched with the flags a closed network needs."""
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture()

@@ -17,7 +17,7 @@ import pytest
 from reportdb.analysis.policy import Policy
 
 import web_debug_data as data
-from served import Pages, chromium, serving, shot
+from served import Pages, serving, shot
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -36,12 +36,6 @@ def server(root: Path) -> Iterator[str]:
     """``reportdb serve`` of both runs on a free loopback port; yields the URL it printed."""
     with serving(root / "run_a", root / "run_b", root / "sharded", cwd=root) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture()

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 import web_debug_data as data
-from served import VIEWPORT, Pages, chromium, serving, shot
+from served import VIEWPORT, Pages, serving, shot
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -38,12 +38,6 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(root: Path) -> Iterator[str]:
     with serving(str(root / "run_a"), str(root / "run_b"), "--policy", f"lenient={root / 'lenient.toml'}", cwd=root) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 class OverviewPages(Pages):
