@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -106,59 +103,35 @@ FINAL = ("() => document.querySelector('#overview').dataset.pending !== 'true'"
 
 def browser_side(path: Path, repeat: int) -> dict[str, float]:
     """Medians of the overview's load and draw in fresh Chromium pages, and a redraw after a resize."""
-    from playwright.sync_api import sync_playwright
-
     sys.path.insert(0, str(ROOT / "tests"))
-    from served import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+    from served import VIEWPORT, chromium, serving
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", str(path), "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
-    found: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            match = re.search(r"http://\S+/", line)
-            if match and not found:
-                found.append(match.group(0))
-                ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        assert ready.wait(60), "reportdb serve printed no URL"
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            loads, draws, pages, ready_ms, cold = [], [], [], [], {}
-            for i in range(repeat + 1):
-                context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
-                page = context.new_page()
-                page.set_default_timeout(600_000)
-                t0 = time.perf_counter()
-                page.goto(found[0])
-                page.wait_for_selector("body[data-ready=true]")
-                listed = time.perf_counter() - t0
-                page.wait_for_selector("#overview[data-ready=true]")
-                shown = time.perf_counter() - t0
-                page.wait_for_function(FINAL)
-                final = time.perf_counter() - t0
-                if i == 0:  # the first page warms the server (the golden analysis): its figures apart
-                    cold = {"cold_list_ms": listed * 1e3, "cold_overview_ms": shown * 1e3, "cold_final_ms": final * 1e3}
-                else:
-                    loads.append(float(page.get_attribute("#overview", "data-load-ms") or "nan"))
-                    draws.append(float(page.get_attribute("#overview", "data-draw-ms") or "nan"))
-                    pages.append(shown * 1e3)
-                    ready_ms.append(listed * 1e3)
-                if i == repeat:
-                    page.set_viewport_size({"width": 1000, "height": 768})
-                    page.wait_for_timeout(300)
-                    redraw = float(page.get_attribute("#overview", "data-draw-ms") or "nan")
-                context.close()
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    with serving(path, cwd=Path.cwd()) as url, chromium() as browser:
+        loads, draws, pages, ready_ms, cold = [], [], [], [], {}
+        for i in range(repeat + 1):
+            context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+            page = context.new_page()
+            page.set_default_timeout(600_000)
+            t0 = time.perf_counter()
+            page.goto(url)
+            page.wait_for_selector("body[data-ready=true]")
+            listed = time.perf_counter() - t0
+            page.wait_for_selector("#overview[data-ready=true]")
+            shown = time.perf_counter() - t0
+            page.wait_for_function(FINAL)
+            final = time.perf_counter() - t0
+            if i == 0:  # the first page warms the server (the golden analysis): its figures apart
+                cold = {"cold_list_ms": listed * 1e3, "cold_overview_ms": shown * 1e3, "cold_final_ms": final * 1e3}
+            else:
+                loads.append(float(page.get_attribute("#overview", "data-load-ms") or "nan"))
+                draws.append(float(page.get_attribute("#overview", "data-draw-ms") or "nan"))
+                pages.append(shown * 1e3)
+                ready_ms.append(listed * 1e3)
+            if i == repeat:
+                page.set_viewport_size({"width": 1000, "height": 768})
+                page.wait_for_timeout(300)
+                redraw = float(page.get_attribute("#overview", "data-draw-ms") or "nan")
+            context.close()
     return {"load_ms": statistics.median(loads), "draw_ms": statistics.median(draws), "redraw_ms": redraw,
             "page_to_overview_ms": statistics.median(pages), "page_to_list_ms": statistics.median(ready_ms), **cold}
 

@@ -15,21 +15,19 @@ test.
 from __future__ import annotations
 
 import argparse
-import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import numpy as np
 
 import reportdb
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from served import VIEWPORT, chromium, serving  # noqa: E402
 
 MEASURE = """async (moves) => {
   const canvas = document.querySelector('#panel-actual .canvas-wrap canvas');
@@ -66,45 +64,18 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=1024)
     ap.add_argument("--moves", type=int, default=200)
     args = ap.parse_args()
-    from playwright.sync_api import sync_playwright
-
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "hover"
         _report(path, args.side)
-        proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", str(path), "--port", "0"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        found: list[str] = []
-        ready = threading.Event()
-
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                m = re.search(r"http://\S+/", line)
-                if m and not found:
-                    found.append(m.group(0))
-                    ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        try:
-            if not ready.wait(60):
-                sys.exit("reportdb serve printed no URL")
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport={"width": 1366, "height": 768}, device_scale_factor=1)
-                asked: list[str] = []
-                page.on("request", lambda r: asked.append(r.url) if "/point" in r.url or "/values" in r.url else None)
-                page.goto(found[0] + "#report=hover&op=1&tensor=1&kind=local&view=0%3A160%2C0%3A240")
-                page.wait_for_selector("body[data-ready=true]")
-                page.wait_for_function("() => document.querySelector('#panel-golden').dataset.cell === '1,1'")
-                page.evaluate(MEASURE, 20)  # warm
-                out = page.evaluate(MEASURE, args.moves)
-                browser.close()
-        finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        with serving(path, cwd=Path.cwd()) as url, chromium() as browser:
+            page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
+            asked: list[str] = []
+            page.on("request", lambda r: asked.append(r.url) if "/point" in r.url or "/values" in r.url else None)
+            page.goto(url + "#report=hover&op=1&tensor=1&kind=local&view=0%3A160%2C0%3A240")
+            page.wait_for_selector("body[data-ready=true]")
+            page.wait_for_function("() => document.querySelector('#panel-golden').dataset.cell === '1,1'")
+            page.evaluate(MEASURE, 20)  # warm
+            out = page.evaluate(MEASURE, args.moves)
     times = sorted(out["times"])
     if asked or out["source"] != "grid":
         sys.exit(f"hover asked the server: {asked[:3]} (tooltip source {out['source']})")

@@ -23,7 +23,7 @@ from reportdb.analysis.policy import Policy
 from reportdb.spec import Distribution, Placement
 
 from conftest import ROOT
-from served import VIEWPORT, chromium, serving
+from served import VIEWPORT, Pages, serving
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -93,29 +93,11 @@ def server(runs: dict[str, Any]) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Debian's Chromium under Playwright, launched with the flags a closed network needs."""
-    with chromium() as launched:
-        yield launched
-
-
 @pytest.fixture()
 def page(browser: Any, server: str) -> Iterator[Any]:
     """A fresh 1366x768 page on the server's page, loaded; fails the test on any script error or outside request."""
-    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
-    pg = context.new_page()
-    pg.set_default_timeout(20_000)
-    errors: list[str] = []
-    outside: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.on("request", lambda req: None if req.url.startswith(server) or req.url.startswith("data:") else outside.append(req.url))
-    pg.goto(server)
-    pg.wait_for_selector("body[data-ready=true]")
-    yield pg
-    context.close()
-    assert not errors, f"script errors on the page: {errors}"
-    assert not outside, f"the page requested URLs outside the server: {outside}"
+    with Pages(browser, server) as pages:
+        yield pages.open()
 
 
 def _metric(page: Any, key: str) -> str:

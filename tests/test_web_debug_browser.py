@@ -8,7 +8,6 @@ part. Numbers the page shows are checked against numpy."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,7 +17,7 @@ import pytest
 from reportdb.analysis.policy import Policy
 
 import web_debug_data as data
-from served import VIEWPORT, chromium, serving
+from served import Pages, serving, shot
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -39,51 +38,14 @@ def server(root: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
-
-
-class Pages:
-    """Fresh pages on the server, each failing the test on a script error or a request outside the server."""
-
-    def __init__(self, browser: Any, server: str) -> None:
-        self.browser, self.server = browser, server
-        self.contexts: list[Any] = []
-        self.errors: list[str] = []
-
-    def open(self, fragment: str = "") -> Any:
-        context = self.browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
-        self.contexts.append(context)
-        pg = context.new_page()
-        pg.set_default_timeout(20_000)
-        pg.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        pg.on("request", lambda req: None if req.url.startswith(self.server) or req.url.startswith("data:")
-              else self.errors.append(f"outside request {req.url}"))
-        pg.goto(self.server + fragment)
-        pg.wait_for_selector("body[data-ready=true]")
-        return pg
-
-
 @pytest.fixture()
 def pages(browser: Any, server: str) -> Iterator[Pages]:
-    found = Pages(browser, server)
-    yield found
-    for context in found.contexts:
-        context.close()
-    assert not found.errors, found.errors
+    with Pages(browser, server) as found:
+        yield found
 
 
 def _metric(page: Any, key: str) -> float:
     return float(page.inner_text(f'#metrics dd[data-metric="{key}"]').strip().split(" ")[0].replace(",", ""))
-
-
-def _shot(page: Any, tmp_path: Path, name: str) -> None:
-    """A screenshot under the test's tmp dir, and under $REPORTDB_SHOT_DIR when set (to look at after a passing run)."""
-    out = Path(os.environ.get("REPORTDB_SHOT_DIR") or tmp_path) / name
-    page.screenshot(path=str(out), full_page=True)
-    assert out.stat().st_size > 10_000
 
 
 def test_first_culprit_marked_and_opened_then_global(pages: Pages, tmp_path: Path) -> None:
@@ -116,7 +78,7 @@ def test_first_culprit_marked_and_opened_then_global(pages: Pages, tmp_path: Pat
     assert page.query_selector(f'#context-tensors button[data-op-link="{t + 1}"]') is not None
     page.click("#op-context summary")
     assert "memory_config" in page.inner_text("#context-args")
-    _shot(page, tmp_path, "context.png")
+    shot(page, tmp_path, "context.png")
     page.click(f'#context-tensors button[data-op-link="{t + 1}"]')  # a consumer's link opens that operation
     page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{t + 1} ')")
     page.wait_for_selector(f'#op-context[data-op-id="{t + 1}"]')
@@ -132,7 +94,7 @@ def test_first_culprit_marked_and_opened_then_global(pages: Pages, tmp_path: Pat
     assert f"tensor {200 + t + 2}" in page.inner_text("#panel-golden .panel-sub")
     assert _metric(page, "pcc") == pytest.approx(data.pcc(chain["device"][t + 2], chain["global"][t + 2]), abs=2e-6)
     assert "kind=global" in page.evaluate("location.hash")
-    _shot(page, tmp_path, "culprit.png")
+    shot(page, tmp_path, "culprit.png")
 
 
 def test_url_reopens_the_same_view(pages: Pages, tmp_path: Path) -> None:
@@ -194,7 +156,7 @@ def test_runs_view_tolerances_verdicts_and_pair_heatmaps(pages: Pages, tmp_path:
     page.click("#run-zoom-in")
     page.wait_for_function("() => document.querySelector('.run-panel[data-side=a]').dataset.region === '16:48,24:72'")
     assert len({page.get_attribute(f'.run-panel[data-side="{s}"]', "data-region") for s in ("a", "b", "error")}) == 1
-    _shot(page, tmp_path, "runs.png")
+    shot(page, tmp_path, "runs.png")
 
     # the URL keeps the runs view: a fresh page opens the same pair at the same zoom
     fragment = page.evaluate("location.hash")
@@ -244,7 +206,7 @@ def test_worst_tile_tile_grid_and_hover_from_the_fetched_window(pages: Pages, tm
         assert shown["tile"].startswith(f"({r // 32}, {c // 32})")
         assert page.get_attribute("#tooltip", "data-source") == "grid"
     assert not asked, asked  # the values came from the window already fetched
-    _shot(page, tmp_path, "worst-tile.png")
+    shot(page, tmp_path, "worst-tile.png")
 
 
 def test_device_table_of_a_mesh_tensor(pages: Pages, tmp_path: Path) -> None:
@@ -255,7 +217,7 @@ def test_device_table_of_a_mesh_tensor(pages: Pages, tmp_path: Path) -> None:
     assert sorted(rows) == ["0,0", "0,1", "0,2", "0,3"]
     assert "FAIL" in rows["0,2"] and all("pass" in v for k, v in rows.items() if k != "0,2")
     assert "1.07" in rows["0,2"]  # its fit scale
-    _shot(page, tmp_path, "devices.png")
+    shot(page, tmp_path, "devices.png")
     page.click('#device-table tr[data-device="0,2"]')  # opens that device's shard
     page.wait_for_function("() => document.querySelector('#device-select').value === '0,2'")
     page.wait_for_selector("#device-card", state="hidden")
@@ -309,7 +271,7 @@ def test_square_cells_letterboxed_with_the_tile_grid_on_them(pages: Pages, tmp_p
         assert abs(box["cw"] / box["ch"] - 96 / 64) > 0.2  # a panel whose aspect is not the tensor's
         assert box["w"] / 96 == pytest.approx(box["h"] / 64, rel=0.02)  # square cells: 64 rows as tall as 64 columns
         assert box["w"] == box["cw"] or box["h"] == box["ch"]  # letterboxed: one side fills the panel
-        _shot(page, tmp_path, f"square-{height or 'laid-out'}.png")
+        shot(page, tmp_path, f"square-{height or 'laid-out'}.png")
     # the tile grid at the worst tile's zoom lies on the cells: a light line at rows 32 and column 32 of the view
     page.click("#worst-tile")
     page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '16:64,16:80'")
@@ -358,7 +320,7 @@ def test_core_map_of_a_block_sharded_tensor(pages: Pages, tmp_path: Path) -> Non
     page.hover(f'#core-map .core[data-core="{wrong}"]')
     assert page.inner_text("#core-info").startswith(f"core ({data.WRONG_CORE[0]}, {data.WRONG_CORE[1]}) \u00b7 shard 5")
     page.locator("#core-card").scroll_into_view_if_needed()
-    _shot(page, tmp_path, "cores.png")
+    shot(page, tmp_path, "cores.png")
     page.click(f'#core-map .core[data-core="{wrong}"]')  # to the shard's region
     page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '32:64,64:96'")
     page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
@@ -421,7 +383,7 @@ def test_pinned_points_listed_removed_and_kept_in_the_url(pages: Pages, tmp_path
     r1, c1 = map(int, rows[1]["index"].split(",")[2:])
     for key, values in (("d_actual", actual), ("d_golden", golden)):
         assert float(rows[1][key]) == pytest.approx(float(values[r1, c1]) - float(values[r0, c0]), rel=1e-5, abs=1e-6)
-    _shot(page, tmp_path, "pins.png")
+    shot(page, tmp_path, "pins.png")
     page.click('#pins-table tr[data-pin] button.unpin >> nth=2')  # remove the third
     page.wait_for_function("() => document.querySelectorAll('#pins-table tr[data-pin]').length === 2")
     assert [r["index"] for r in _pin_rows(page)] == [rows[0]["index"], rows[1]["index"]]
@@ -467,4 +429,4 @@ def test_device_view_golden_panel_and_statistics_are_the_devices_part(pages: Pag
     assert float(stats["max"][1]) == pytest.approx(float(part.max()), rel=1e-6)
     assert float(stats["std"][1]) == pytest.approx(float(part.astype(np.float64).std()), rel=1e-4)
     assert float(stats["count"][1].replace(",", "")) == part.size
-    _shot(page, tmp_path, "device-view.png")
+    shot(page, tmp_path, "device-view.png")

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 import web_debug_data as data
-from served import VIEWPORT, chromium, serving
+from served import VIEWPORT, Pages, serving, shot
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -40,30 +40,11 @@ def server(root: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
-
-
-class Pages:
-    """Fresh pages on the server, each failing the test on a script error or a request outside the server."""
-
-    def __init__(self, browser: Any, server: str) -> None:
-        self.browser, self.server = browser, server
-        self.contexts: list[Any] = []
-        self.errors: list[str] = []
+class OverviewPages(Pages):
+    """Pages opened once the overview and the list show the server's final roles."""
 
     def open(self, fragment: str = "") -> Any:
-        context = self.browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
-        self.contexts.append(context)
-        pg = context.new_page()
-        pg.set_default_timeout(20_000)
-        pg.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        pg.on("request", lambda req: None if req.url.startswith(self.server) or req.url.startswith("data:")
-              else self.errors.append(f"outside request {req.url}"))
-        pg.goto(self.server + fragment)
-        pg.wait_for_selector("body[data-ready=true]")
+        pg = super().open(fragment)
         pg.wait_for_selector("#overview[data-ready=true][data-pending=false]")
         pg.wait_for_selector("#op-table[data-pending=false]", state="attached")  # the server's golden analysis done and drawn
         return pg
@@ -71,18 +52,8 @@ class Pages:
 
 @pytest.fixture()
 def pages(browser: Any, server: str) -> Iterator[Pages]:
-    found = Pages(browser, server)
-    yield found
-    for context in found.contexts:
-        context.close()
-    assert not found.errors, found.errors
-
-
-def _shot(page: Any, tmp_path: Path, name: str) -> None:
-    """A screenshot under the test's tmp dir, and under $REPORTDB_SHOT_DIR when set (to look at after a passing run)."""
-    out = Path(os.environ.get("REPORTDB_SHOT_DIR") or tmp_path) / name
-    page.screenshot(path=str(out), full_page=True)
-    assert out.stat().st_size > 10_000
+    with OverviewPages(browser, server) as found:
+        yield found
 
 
 def _column_rgb(page: Any, index: int, total: int) -> tuple[int, int, int]:
@@ -118,7 +89,7 @@ def test_overview_marks_the_first_culprit_and_a_click_opens_an_operation(pages: 
     box = page.query_selector("#overview canvas").bounding_box()
     marker = float(page.get_attribute("#overview", "data-culprit-x"))
     assert int(marker * total / box["width"]) == data.CULPRIT_OP - 1
-    _shot(page, tmp_path, "overview.png")
+    shot(page, tmp_path, "overview.png")
     _click_op(page, data.CULPRIT_OP - 1, total)
     page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{data.CULPRIT_OP} ')")
     page.wait_for_selector(f'#op-context[data-op-id="{data.CULPRIT_OP}"]')
@@ -129,7 +100,7 @@ def test_overview_marks_the_first_culprit_and_a_click_opens_an_operation(pages: 
     _click_op(page, 4, total)  # a victim
     page.wait_for_function("() => document.querySelector('#op-title').textContent.startsWith('#5 ')")
     page.wait_for_selector('#verdict[data-passed="true"]')  # its local comparison passes
-    _shot(page, tmp_path, "overview-victim.png")
+    shot(page, tmp_path, "overview-victim.png")
 
 
 def test_policy_selector_changes_verdicts_as_the_cli_does(pages: Pages, root: Path, tmp_path: Path) -> None:
@@ -157,7 +128,7 @@ def test_policy_selector_changes_verdicts_as_the_cli_does(pages: Pages, root: Pa
     assert float(page.input_value("#pcc")) == 0.0
     page.wait_for_function("() => location.hash.includes('policy=lenient') && location.hash.includes('op=3')")
     url = page.evaluate("location.hash")
-    _shot(page, tmp_path, "policy-lenient.png")
+    shot(page, tmp_path, "policy-lenient.png")
 
     # the URL reopens the same view under the same policy in a fresh page
     again = pages.open(url)
@@ -181,7 +152,7 @@ def test_a_pasted_policy_is_checked_by_the_server(pages: Pages, tmp_path: Path) 
     page.wait_for_function("() => document.querySelector('#policy-error').textContent.length > 0")
     message = page.inner_text("#policy-error")
     assert "pcc" in message and "\n" not in message
-    _shot(page, tmp_path, "policy-paste-error.png")
+    shot(page, tmp_path, "policy-paste-error.png")
     page.fill("#policy-text", LENIENT)
     page.click("#policy-use")
     page.wait_for_function("() => location.hash.includes('policy=pasted-')")
@@ -239,7 +210,7 @@ def test_the_list_shows_before_the_analysis_and_then_its_roles(browser: Any, roo
         assert [_column_rgb(page, i, total) for i in range(total)] == [ROLE_RGB[r] for r in roles]
         assert page.get_attribute('#op-table tbody tr[data-op-id="5"]', "aria-selected") == "true"  # still selected
         assert page.inner_text("#op-title").startswith("#5 ")  # and still open
-        _shot(page, tmp_path, "overview-final.png")
+        shot(page, tmp_path, "overview-final.png")
     finally:
         release.set()
         context.close()
