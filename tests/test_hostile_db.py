@@ -23,16 +23,20 @@ import reportdb
 from reportdb.errors import CorruptionError, ReportDBError, SchemaTooNewError, UnsafeReportError
 from reportdb.store import engine, schema
 
-from conftest import ROOT
+from conftest import ROOT, built_once
 
 ARRAY = np.arange(6 * 1024, dtype=np.float32).reshape(6, 1024)  # 24 KiB: 3 chunks of 8 KiB
 
 
 def _report(path: Path, *, compression: str = "none", array: np.ndarray = ARRAY) -> Path:
-    with reportdb.open(path, "a", chunk_size=8192, compression=compression) as report:  # type: ignore[arg-type]
-        report.put_tensor(1, array, ttnn_dtype="FLOAT32", layout="TILE", tile_shape=(32, 32))
-        report.put_tensor(2, array + 1)
-    return path
+    """Two tensors in 8 KiB chunks (built once per process for each compression and array, copied to ``path``)."""
+
+    def build(made: Path) -> None:
+        with reportdb.open(made, "a", chunk_size=8192, compression=compression) as report:  # type: ignore[arg-type]
+            report.put_tensor(1, array, ttnn_dtype="FLOAT32", layout="TILE", tile_shape=(32, 32))
+            report.put_tensor(2, array + 1)
+
+    return built_once(path, build, compression, array.dtype.str, array.shape, array.tobytes())
 
 
 def _sql(path: Path, *statements: str, params: tuple = ()) -> None:

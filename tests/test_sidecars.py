@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import reportdb
-from conftest import FIXTURES
+from conftest import FIXTURES, built_once
 from reportdb.legacy.sidecars import MAX_SIDECAR_BYTES, SidecarError, read_sidecar
 from reportdb.ttnn import attach
 from test_visualizer_queries import answers, assert_same_answers, runner, visualizer_python  # noqa: F401 (fixtures)
@@ -56,11 +56,16 @@ def stripped_report(tmp_path: Path) -> Path:
 
 
 def values_file(path: Path) -> None:
-    """The values of the run (outputs and goldens, as ttnn read them back) in a reportdb file, as capture() leaves one."""
-    data = np.load(FOLDER / "values.npz")
-    with reportdb.Writer(path) as w:
-        for key in data.files:
-            w.put_tensor(int(key[1:]), data[key])
+    """The values of the run (outputs and goldens, as ttnn read them back) in a reportdb file, as capture() leaves one
+    (built once per process, copied to ``path``)."""
+
+    def build(made: Path) -> None:
+        data = np.load(FOLDER / "values.npz")
+        with reportdb.Writer(made) as w:
+            for key in data.files:
+                w.put_tensor(int(key[1:]), data[key])
+
+    built_once(path, build)
 
 
 def test_the_sidecars_give_the_rows_ttnn_imported_itself(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from conftest import built_once
 import reportdb
 from reportdb.errors import CorruptionError, TensorNotFoundError
 from reportdb.store import rows
@@ -104,11 +105,15 @@ ARRAY = np.arange(1024, dtype=np.float32).reshape(32, 32)  # 4 KiB, one chunk
 
 
 def _one(path: Path) -> Path:
-    with reportdb.open(path, "a") as report:
-        report.put_tensor(1, ARRAY, ttnn_dtype="FLOAT32", layout="TILE", tile_shape=(32, 32),
-                          memory_config=MEMORY_CONFIGS[1])
-        report.put_tensor(2, ARRAY + 1)
-    return path
+    """Two 4 KiB tensors (built once per process, copied to ``path``)."""
+
+    def build(made: Path) -> None:
+        with reportdb.open(made, "a") as report:
+            report.put_tensor(1, ARRAY, ttnn_dtype="FLOAT32", layout="TILE", tile_shape=(32, 32),
+                              memory_config=MEMORY_CONFIGS[1])
+            report.put_tensor(2, ARRAY + 1)
+
+    return built_once(path, build)
 
 
 def _sql(path: Path, statement: str, params: tuple[Any, ...] = ()) -> None:
