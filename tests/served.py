@@ -53,11 +53,14 @@ def serving(*args: str | Path, cwd: Path) -> Iterator[str]:
     errors = threading.Thread(target=drain, daemon=True)
     errors.start()
     try:
-        if not ready.wait(60) or not found:
-            proc.kill()
-            proc.wait(10)
+        in_time = ready.wait(60)  # set at the URL, or when the server closed its stdout (ended) without one
+        if not in_time or not found:
+            if not in_time:
+                proc.kill()
+            code = proc.wait(10)
             errors.join(10)
-            pytest.fail(f"reportdb serve printed no URL within 60 s; stderr: {''.join(tail)[-2000:]}")
+            why = f"ended (exit code {code}) without printing a URL" if in_time else "printed no URL within 60 s"
+            pytest.fail(f"reportdb serve {why}; stderr: {''.join(tail)[-2000:]}")
         yield found[0]
     finally:
         if proc.poll() is None:
