@@ -17,7 +17,7 @@ import pytest
 
 import reportdb
 
-from served import VIEWPORT, chromium, serving
+from served import Pages, serving
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
@@ -79,13 +79,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture()
-def page(server: str) -> Iterator[Any]:
-    with chromium() as browser:
-        pg = browser.new_context(viewport=VIEWPORT).new_page()
-        pg.set_default_timeout(20_000)
-        pg.goto(server)
-        pg.wait_for_selector("body[data-ready=true]")
-        yield pg
+def page(server: str, browser: Any) -> Iterator[Any]:
+    """The page on the hostile report; a script error or a request outside the server fails the test too."""
+    with Pages(browser, server) as pages:
+        yield pages.open()
 
 
 def _planted(page: Any) -> list[str]:
