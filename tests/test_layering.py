@@ -162,3 +162,34 @@ def test_a_remote_report_is_a_report_on_its_chunk_source() -> None:
                 t.id for n in cls.body if isinstance(n, (ast.Assign, ast.AnnAssign))
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
             assert not names & {"__init_subclass__", "keeps_snapshots"}, f"{path.name}: {cls.name}"
+
+
+def test_the_references_package_stands_alone() -> None:
+    """``make_repro`` copies ``analysis/references`` into a folder that runs with numpy, ml_dtypes and pytest only, so
+    its modules import the standard library, numpy, ml_dtypes and each other (``from . import``), never reportdb: a
+    ``from ...formats`` there broke every repro folder, and only the slow repro tests noticed. An import in a ``try``
+    whose ``except ImportError`` has a fallback (``args.py``'s error class) is allowed."""
+    import sys
+
+    allowed = set(sys.stdlib_module_names) | {"numpy", "ml_dtypes"}
+    outside = []
+    for path in sorted((PACKAGE / "analysis" / "references").glob("*.py")):
+        guarded = {id(node) for tried in ast.walk(parsed(path)) if isinstance(tried, ast.Try)
+                   and any(isinstance(h.type, ast.Name) and h.type.id == "ImportError" for h in tried.handlers)
+                   for statement in tried.body for node in ast.walk(statement)}
+        for node in ast.walk(parsed(path)):
+            if id(node) in guarded:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                top = None if node.level == 1 else "." * node.level + (node.module or "")
+                if node.level == 0:
+                    top = (node.module or "").split(".")[0]
+                    top = None if top in allowed else top
+            elif isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+                top = next((t for t in tops if t not in allowed), None)
+            else:
+                continue
+            if top is not None:
+                outside.append(f"{path.name}:{node.lineno} imports {top}")
+    assert outside == []

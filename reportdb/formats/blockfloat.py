@@ -121,8 +121,9 @@ def encode(values: np.ndarray, dtype: str, tile: tuple[int, int]) -> np.ndarray:
 def round_groups(groups: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sign, shared exponent and magnitude of float32 values in groups of 16 (``(..., 16)``) as a block float with
     ``bits`` mantissa bits stores them: the group's largest exponent is shared (``(..., 1)``), each mantissa aligned
-    to it is rounded half to even and saturated at ``bits`` bits; denormals flush to zero. The packer and
-    ``ttnn.typecast``'s reference both round through this (int64 arrays)."""
+    to it is rounded half to even and saturated at ``bits`` bits; denormals flush to zero (int64 arrays).
+    ``ttnn.typecast``'s reference (``analysis/references/typecast.py``) keeps its own copy: that package travels alone
+    into repro folders, and ``tests/test_references.py`` holds the two equal."""
     raw = np.ascontiguousarray(groups, dtype=np.float32).view(np.uint32).astype(np.int64)
     sign = raw >> 31
     exp = (raw >> 23) & 0xFF

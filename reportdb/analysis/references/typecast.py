@@ -11,7 +11,6 @@ from typing import Any, Mapping
 import ml_dtypes
 import numpy as np
 
-from ...formats.blockfloat import round_groups
 from . import Param, UnsupportedArguments, reference
 
 _FLOATS = {
@@ -91,7 +90,20 @@ def block_float(values: np.ndarray, bits: int) -> np.ndarray:
     rows = x.reshape(-1, cols) if x.size else x.reshape(0, max(cols, 1))
     padded = np.zeros((rows.shape[0], -(-cols // _GROUP) * _GROUP), dtype=np.float32)
     padded[:, :cols] = rows
-    sign, shared, mag = round_groups(padded.reshape(rows.shape[0], -1, _GROUP), bits)
+    # the packer's rounding (formats.blockfloat.round_groups), written again here: this package travels alone into
+    # repro folders (numpy and ml_dtypes only), so it imports nothing of reportdb
+    raw = padded.view(np.uint32).reshape(rows.shape[0], -1, _GROUP).astype(np.int64)
+    sign = raw >> 31
+    exp = (raw >> 23) & 0xFF
+    full = np.where(exp > 0, (raw & 0x7FFFFF) | 0x800000, 0)
+    shared = exp.max(axis=-1, keepdims=True)
+    aligned = full >> np.minimum(shared - exp, 40)
+    drop = 24 - bits
+    kept = aligned >> drop
+    rest = aligned & ((1 << drop) - 1)
+    half = 1 << (drop - 1)
+    kept = kept + ((rest > half) | ((rest == half) & ((kept & 1) == 1)))
+    mag = np.minimum(kept, (1 << bits) - 1)
     scale = np.ldexp(1.0, shared - 127 - bits + 1)
     out = np.where(sign == 1, -1.0, 1.0) * mag * scale
     out = np.where(mag == 0, 0.0, out)
