@@ -314,3 +314,38 @@ def test_a_real_ttnn_081_run_and_its_captured_values_become_one_report(tmp_path:
     with reportdb.open(folder) as r:
         np.testing.assert_array_equal(r.tensor(c_id), np.load(tmp_path / "c.npy"))
         assert r.tensor_info(c_id).spec.ttnn_dtype is not None
+
+
+@pytest.mark.process
+def test_checking_the_report_keeps_this_process_lock_on_it(tmp_path: Path) -> None:
+    """While attach holds the report's write lock (the write-back's first step), it checks the file has not changed:
+    that check once opened and closed the report, and closing any descriptor of a file drops every POSIX lock the
+    process holds on it, SQLite's included, so a live writer could commit in the middle of the write-back (its journal
+    deleted under it, SQLITE_IOERR_DELETE_NOENT). Here another process must still find the file locked after it."""
+    import os
+
+    from reportdb.ttnn import attach_values
+
+    db = tmp_path / "db.sqlite"
+    with sqlite3.connect(db) as made:
+        made.execute("CREATE TABLE t (x)")
+    made.close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    fd = os.open(db, os.O_RDONLY)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # this process's write lock, as the backup's first step holds one
+        attach_values._file_state(db, fd)
+        probe = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+            import sqlite3
+            conn = sqlite3.connect({str(db)!r}, timeout=0, isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                print("got the lock")
+            except sqlite3.OperationalError as exc:
+                print(exc)
+        """)], capture_output=True, text=True, timeout=60)
+        assert probe.stdout.strip() == "database is locked", probe.stdout + probe.stderr
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        os.close(fd)

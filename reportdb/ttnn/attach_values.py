@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,8 @@ from ..store import engine as engine_mod, journal
 
 #: Tries of the copy-and-write-back before a report that keeps changing is refused.
 ATTEMPTS = 3
+#: Bytes read per call when the report is copied aside.
+COPY_BLOCK = 1 << 20
 #: Bytes copied back per backup step; the first step takes the report's lock before the check (see _write_back).
 STEP_BYTES = 16 << 20
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
@@ -107,8 +108,9 @@ def _attach_once(
     process made it)."""
     work = target.with_name(f".{target.name}.reportdb-attach")
     _remove(work)  # what a killed attach left: a stale journal would otherwise be "recovered" into the fresh copy
+    fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
-        state = _copy_quietly(target, work)
+        state = _copy_quietly(target, fd, work)
         attached = already = nbytes = 0
         with open_report(work, "a") as dest:
             with dest.batch(), dest.connection() as conn:  # first: the golden tensors' rows match values too
@@ -124,40 +126,49 @@ def _attach_once(
                     attached += 1
             for tensor_id, rank in wanted:
                 dest.verify_tensor(tensor_id, rank)
-        if not _write_back(work, target, state):
+        if not _write_back(work, target, fd, state):
             return None
     finally:
         _remove(work)
+        os.close(fd)  # only now: this process holds no SQLite lock on the report any more (see _file_state)
     return known, (attached, already, nbytes), rows
 
 
-def _file_state(path: Path) -> tuple[int, ...]:
+def _file_state(path: Path, fd: int) -> tuple[int, ...]:
     """What changes whenever a process commits to the file: its identity, size, modification time and SQLite header
-    (whose change counter every rollback-journal commit increments), and the size of its ``-wal`` (-1: none)."""
-    with open(path, "rb") as f:
-        header = f.read(100)
-        st = os.fstat(f.fileno())
+    (whose change counter every rollback-journal commit increments), and the size of its ``-wal`` (-1: none).
+
+    The header is read through ``fd``, a descriptor of the report kept open for the whole try: closing any descriptor
+    of a file drops every POSIX lock this process holds on it, SQLite's included, so opening and closing the report
+    here, under the backup's exclusive lock, let a live writer commit in the middle of the write-back (its journal
+    was then deleted under it: SQLITE_IOERR_DELETE_NOENT)."""
+    st = path.stat()
+    header = os.pread(fd, 100, 0)
     wal = path.with_name(path.name + "-wal")
     wal_size = wal.stat().st_size if wal.exists() else -1
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, wal_size, *header)
 
 
-def _copy_quietly(target: Path, work: Path) -> tuple[int, ...]:
-    """Copy the report to ``work`` under SQLite's shared lock (no commit can be half in the copy); return the report's
-    state as copied (:func:`_file_state`)."""
+def _copy_quietly(target: Path, fd: int, work: Path) -> tuple[int, ...]:
+    """Copy the report to ``work`` under SQLite's shared lock (no commit can be half in the copy), reading it through
+    ``fd`` (see :func:`_file_state`); return the report's state as copied."""
     guard = engine_mod.connect(target, readonly=True)
     try:
         guard.execute("BEGIN")
         guard.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # takes the shared lock until the rollback
-        state = _file_state(target)
-        shutil.copyfile(target, work)
+        state = _file_state(target, fd)
+        with open(work, "wb") as out:
+            offset = 0
+            while block := os.pread(fd, COPY_BLOCK, offset):
+                out.write(block)
+                offset += len(block)
         guard.execute("ROLLBACK")
     finally:
         guard.close()
     return state
 
 
-def _write_back(work: Path, target: Path, state: tuple[int, ...]) -> bool:
+def _write_back(work: Path, target: Path, fd: int, state: tuple[int, ...]) -> bool:
     """Write ``work`` into the report file in place: one SQLite backup, a single transaction on the report under its
     exclusive lock, taken by the first step; before any page of it can reach the file, the report is checked to be
     as it was copied (``state``), else the backup is rolled back and False returned. Other connections to the report
@@ -184,7 +195,7 @@ def _write_back(work: Path, target: Path, state: tuple[int, ...]) -> bool:
                     "nothing was changed: attach again once it is done"
                 )
             checked.append(True)  # the first step holds the exclusive lock; its pages are in SQLite's cache, not the file
-            if _file_state(target) != state:
+            if _file_state(target, fd) != state:
                 raise _Changed
 
         try:
