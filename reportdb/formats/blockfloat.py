@@ -118,13 +118,11 @@ def encode(values: np.ndarray, dtype: str, tile: tuple[int, int]) -> np.ndarray:
     return out.reshape(-1)
 
 
-def round_groups(groups: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sign, shared exponent and magnitude of float32 values in groups of 16 (``(..., 16)``) as a block float with
-    ``bits`` mantissa bits stores them: the group's largest exponent is shared (``(..., 1)``), each mantissa aligned
-    to it is rounded half to even and saturated at ``bits`` bits; denormals flush to zero (int64 arrays).
-    ``ttnn.typecast``'s reference (``analysis/references/typecast.py``) keeps its own copy: that package travels alone
-    into repro folders, and ``tests/test_references.py`` holds the two equal."""
-    raw = np.ascontiguousarray(groups, dtype=np.float32).view(np.uint32).astype(np.int64)
+def _encode_tiles(tiles: np.ndarray, dtype: str, tile: tuple[int, int]) -> np.ndarray:
+    """Packed bytes (ntiles, tile_nbytes) of float32 tiles (ntiles, th*tw)."""
+    bits = MANTISSA_BITS[dtype]
+    ntiles, datums = tiles.shape
+    raw = tiles.view(np.uint32).reshape(ntiles, datums // _GROUP, _GROUP).astype(np.uint64)
     sign = raw >> 31
     exp = (raw >> 23) & 0xFF
     full = np.where(exp > 0, (raw & 0x7FFFFF) | 0x800000, 0)
@@ -135,14 +133,7 @@ def round_groups(groups: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray,
     rest = aligned & ((1 << drop) - 1)
     half = 1 << (drop - 1)
     kept = kept + ((rest > half) | ((rest == half) & ((kept & 1) == 1)))
-    return sign, shared, np.minimum(kept, (1 << bits) - 1)
-
-
-def _encode_tiles(tiles: np.ndarray, dtype: str, tile: tuple[int, int]) -> np.ndarray:
-    """Packed bytes (ntiles, tile_nbytes) of float32 tiles (ntiles, th*tw)."""
-    bits = MANTISSA_BITS[dtype]
-    ntiles, datums = tiles.shape
-    sign, shared, mag = round_groups(tiles.reshape(ntiles, datums // _GROUP, _GROUP), bits)
+    mag = np.minimum(kept, (1 << bits) - 1)
     datum: np.ndarray = np.where(mag == 0, 0, (sign << bits) | mag).astype(np.uint8).reshape(ntiles, datums)
     if dtype == "BFLOAT4_B":
         datum = datum[:, 0::2] | (datum[:, 1::2] << 4)

@@ -90,7 +90,7 @@ def block_float(values: np.ndarray, bits: int) -> np.ndarray:
     rows = x.reshape(-1, cols) if x.size else x.reshape(0, max(cols, 1))
     padded = np.zeros((rows.shape[0], -(-cols // _GROUP) * _GROUP), dtype=np.float32)
     padded[:, :cols] = rows
-    # the packer's rounding (formats.blockfloat.round_groups), written again here: this package travels alone into
+    # the packer's rounding (formats.blockfloat._encode_tiles), written again here: this package travels alone into
     # repro folders (numpy and ml_dtypes only), so it imports nothing of reportdb
     raw = padded.view(np.uint32).reshape(rows.shape[0], -1, _GROUP).astype(np.int64)
     sign = raw >> 31
@@ -104,7 +104,7 @@ def block_float(values: np.ndarray, bits: int) -> np.ndarray:
     half = 1 << (drop - 1)
     kept = kept + ((rest > half) | ((rest == half) & ((kept & 1) == 1)))
     mag = np.minimum(kept, (1 << bits) - 1)
-    scale = np.ldexp(1.0, shared - 127 - bits + 1)
+    scale = np.ldexp(1.0, (shared - 127 - bits + 1).astype(np.int64))
     out = np.where(sign == 1, -1.0, 1.0) * mag * scale
     out = np.where(mag == 0, 0.0, out)
     return out.reshape(rows.shape[0], -1)[:, :cols].astype(np.float32).reshape(shape)
