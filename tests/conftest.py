@@ -12,6 +12,7 @@ import ast
 import atexit
 import functools
 import json
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -150,8 +151,6 @@ _MEMORY_TMP_MIN_FREE = 1 << 30
 
 def _memory_tmp() -> str | None:
     """``/dev/shm`` when it is a writable tmpfs with room to spare, else None (the tests' files stay on disk)."""
-    import os
-
     try:
         with open("/proc/self/mounts", encoding="utf-8") as mounts:
             tmpfs = any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts)
@@ -175,9 +174,6 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         if config.getoption("maxprocesses") is None:
             # each worker collects the suite itself (~6 CPU-s); and a container's CPU quota is not what "auto" counts
             config.option.maxprocesses = _MAX_WORKERS
-    import os
-    import tempfile
-
     if config.getoption("basetemp") is None and "TMPDIR" not in os.environ and (memory := _memory_tmp()):
         os.environ["TMPDIR"] = memory  # pytest's own base (pytest-of-USER, last 3 runs kept), tempfile's and workers'
         tempfile.tempdir = None
