@@ -42,6 +42,10 @@ class Reference:
     params: tuple[Param, ...]
     function: Callable[..., Any]  # an array, or a tuple of arrays for an operation with several outputs
     input_dtypes: bool = False
+    #: The most elements any array the function builds (output or intermediate) has, from its bound arguments, for
+    #: a reference whose arrays can outgrow its inputs (broadcasting, outer products, repeats); None: at most its
+    #: largest input's.
+    size: Callable[[Mapping[str, Any]], int] | None = None
 
     def param(self, argument: Argument) -> Param | None:
         """The parameter a recorded argument binds to: by position, else by name."""
@@ -57,13 +61,15 @@ _LOADED = False
 
 
 def reference(
-    *op_names: str, params: Sequence[Param], input_dtypes: bool = False
+    *op_names: str, params: Sequence[Param], input_dtypes: bool = False,
+    size: Callable[[Mapping[str, Any]], int] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a numpy function as the reference of ``op_names`` (``ttnn.add``...), taking ``params`` by name (and,
-    with ``input_dtypes``, the inputs' ttnn dtypes as ``input_dtypes``)."""
+    with ``input_dtypes``, the inputs' ttnn dtypes as ``input_dtypes``); ``size`` says how large its arrays can grow
+    (:attr:`Reference.size`)."""
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
-        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes)
+        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size)
         for name in op_names:
             _REGISTRY[name] = entry
         return function
