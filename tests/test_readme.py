@@ -57,10 +57,16 @@ def _elsewhere(body: str) -> str | None:
     return next((why for key, why in ELSEWHERE.items() if key in body), None)
 
 
+def scratch(folder: Path) -> Path:
+    """The scratch folder the blocks run in: the legacy report the main job migrates."""
+    shutil.copytree(FIXTURES / "ttnn-0.64.5-report-tensorbin" / "report", folder / "generated/ttnn/reports/1234")
+    return folder
+
+
 @pytest.fixture()
 def home(tmp_path: Path) -> Path:
-    """The scratch folder and ``$HOME``: the legacy report, and a ``reportdb`` command of this checkout on PATH."""
-    shutil.copytree(FIXTURES / "ttnn-0.64.5-report-tensorbin" / "report", tmp_path / "generated/ttnn/reports/1234")
+    """The scratch folder and ``$HOME``, with a ``reportdb`` command of this checkout in its ``bin``."""
+    scratch(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "reportdb"
@@ -77,11 +83,13 @@ def test_every_block_is_run_here_or_named_elsewhere() -> None:
     assert sum(_elsewhere(body) is None for _, body in blocks) >= 4
 
 
-def test_the_readme_runs_as_written(home: Path) -> None:
-    env = {
-        "HOME": str(home), "PATH": f"{home / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin", "PYTHONPATH": str(ROOT),
-        "LANG": "C.UTF-8",
-    }
+def run_readme(home: Path, python: str, bin_dir: Path, pythonpath: str | None) -> None:
+    """Run every block not named in :data:`ELSEWHERE`, in order, in ``home`` (also ``$HOME``) with ``bin_dir`` first
+    on ``PATH`` and Python blocks run by ``python``; fail with each failing block and its stderr, then check what the
+    main job made."""
+    env = {"HOME": str(home), "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "LANG": "C.UTF-8"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     ran, failed = 0, []
     for lang, body in readme_blocks():
         if _elsewhere(body) is not None:
@@ -90,7 +98,7 @@ def test_the_readme_runs_as_written(home: Path) -> None:
             command = [shutil.which("bash") or "/bin/bash", "-euo", "pipefail", "-c", body]
         else:
             prelude = "".join(code for key, code in CONTEXT.items() if key in body)
-            command = [sys.executable, "-c", prelude + body]
+            command = [python, "-c", prelude + body]
         out = subprocess.run(command, cwd=home, env=env, capture_output=True, text=True, timeout=300)
         if out.returncode != 0:
             failed.append(f"{body}--- stderr:\n{out.stderr}")
@@ -100,3 +108,7 @@ def test_the_readme_runs_as_written(home: Path) -> None:
     assert (home / "reports/1234/db.sqlite").is_file() and (home / "t17.npz").is_file()
     with reportdb.open(home / "reports/run") as report:
         assert report.tensor_ids() == [1, 2]
+
+
+def test_the_readme_runs_as_written(home: Path) -> None:
+    run_readme(home, sys.executable, home / "bin", str(ROOT))
