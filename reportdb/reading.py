@@ -323,7 +323,11 @@ class ReportConnection:
 
     def _expire(self) -> bool:
         """The reaper's call: end the snapshot if its time is up. False when a read holds the Report right now (the
-        reaper looks again later; never waits here, so one busy Report does not hold back the others')."""
+        reaper looks again later; never waits here, so one busy Report does not hold back the others').
+
+        Its ROLLBACK runs in the reaper's thread, holding SQLite's connection mutex while the authorizer calls back
+        into Python for the GIL; a statement run on the connection at that moment without ``_lock`` would hold the GIL
+        and wait for that mutex: both threads stuck for good. So every statement on ``_conn`` runs under ``_lock``."""
         if not self._lock.acquire(blocking=False):
             return False
         try:
@@ -352,7 +356,9 @@ class ReportConnection:
             )
 
     def _address_kind(self) -> str:
-        """The file's content address kind (``blobs.address_kind``): fixed when its schema reached 0006, so asked once."""
+        """The file's content address kind (``blobs.address_kind``): fixed when its schema reached 0006, so asked once
+        (under the lock, as every statement on the connection: see :meth:`_expire`)."""
         if self._address is None:
-            self._address = blobs.address_kind(self._conn)
+            with self._reading("table rdb_meta") as conn:
+                self._address = blobs.address_kind(conn)
         return self._address

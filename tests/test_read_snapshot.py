@@ -273,3 +273,40 @@ def test_a_chunk_source_fills_the_file_before_the_read_takes_its_snapshot(tmp_pa
         assert len(source.asked) == 2 and report.check_store() == []
     with pytest.raises(sqlite3.ProgrammingError):  # the Report's close closed its source
         source.fill.execute("SELECT 1")
+
+
+#: The race run by :func:`test_reads_and_the_reaper_racing_never_deadlock`, in a fresh interpreter: every Report is new
+#: (so the reaper's first ROLLBACK prepares its statement, calling the authorizer back for the GIL), snapshots last
+#: 0.2 ms, and each read is followed by a millisecond of the reads ``verify`` makes (the address kind, then the
+#: chunks) while a thread reads the same Report. faulthandler prints every thread's stack and exits if it hangs.
+_RACE = """
+import faulthandler, sys, threading, time
+import reportdb, reportdb.report as report_mod
+faulthandler.dump_traceback_later(float(sys.argv[3]), exit=True)
+report_mod.SNAPSHOT_SECONDS = 0.0002
+for i in range(int(sys.argv[2])):
+    with reportdb.open(sys.argv[1]) as report:
+        report.tensor(i % 20)
+        reader = threading.Thread(target=lambda: [report.tensor(j) for j in range(20)])
+        reader.start()
+        end = time.monotonic() + 0.001
+        while time.monotonic() < end:
+            report._address = None  # asked again: the query the deadlock was found in
+            report.verify_tensor(i % 20)
+        reader.join()
+print("done")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_reads_and_the_reaper_racing_never_deadlock(tmp_path: Path) -> None:
+    """No statement runs on a Report's connection outside its lock: a query outside it (the address kind ``verify``
+    asked) held the GIL waiting for SQLite's mutex while the reaper's ROLLBACK held that mutex waiting for the GIL, a
+    hang forever (before the fix: 2 of 3 runs of this race hung)."""
+    path = tmp_path / "r.sqlite"
+    with reportdb.open(path, "a") as report:
+        report.put_tensors([{"tensor_id": i, "array": np.full((8, 8), i, np.float32)} for i in range(20)])
+    out = subprocess.run([sys.executable, "-c", _RACE, str(path), "3000", "120"], capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-4000:]
