@@ -186,3 +186,34 @@ def test_a_read_only_open_of_a_hot_journal_says_to_roll_it_back(tmp_path: Path) 
     with pytest.raises(ReadOnlyError, match=r"Open it once where it is writable"):
         reportdb.open(db)
     assert Path(f"{db}-journal").exists()
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("how", ["header", "read-only open"])
+def test_reading_the_header_keeps_this_process_sqlite_lock(tmp_path: Path, how: str) -> None:
+    """Reading the header opened and closed the database, and closing any descriptor of a file drops every POSIX lock
+    the process holds on it, SQLite's included: with a writer of this process in its transaction, a read-only open of
+    the same report let another process commit under that writer."""
+    db = _db(tmp_path / "db.sqlite")
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        if how == "header":
+            assert files._header(db).startswith(b"SQLite format 3\0")
+        else:
+            reportdb.open(db).close()
+        probe = subprocess.run([sys.executable, "-c", (
+            "import sqlite3, sys\n"
+            "conn = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
+            "try:\n"
+            "    conn.execute('BEGIN IMMEDIATE')\n"
+            "    print('got the lock')\n"
+            "except sqlite3.OperationalError as exc:\n"
+            "    print(exc)\n"
+        ), str(db)], capture_output=True, text=True, timeout=60)
+        assert probe.stdout.strip() == "database is locked", probe.stdout + probe.stderr
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert files._header(db).startswith(b"SQLite format 3\0")  # read through the descriptor kept, then closed
+    assert not files._KEPT

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
+import sys
+import threading
 from pathlib import Path
 
 from ..errors import ReadOnlyError, ReportDBError, UnsafeReportError, excerpt
@@ -165,11 +168,74 @@ def _super_journal(journal: str) -> bytes | None:
 
 def _header(path: Path) -> bytes:
     """The first 100 bytes of the database file, read without blocking (``O_NONBLOCK``: a FIFO swapped in after
-    :func:`check_files` looked would block an ordinary open)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    :func:`check_files` looked would block an ordinary open) and without closing a descriptor this process may hold a
+    lock through (:func:`let_go`; a descriptor it kept of the same file is read instead of opening another)."""
+    found = os.stat(path)
+    with _KEPT_LOCK:
+        for fd, kept in _KEPT.items():
+            if kept == (found.st_dev, found.st_ino):
+                header = os.pread(fd, 100, 0)
+                _close_free()
+                return header
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafeReportError(f"{path}: is not a regular file; reportdb reads a report only from a regular file")
-        return os.read(fd, 100)
+        return os.pread(fd, 100, 0)
     finally:
+        let_go(fd)
+
+
+#: Descriptors of database files not closed yet, each with its file's (st_dev, st_ino): see :func:`let_go`.
+_KEPT: dict[int, tuple[int, int]] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def let_go(fd: int) -> None:
+    """Close ``fd``, a descriptor of a database file, once no lock is held on the file.
+
+    Closing any descriptor of a file drops every POSIX (``fcntl``) lock this process holds on it, SQLite's included:
+    a writer in another process could then commit under this process's open transaction, or have its journal deleted
+    under it. So a descriptor is closed only where the file is seen free of locks (Linux's open-file-description lock
+    query sees this process's own locks too); else it is kept, read again by :func:`_header`, and closed by a later
+    call that finds its file free. Where that cannot be seen (no ``F_OFD_GETLK``: macOS, the BSDs) it is kept for the
+    process's life, one per file. Not closed: another thread's SQLite connection taking its first lock between the
+    query and the close, which no code outside SQLite can exclude."""
+    if sys.platform == "win32":  # a LockFileEx lock belongs to its own handle: closing another one keeps it
         os.close(fd)
+        return
+    found = os.fstat(fd)
+    with _KEPT_LOCK:
+        _KEPT[fd] = (found.st_dev, found.st_ino)
+        _close_free()
+
+
+def _close_free() -> None:
+    """Close every kept descriptor whose file is now free of locks (called holding ``_KEPT_LOCK``)."""
+    for kept in list(_KEPT):
+        if not _locked(kept):
+            del _KEPT[kept]
+            os.close(kept)
+
+
+#: ``struct flock`` as Linux's ``F_OFD_GETLK`` takes it: type, whence, start, length, pid.
+_FLOCK = struct.Struct("@hhqqi")
+
+
+def _locked(fd: int) -> bool:
+    """Whether any process, this one included, may hold a lock on the file of ``fd`` (True where that cannot be
+    told). An open file description's lock query conflicts with every POSIX lock on the file, its own process's too;
+    ``fd`` holds none of its own."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    query = getattr(fcntl, "F_OFD_GETLK", None)
+    if query is None:
+        return True
+    try:
+        answer = fcntl.fcntl(fd, query, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+    except OSError:
+        return True
+    return bool(_FLOCK.unpack(answer)[0] != fcntl.F_UNLCK)

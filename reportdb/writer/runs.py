@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ReportExistsError, TensorExistsError
+from ..store import files
 
 
 @dataclass
@@ -95,8 +96,13 @@ class RunLock:
         return earlier if earlier.operations or earlier.tensors else None
 
     def release(self) -> None:
-        """Let go of the lock (closing the descriptor releases it)."""
+        """Let go of the lock. The descriptor is unlocked, not closed outright: closing it would also drop SQLite's
+        POSIX locks this process holds on the file (a connection still open, in this Writer or another), so it is
+        closed once the file is free of them (:func:`reportdb.store.files.let_go`)."""
         fd, self.fd = self.fd, None
         if fd is not None:
+            import fcntl
+
             with contextlib.suppress(OSError):
-                os.close(fd)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            files.let_go(fd)
