@@ -157,3 +157,35 @@ def test_letting_go_of_the_run_lock_keeps_this_process_sqlite_lock(tmp_path: Pat
         holder.close()
     files.let_go(os.open(db, os.O_RDONLY))  # the file is free now: what was kept of it is closed
     assert not files._KEPT
+
+
+@pytest.mark.process
+def test_a_forked_child_letting_go_keeps_the_parents_run_lock(tmp_path: Path) -> None:
+    """A forked child shares the parent's descriptor, and with it the flock: the child's release must not unlock it
+    (the parent's Writer still holds its run)."""
+    import fcntl
+
+    from reportdb.writer.runs import RunLock
+
+    db = tmp_path / "db.sqlite"
+    sqlite3.connect(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    lock = RunLock(db)
+    lock.join(holder, 0, append=False)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: let go of its copy and leave at once
+            try:
+                lock.release()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        probe = os.open(db, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another description: the parent's lock is there
+        finally:
+            os.close(probe)
+    finally:
+        lock.release()
+        holder.close()
