@@ -217,3 +217,24 @@ def test_reading_the_header_keeps_this_process_sqlite_lock(tmp_path: Path, how: 
         holder.close()
     assert files._header(db).startswith(b"SQLite format 3\0")  # read through the descriptor kept, then closed
     assert not files._KEPT
+
+
+@pytest.mark.process
+def test_a_forked_child_reads_a_header_whatever_lock_the_parent_held(tmp_path: Path) -> None:
+    """The lock guarding kept descriptors may be held by another thread at a fork; the child gets a fresh one."""
+    import os
+    import signal
+
+    db = _db(tmp_path / "db.sqlite")
+    with files._KEPT_LOCK:  # as another thread of this process might hold it when the fork happens
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.alarm(20)  # a child stuck on the lock dies instead of hanging the test
+                files._header(db)
+                code = 0
+            finally:
+                os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -192,6 +192,16 @@ _KEPT: dict[int, tuple[int, int]] = {}
 _KEPT_LOCK = threading.Lock()
 
 
+def _after_fork() -> None:
+    """A forked child's fresh lock: another thread may have held the parent's at the fork, and none runs here."""
+    global _KEPT_LOCK
+    _KEPT_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def let_go(fd: int) -> None:
     """Close ``fd``, a descriptor of a database file, once no lock is held on the file.
 
