@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .errors import NotAReportError, ReportDBError
 from .store import engine as engine_mod
+from .store.files import write_open_advice
 from .store.schema import VERSION_TABLE
 
 #: The tables (and their columns) that make a database a TTNN report: what every TTNN release has written.
@@ -41,10 +42,11 @@ def check(conn: sqlite3.Connection, path: Path, *, empty_ok: bool) -> None:
     if not tables:
         if empty_ok:
             return
-        raise NotAReportError(
+        raise NotAReportError(write_open_advice(
+            path,
             f"{path}: an empty database (no tables), not a report: a run stopped before it wrote anything leaves one. "
             "Nothing to read or upgrade; remove it (reportdb.open(path, 'a') or a Writer writes a new report there)"
-        )
+        ))
     if any(_is_reportdbs(name) for name in tables):
         return
     missing = []

@@ -669,5 +669,30 @@ def test_encrypted_records_refused(tmp_path: Path, record: str) -> None:
                 data[start + flag_at] |= 1
             start += 4
     path.write_bytes(bytes(data))
-    with pytest.raises(FormatError, match=f"record {record} is encrypted"):
+    with pytest.raises(FormatError, match=f"record {record!r} is encrypted"):
         read_pt(path)
+
+
+@pytest.mark.parametrize("case", ["global", "module", "storage key", "shape", "view", "legacy global"])
+def test_long_untrusted_strings_are_quoted_in_part(tmp_path: Path, case: str) -> None:
+    """A .pt whose pickle names a 60,000-character global made a one-line error of 60 KB (as a long module, storage
+    key, or a tensor of 10,001 dimensions did): every string or value of the file quoted in a message is cut to a
+    bounded excerpt."""
+    long = "x" * 60_000
+    if case == "global":
+        path = write_zip(tmp_path / "t.pt", finish(op_global("os", long) + b")R"), {"0": f32([1])})
+    elif case == "module":
+        path = write_zip(tmp_path / "t.pt", finish(op_global(long, "system") + b")R"), {"0": f32([1])})
+    elif case == "storage key":
+        path = simple_pt(tmp_path, tensor_body(size=(1,), stride=(1,), numel=1, key=long), f32([1]))
+    elif case == "shape":  # 10,001 dimensions, 4 GB: more than the file may produce
+        path = simple_pt(tmp_path, tensor_body(size=(1,) * 10_000 + (10**9,), stride=(1,) * 10_001, numel=1), f32([1]))
+    elif case == "view":  # 10,001 dimensions reaching past the storage
+        path = simple_pt(tmp_path, tensor_body(size=(1,) * 10_000 + (2,), stride=(1,) * 10_000 + (5,), numel=1),
+                         f32([1]))
+    else:
+        path = tmp_path / "t.pt"
+        path.write_bytes(legacy_stream(finish(op_global("os", long) + b")R"), [("0", f32([1]), 4)]))
+    with pytest.raises(ReportDBError) as refused:
+        read_pt(path)
+    assert len(str(refused.value)) < len(str(path)) + 1000, str(refused.value)[:300]

@@ -221,3 +221,67 @@ def test_visualizer_reads_the_sidecars_rows_as_it_reads_ttnns(tmp_path: Path, vi
     lifetimes = [t["lifetime"] for t in truth["query_tensors"] if t.get("lifetime")]
     assert len(lifetimes) == 6 and all(len(c) == 6 for c in truth["query_tensor_comparisons"][:2])  # not vacuous
     assert_same_answers(truth, ours)
+
+
+def _lifetime_entry(i: int) -> dict[str, object]:
+    return {"tensor_id": i, "producer_operation_id": i, "last_use_operation_id": None, "deallocate_operation_id": None,
+            "producer_source_file": "/a/model.py", "producer_source_line": 7, "last_use_source_file": None,
+            "last_use_source_line": None}
+
+
+@pytest.mark.parametrize("content, found", [
+    (b"[" + b",".join([b"[]"] * 400_000) + b"]", "400001 JSON lists"),
+    (b"[" + b",".join([b"{}"] * 400_000) + b"]", "values other than records"),
+    (b"[" + b",".join([b"0.5"] * 400_000) + b"]", "values other than records"),
+    (b"[" + b",".join([b'{"tensor_id": 1}'] * 70_000) + b"]", "70000 JSON objects in 1190001 bytes"),
+])
+def test_a_lifetime_file_that_cannot_be_one_is_refused_before_it_is_parsed(tmp_path: Path, content: bytes,
+                                                                            found: str) -> None:
+    """Lists inside it, list items that are not records, objects too short to be records: refused, in a file of 1 MiB
+    or more, from counts taken over the file before it is parsed (a smaller one is parsed, then checked)."""
+    path = tmp_path / "graph_capture.tensor_lifetime.json"
+    path.write_bytes(content)
+    with pytest.raises(SidecarError, match=found):
+        read_sidecar(path)
+
+
+def test_a_large_real_shaped_lifetime_file_is_read(tmp_path: Path) -> None:
+    """What ttnn writes (indented, or not) passes the shape checks, whatever its strings hold (brackets, colons and
+    commas in them are not counted)."""
+    path = tmp_path / "graph_capture.tensor_lifetime.json"
+    entries = [{**_lifetime_entry(i), "producer_source_file": "/a/[b]{c},d:e.py"} for i in range(20_000)]
+    for indent in (None, 2):
+        path.write_text(json.dumps(entries, indent=indent))
+        assert len(read_sidecar(path).rows["tensor_lifetime"]) == 20_000
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("max_bytes", [None, 200 << 20])
+def test_a_100_mb_lifetime_file_of_empty_lists_is_refused_in_bounded_memory(tmp_path: Path,
+                                                                            max_bytes: int | None) -> None:
+    """A 95 MB ``[[],[],...]`` lifetime file took 22.5 s and 2.5 GB before it was refused (parsed whole, its entries
+    typed later). Now: refused by its size (the default cap), or, under a cap raised past it, by its shape before it is
+    parsed. The peak memory the read adds is measured in a process of its own."""
+    path = tmp_path / "graph_capture.tensor_lifetime.json"
+    with open(path, "wb") as f:
+        f.write(b"[[]")
+        for _ in range(100):
+            f.write(b",[]" * 333_333)
+        f.write(b"]")
+    size = path.stat().st_size
+    assert size > 99_000_000
+    code = (
+        "import resource, sys\n"
+        "from reportdb.legacy.sidecars import SidecarError, read_sidecar\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"
+        f"    read_sidecar(sys.argv[1]{'' if max_bytes is None else f', max_bytes={max_bytes}'})\n"
+        "except SidecarError as exc:\n"
+        "    print(exc)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)\n"  # KiB on Linux
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    message, added = done.stdout.strip().splitlines()
+    assert done.returncode == 0, done.stderr
+    assert ("more than the" if max_bytes is None else "JSON lists where a lifetime sidecar has at most 1") in message
+    assert int(added) < 5 * size, (int(added), size)

@@ -4,6 +4,7 @@ one run together."""
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import subprocess
@@ -103,3 +104,88 @@ def test_writers_open_together_write_one_run_and_other_ranks_join_later(tmp_path
     assert conn.execute("SELECT operation_id, rank FROM operations ORDER BY rank, operation_id").fetchall() == [
         (1, 0), (2, 0), (1, 1)]
     conn.close()
+
+
+def _locked_from_elsewhere(db: Path) -> str:
+    """What another process gets asking for the write lock on ``db`` at once: "database is locked" while this one
+    holds SQLite's lock on it."""
+    probe = subprocess.run([sys.executable, "-c", (
+        "import sqlite3, sys\n"
+        "conn = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
+        "try:\n"
+        "    conn.execute('BEGIN IMMEDIATE')\n"
+        "    print('got the lock')\n"
+        "except sqlite3.OperationalError as exc:\n"
+        "    print(exc)\n"
+    ), str(db)], capture_output=True, text=True, timeout=60)
+    return probe.stdout.strip() + probe.stderr
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("refused", [False, True])
+def test_letting_go_of_the_run_lock_keeps_this_process_sqlite_lock(tmp_path: Path, refused: bool) -> None:
+    """RunLock.release closed its descriptor of the database, and closing any descriptor of a file drops every POSIX
+    lock the process holds on it, SQLite's included: a connection of this process still in its transaction (the
+    Writer's own when join refuses a finished run, or another one) lost its lock, and another process could write
+    under it. The run lock itself is released (another process takes it)."""
+    from reportdb.store import files
+    from reportdb.writer.runs import RunLock
+
+    db = tmp_path / "db.sqlite"
+    with sqlite3.connect(db) as made:
+        made.execute("CREATE TABLE operations (operation_id INTEGER, name TEXT)")
+        made.execute("INSERT INTO operations VALUES (1, 'op')" if refused else "SELECT 1")
+    made.close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # this process's write lock, as an open Writer's transaction holds one
+        lock = RunLock(db)
+        if refused:
+            with pytest.raises(reportdb.errors.ReportExistsError):
+                lock.join(holder, 0, append=False)
+        else:
+            lock.join(holder, 0, append=False)
+            lock.release()
+        assert _locked_from_elsewhere(db) == "database is locked"
+        flock = subprocess.run([sys.executable, "-c", (
+            "import fcntl, os, sys\n"
+            "fcntl.flock(os.open(sys.argv[1], os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        ), str(db)], capture_output=True, text=True, timeout=60)
+        assert flock.returncode == 0, flock.stderr
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    files.let_go(os.open(db, os.O_RDONLY))  # the file is free now: what was kept of it is closed
+    assert not files._KEPT
+
+
+@pytest.mark.process
+def test_a_forked_child_letting_go_keeps_the_parents_run_lock(tmp_path: Path) -> None:
+    """A forked child shares the parent's descriptor, and with it the flock: the child's release must not unlock it
+    (the parent's Writer still holds its run)."""
+    import fcntl
+
+    from reportdb.writer.runs import RunLock
+
+    db = tmp_path / "db.sqlite"
+    sqlite3.connect(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    lock = RunLock(db)
+    lock.join(holder, 0, append=False)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: let go of its copy and leave at once
+            try:
+                lock.release()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        probe = os.open(db, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another description: the parent's lock is there
+        finally:
+            os.close(probe)
+    finally:
+        lock.release()
+        holder.close()

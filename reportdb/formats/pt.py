@@ -168,7 +168,7 @@ def read_pt_file(fh: IO[bytes], size: int, name: str) -> LoadedTensor:
         ValueError, KeyError, IndexError, TypeError, AttributeError, MemoryError, RecursionError,
         OverflowError, UnicodeDecodeError, NotImplementedError,
     ) as exc:
-        raise FormatError(f"{name}: not a readable torch .pt file ({type(exc).__name__}: {exc})") from exc
+        raise FormatError(f"{name}: not a readable torch .pt file ({type(exc).__name__}: {excerpt(str(exc))})") from exc
     return LoadedTensor(
         shards=[((), array)],
         spec=TensorSpec(logical_shape=tuple(array.shape)),
@@ -195,7 +195,7 @@ class _SafeUnpickler(pickle._Unpickler):
         try:
             return super().load()
         except KeyError as exc:
-            raise pickle.UnpicklingError(f"invalid pickle opcode or reference {exc}") from exc
+            raise pickle.UnpicklingError(f"invalid pickle opcode or reference {excerpt(exc.args[0] if exc.args else exc)}") from exc
 
     def find_class(self, module: str, name: str) -> Any:
         """Return the stand-in for an allowed torch global, or raise ``UnsafePickleError``."""
@@ -212,7 +212,7 @@ class _SafeUnpickler(pickle._Unpickler):
         if module == "torch" and name in _UNSUPPORTED_TORCH_NAMES:
             raise UnsupportedDTypeError(f"{self._name}: torch.{name} tensors are not supported")
         raise UnsafePickleError(
-            f"{self._name}: refused pickle global {module}.{name}; a .pt file may only reference "
+            f"{self._name}: refused pickle global {excerpt(f'{module}.{name}')}; a .pt file may only reference "
             "torch's tensor rebuild functions, storage types and dtypes (nothing was executed)"
         )
 
@@ -318,7 +318,7 @@ def _read_zip(fh: IO[bytes], size: int, name: str) -> tuple[_TensorRef, np.ndarr
             raise FormatError(f"{name}: zip archive has {len(pickles)} top-level <folder>/data.pkl records, not 1")
         prefix = pickles[0][: -len("data.pkl")]
         if _plain(zf.getinfo(pickles[0]), name).file_size > MAX_PICKLE_BYTES:
-            raise FormatError(f"{name}: {pickles[0]} is larger than {MAX_PICKLE_BYTES} bytes")
+            raise FormatError(f"{name}: {excerpt(pickles[0])} is larger than {MAX_PICKLE_BYTES} bytes")
         big_endian = _zip_byteorder(zf, prefix, name)
         storages: dict[str, _Storage] = {}
 
@@ -330,17 +330,19 @@ def _read_zip(fh: IO[bytes], size: int, name: str) -> tuple[_TensorRef, np.ndarr
         try:
             info = zf.getinfo(record)
         except KeyError:
-            raise FormatError(f"{name}: storage record {record} is missing") from None
+            raise FormatError(f"{name}: storage record {excerpt(record)} is missing") from None
         expected = ref.storage.numel * DTYPES[ref.storage.dtype].itemsize
         if info.file_size != expected:
-            raise FormatError(f"{name}: record {record} holds {info.file_size} bytes; the pickle says {expected}")
+            raise FormatError(
+                f"{name}: record {excerpt(record)} holds {info.file_size} bytes; the pickle says {excerpt(expected)}"
+            )
         return ref, _zip_member_bytes(zf, info, fh, size, name), big_endian
 
 
 def _plain(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
     """``info``, after checking its record is not encrypted (torch never encrypts; zipfile would ask for a password)."""
     if info.flag_bits & 0x1:
-        raise FormatError(f"{name}: record {info.filename} is encrypted")
+        raise FormatError(f"{name}: record {excerpt(info.filename)} is encrypted")
     return info
 
 
@@ -367,7 +369,7 @@ def _zip_member_bytes(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fh: IO[bytes],
     if info.compress_type != zipfile.ZIP_STORED:
         if info.file_size > budget(size):
             raise FormatError(
-                f"{name}: compressed storage record {info.filename} declares {info.file_size} bytes, more than "
+                f"{name}: compressed storage record {excerpt(info.filename)} declares {info.file_size} bytes, more than "
                 f"the {budget(size)} a {size}-byte .pt may expand to ({MAX_EXPANSION}x its size + "
                 f"{EXPANSION_SLACK}); a zip bomb?"
             )
@@ -375,7 +377,7 @@ def _zip_member_bytes(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fh: IO[bytes],
     fh.seek(info.header_offset)
     signature, name_len, extra_len = _ZIP_LOCAL_HEADER.unpack(fh.read(_ZIP_LOCAL_HEADER.size))
     if signature != b"PK\x03\x04":
-        raise FormatError(f"{name}: bad local header for record {info.filename}")
+        raise FormatError(f"{name}: bad local header for record {excerpt(info.filename)}")
     start = info.header_offset + _ZIP_LOCAL_HEADER.size + name_len + extra_len
     return _map_bytes(fh, start, info.file_size, name)
 
@@ -384,7 +386,7 @@ def _map_bytes(fh: IO[bytes], start: int, count: int, name: str) -> np.ndarray:
     """Memory-map ``count`` bytes at ``start`` of the open file, after checking the file holds them."""
     available = os.fstat(fh.fileno()).st_size
     if start + count > available:
-        raise FormatError(f"{name}: truncated: needs bytes up to {start + count}, the file has {available}")
+        raise FormatError(f"{name}: truncated: needs bytes up to {excerpt(start + count)}, the file has {available}")
     if count == 0:
         return np.empty(0, np.uint8)
     return np.memmap(fh, dtype=np.uint8, mode="r", offset=start, shape=(count,)).view(np.ndarray)
@@ -417,14 +419,14 @@ def _read_legacy(fh: IO[bytes], size: int, name: str) -> tuple[_TensorRef, np.nd
         header = fh.read(8)
         if header not in (struct.pack("<q", root.numel), struct.pack(">q", root.numel)):
             raise FormatError(
-                f"{name}: storage {excerpt(key)} does not start with its count {root.numel} ({header.hex()})"
+                f"{name}: storage {excerpt(key)} does not start with its count {excerpt(root.numel)} ({header.hex()})"
             )
         big_endian = header != struct.pack("<q", root.numel)
         nbytes = root.numel * DTYPES[root.dtype].itemsize
         if key == ref.storage.key:
             return ref, _map_bytes(fh, fh.tell(), nbytes, name), big_endian
         if fh.tell() + nbytes > size:
-            raise FormatError(f"{name}: storage {excerpt(key)} of {nbytes} bytes runs past the end of the file")
+            raise FormatError(f"{name}: storage {excerpt(key)} of {excerpt(nbytes)} bytes runs past the end of the file")
         fh.seek(nbytes, os.SEEK_CUR)
     raise FormatError(f"{name}: the tensor's storage {excerpt(ref.storage.key)} is not in the file")
 
@@ -475,16 +477,18 @@ def _materialize(ref: _TensorRef, raw: np.ndarray, big_endian: bool, limit: int,
     numel = math.prod(ref.size)
     if numel * width > limit:
         raise FormatError(
-            f"{name}: tensor of shape {list(ref.size)} (stride {list(ref.stride)}) would need {numel * width} bytes, "
-            f"more than the {limit} this file may produce ({MAX_EXPANSION}x its size + {EXPANSION_SLACK})"
+            f"{name}: tensor of shape {excerpt(list(ref.size))} (stride {excerpt(list(ref.stride))}) would need "
+            f"{excerpt(numel * width)} bytes, more than the {limit} this file may produce ({MAX_EXPANSION}x its size + "
+            f"{EXPANSION_SLACK})"
         )
     if numel == 0:
         return np.zeros(ref.size, dtype=target)
     last = ref.offset + sum((n - 1) * s for n, s in zip(ref.size, ref.stride))
     if last >= count:
         raise FormatError(
-            f"{name}: tensor view (offset {ref.offset}, size {list(ref.size)}, stride {list(ref.stride)}) "
-            f"reaches element {last} of a storage of {count} {ref.dtype} elements"
+            f"{name}: tensor view (offset {excerpt(ref.offset)}, size {excerpt(list(ref.size))}, stride "
+            f"{excerpt(list(ref.stride))}) reaches element {excerpt(last)} of a storage of {excerpt(count)} "
+            f"{ref.dtype} elements"
         )
     order = ">" if big_endian else "<"
     elements = raw[start : start + count * width].view(f"{order}u{width}")[ref.offset :]

@@ -29,9 +29,24 @@ from ..errors import SidecarError
 COMPARISON_SUFFIX = ".comparison_records.json"
 COMPARISON_FALLBACK = "comparison_records.json"
 LIFETIME_SUFFIX = ".tensor_lifetime.json"
-#: Largest sidecar read: ~670 bytes per output (its local and global record, two golden tensor rows), so about 400,000
-#: outputs; parsed, it takes about 5x its size in memory. A larger one is refused unread.
-MAX_SIDECAR_BYTES = 256 << 20
+#: Largest sidecar read: ~700 bytes per output in a comparison sidecar (its local and global record, two golden tensor
+#: rows) and ~360 per tensor in a lifetime file as ttnn writes them, so about 95,000 outputs or 180,000 tensors, more
+#: than a model's capture holds (ttnn 0.81's own: 6 outputs, 4 KB). Read and made rows, a comparison sidecar takes about
+#: 13 times its size in memory (a lifetime file less). A larger one is refused unread; one within it is parsed only once
+#: :func:`_check_shape` found its shape bounds its memory.
+MAX_SIDECAR_BYTES = 64 << 20
+#: Fewest bytes per JSON object (``{``) a sidecar may average: ttnn writes a lifetime entry's eight fields in 195 bytes
+#: at the least (about 360 indented); a comparison sidecar averages about 160 (a record takes 85 to 105, a golden
+#: tensor's row about 200). Each object, parsed and made a row, takes about 2 KB: a file of empty or one-field objects
+#: is refused before it is parsed.
+_MIN_OBJECT_BYTES = {"lifetime": 160, "comparison": 100}
+#: The JSON lists a sidecar has: the lifetime file is one; a comparison sidecar has its two record lists and ``tensors``.
+_LISTS = {"lifetime": 1, "comparison": 3}
+#: Files from this size on have their shape checked before they are parsed (:func:`_check_shape`); a smaller one,
+#: parsed, takes at most some 30 MB, and its problems are best told by the checks of its parsed records.
+_SHAPE_CHECKED_FROM = 1 << 20
+#: A JSON string, escapes included: blanked out before :func:`_check_shape` counts brackets, colons and commas.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 #: The sidecar versions this code reads (``ttnn.graph._new_comparison_records_data``; the lifetime file has none).
 COMPARISON_VERSIONS = (1,)
 
@@ -113,7 +128,7 @@ def read_sidecar(path: str | os.PathLike[str], *, max_bytes: int = MAX_SIDECAR_B
         kind, stem = "comparison", name[: -len(COMPARISON_SUFFIX)] if name.endswith(COMPARISON_SUFFIX) else ""
     else:
         raise SidecarError(f"{path}: not a ttnn sidecar (*{COMPARISON_SUFFIX}, {COMPARISON_FALLBACK} or *{LIFETIME_SUFFIX})")
-    data = _load(path, max_bytes)
+    data = _load(path, max_bytes, kind)
     rank = _rank_of(stem)
     where = str(path)
     if kind == "lifetime":
@@ -139,8 +154,9 @@ def read_sidecar(path: str | os.PathLike[str], *, max_bytes: int = MAX_SIDECAR_B
     return Sidecar(str(path), kind, rows)
 
 
-def _load(path: Path, max_bytes: int) -> Any:
-    """The parsed JSON of a regular file of at most ``max_bytes`` bytes (size checked before reading)."""
+def _load(path: Path, max_bytes: int, kind: str) -> Any:
+    """The parsed JSON of a regular file of at most ``max_bytes`` bytes (size checked before reading), whose shape
+    can be a sidecar of ``kind`` (:func:`_check_shape`, before it is parsed)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -154,6 +170,8 @@ def _load(path: Path, max_bytes: int) -> Any:
         raw = f.read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise SidecarError(f"{path}: grew beyond {max_bytes} bytes while it was read")
+    if len(raw) >= _SHAPE_CHECKED_FROM:
+        _check_shape(path, raw, kind)
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -162,6 +180,34 @@ def _load(path: Path, max_bytes: int) -> Any:
         raise SidecarError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
     except RecursionError as exc:
         raise SidecarError(f"{path}: JSON nested too deeply to be a sidecar") from exc
+
+
+def _check_shape(path: Path, raw: bytes, kind: str) -> None:
+    """Refuse, before it is parsed, JSON that cannot be a sidecar of ``kind`` and would take far more memory than its
+    size: parsed, ``[]`` or ``{}`` takes about 30 times the 3 bytes it is written in (a 95 MB lifetime file of ``[]``
+    entries took 2.5 GB and 22 s before its first entry was found wrong). Outside its strings, a sidecar has only its
+    record lists (:data:`_LISTS`), holding objects whose members are scalars (the comparison sidecar's top object
+    holds the lists): so no more ``[`` than that, no more commas than colons (a comma separates two members of an
+    object, or two objects of a list, each of which has a member) and, records being long, at least
+    :data:`_MIN_OBJECT_BYTES` per ``{``. Counted in one pass over the file with its strings blanked."""
+    bare = _JSON_STRING.sub(b'""', raw)
+    lists, objects, commas, colons = (bare.count(c) for c in (b"[", b"{", b",", b":"))
+    del bare
+    if lists > _LISTS[kind]:
+        raise SidecarError(
+            f"{path}: holds {lists} JSON lists where a {kind} sidecar has at most {_LISTS[kind]} (its record lists): "
+            "not a sidecar ttnn wrote; nothing was read from it"
+        )
+    if commas > colons:
+        raise SidecarError(
+            f"{path}: a list in it holds values other than records (JSON objects): not a sidecar ttnn wrote; nothing "
+            "was read from it"
+        )
+    if objects * _MIN_OBJECT_BYTES[kind] > len(raw):
+        raise SidecarError(
+            f"{path}: holds {objects} JSON objects in {len(raw)} bytes, under {_MIN_OBJECT_BYTES[kind]} bytes each, "
+            f"shorter than the records of a {kind} sidecar: not a sidecar ttnn wrote; nothing was read from it"
+        )
 
 
 def _rank_of(stem: str) -> int:

@@ -27,7 +27,7 @@ from ..errors import (
     ConstraintError, CorruptionError, DiskError, NotAReportError, QueryTimeoutError, ReadOnlyError, ReportClosedError,
     ReportDBError, ReportLockedError, ResourceLimitError, SchemaError, UnsafeReportError,
 )
-from .files import check_files, readonly_uri
+from .files import check_files, readonly_uri, write_open_advice
 
 PAGE_SIZE = 65536
 BUSY_TIMEOUT_MS = 60_000
@@ -330,11 +330,12 @@ def connect(path: Path, *, readonly: bool, timeout: float | None = None) -> sqli
     except sqlite3.OperationalError as exc:
         conn.close()
         if readonly and "readonly" in str(exc):
-            raise ReadOnlyError(
+            raise ReadOnlyError(write_open_advice(
+                path,
                 f"{path}: cannot be read without write access ({exc}): a hot journal beside it (a writer was killed "
                 "mid-commit) needs rolling back. Open it once where it is writable (reportdb.open(path, 'a')), then "
                 "read it"
-            ) from exc
+            )) from exc
         raise
     except BaseException:
         conn.close()

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
+import sys
+import threading
 from pathlib import Path
 
 from ..errors import ReadOnlyError, ReportDBError, UnsafeReportError, excerpt
@@ -44,12 +47,13 @@ def readonly_uri(path: Path) -> str:
     if wal_size is not None and shm.exists():
         return f"{base}?mode=ro&readonly_shm=1"
     if wal_size:
-        raise ReadOnlyError(
+        raise ReadOnlyError(write_open_advice(
+            path,
             f"{path}: its {wal.name} holds {wal_size} bytes of committed changes not yet copied into the database, "
             f"and there is no {shm.name} to read them through without creating a file (a writer crashed, or the file "
             f"was copied without it). Open it once with write access (`reportdb upgrade {path}`, or "
             f"reportdb.open(path, 'a')) to fold them in, then read it"
-        )
+        ))
     if is_wal or wal_size is not None:
         return f"{base}?immutable=1"
     return f"{base}?mode=ro&readonly_shm=1"
@@ -96,24 +100,52 @@ def check_files(path: Path) -> None:
                 )
         named = _super_journal(base + "-journal")
         if named is not None:
-            raise UnsafeReportError(
-                f"{base}-journal: names {excerpt(named.decode('utf-8', 'replace'))} as its super-journal (a transaction "
-                "across several databases, which reportdb never writes): rolling it back makes SQLite read that file "
-                "and delete it, wherever it is. If you trust the report, remove its -journal and run `reportdb verify` "
-                "(the unfinished transaction the journal would undo may be left half-written); else ask for a copy "
-                "made after its writer finished"
-            )
+            raise UnsafeReportError(super_journal_problem(Path(base + "-journal"), named))
+
+
+def super_journal_problem(journal: Path, named: bytes) -> str:
+    """What is wrong with a ``-journal`` that names a super-journal, and what to do that opens nothing for writing:
+    any write-mode open (``reportdb upgrade``, ``reportdb.open(path, 'a')``, a Writer) would roll it back."""
+    return (
+        f"{journal}: names {excerpt(named.decode('utf-8', 'replace'))} as its super-journal (a transaction across "
+        "several databases, which reportdb never writes): rolling it back, which any write-mode open of the report "
+        "does (`reportdb upgrade`, reportdb.open(path, 'a'), a Writer), makes SQLite read that file and delete it, "
+        f"wherever it is. Do not open the report for writing. Look at {journal.name} first; if it is not a journal "
+        "you expect, remove it (or copy the database file alone, without it) and run `reportdb verify` on what is "
+        "left (the unfinished transaction it would undo may be left half-written); else ask for a copy made after "
+        "its writer finished"
+    )
+
+
+def write_open_advice(path: Path, advice: str) -> str:
+    """``advice`` (which tells the user to open ``path`` for writing, e.g. to roll back a hot journal), unless a
+    ``-journal`` of ``path`` names a super-journal: then what is wrong instead (:func:`super_journal_problem`), since
+    that open would delete the named file. Every message advising a write-mode open is built through here."""
+    for base in dict.fromkeys((str(path), os.path.realpath(path))):
+        named = _super_journal(base + "-journal")
+        if named is not None:
+            return super_journal_problem(Path(base + "-journal"), named)
+    return advice
 
 
 #: The magic number that begins every journal header and ends a super-journal record (SQLite's pager.c).
 _JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+#: Bytes of a super-journal name read to tell whether it is empty and to quote it (SQLite's names are at most 512 on
+#: Unix; a longer one is refused all the same).
+_NAME_READ = 1024
 
 
 def _super_journal(journal: str) -> bytes | None:
-    """The super-journal name a rollback journal ends with, or None. SQLite (``readSuperJournal``) finds it at the
-    journal's end: the name, its length, its checksum and the journal magic; a journal with one is rolled back by
-    reading the named file as a list of journals and then deleting it. Read without blocking; every name SQLite could
-    take is found (its page-number and checksum checks are not needed to refuse one)."""
+    """The super-journal name SQLite would follow in a rollback journal, or None when it would follow none.
+
+    SQLite (pager.c ``readSuperJournal``, run by every rollback of a hot journal) reads the journal's last 16 bytes: a
+    4-byte big-endian length ``len``, a 4-byte checksum and the 8-byte journal magic; it takes ``len`` bytes before
+    them as the name when the journal holds at least 16 bytes, ``0 < len <= size - 16`` (so the name may start at
+    byte 0, with no journal header at all), ``len`` is below the VFS's longest path and the checksum matches; the name
+    ends at its first NUL, and an empty one is no name. It then reads the named file as a list of journals and
+    deletes it. Refused here is every journal SQLite might follow on any platform, so two of its checks are left out:
+    the longest path differs between VFSes (512 bytes on Unix, far more on Windows) and the checksum sums the name's
+    bytes as C ``char``, signed on x86 and unsigned on ARM. Read without blocking."""
     try:
         fd = os.open(journal, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError:
@@ -121,24 +153,99 @@ def _super_journal(journal: str) -> bytes | None:
     try:
         found = os.fstat(fd)
         size = found.st_size
-        if not stat.S_ISREG(found.st_mode) or size < 20:
+        if not stat.S_ISREG(found.st_mode) or size < 16:
             return None
         tail = os.pread(fd, 16, size - 16)
         length = int.from_bytes(tail[:4], "big")
-        if tail[8:] != _JOURNAL_MAGIC or not 0 < length <= min(size - 20, 1 << 16):
+        if len(tail) != 16 or tail[8:] != _JOURNAL_MAGIC or not 0 < length <= size - 16:
             return None
-        return os.pread(fd, length, size - 16 - length).rstrip(b"\0") or None
+        # The name's first bytes are enough to tell an empty name and to quote it; SQLite reads all of it.
+        name = os.pread(fd, min(length, _NAME_READ), size - 16 - length).split(b"\0", 1)[0]
+        return name or None
     finally:
         os.close(fd)
 
 
 def _header(path: Path) -> bytes:
     """The first 100 bytes of the database file, read without blocking (``O_NONBLOCK``: a FIFO swapped in after
-    :func:`check_files` looked would block an ordinary open)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    :func:`check_files` looked would block an ordinary open) and without closing a descriptor this process may hold a
+    lock through (:func:`let_go`; a descriptor it kept of the same file is read instead of opening another)."""
+    found = os.stat(path)
+    with _KEPT_LOCK:
+        for fd, kept in _KEPT.items():
+            if kept == (found.st_dev, found.st_ino):
+                header = os.pread(fd, 100, 0)
+                _close_free()
+                return header
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafeReportError(f"{path}: is not a regular file; reportdb reads a report only from a regular file")
-        return os.read(fd, 100)
+        return os.pread(fd, 100, 0)
     finally:
+        let_go(fd)
+
+
+#: Descriptors of database files not closed yet, each with its file's (st_dev, st_ino): see :func:`let_go`.
+_KEPT: dict[int, tuple[int, int]] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A forked child's fresh lock: another thread may have held the parent's at the fork, and none runs here."""
+    global _KEPT_LOCK
+    _KEPT_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def let_go(fd: int) -> None:
+    """Close ``fd``, a descriptor of a database file, once no lock is held on the file.
+
+    Closing any descriptor of a file drops every POSIX (``fcntl``) lock this process holds on it, SQLite's included:
+    a writer in another process could then commit under this process's open transaction, or have its journal deleted
+    under it. So a descriptor is closed only where the file is seen free of locks (Linux's open-file-description lock
+    query sees this process's own locks too); else it is kept, read again by :func:`_header`, and closed by a later
+    call that finds its file free. Where that cannot be seen (no ``F_OFD_GETLK``: macOS, the BSDs) it is kept for the
+    process's life, one per file. Not closed: another thread's SQLite connection taking its first lock between the
+    query and the close, which no code outside SQLite can exclude."""
+    if sys.platform == "win32":  # a LockFileEx lock belongs to its own handle: closing another one keeps it
         os.close(fd)
+        return
+    found = os.fstat(fd)
+    with _KEPT_LOCK:
+        _KEPT[fd] = (found.st_dev, found.st_ino)
+        _close_free()
+
+
+def _close_free() -> None:
+    """Close every kept descriptor whose file is now free of locks (called holding ``_KEPT_LOCK``)."""
+    for kept in list(_KEPT):
+        if not _locked(kept):
+            del _KEPT[kept]
+            os.close(kept)
+
+
+#: ``struct flock`` as Linux's ``F_OFD_GETLK`` takes it: type, whence, start, length, pid.
+_FLOCK = struct.Struct("@hhqqi")
+
+
+def _locked(fd: int) -> bool:
+    """Whether any process, this one included, may hold a lock on the file of ``fd`` (True where that cannot be
+    told). An open file description's lock query conflicts with every POSIX lock on the file, its own process's too;
+    ``fd`` holds none of its own."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    query = getattr(fcntl, "F_OFD_GETLK", None)
+    if query is None:
+        return True
+    try:
+        answer = fcntl.fcntl(fd, query, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+    except OSError:
+        return True
+    return bool(_FLOCK.unpack(answer)[0] != fcntl.F_UNLCK)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import NotAReportError, ReadOnlyError, ReportDBError, SchemaError, SchemaTooNewError, UnsafeReportError, excerpt
 from . import engine as engine_mod, journal
+from .files import write_open_advice
 
 if TYPE_CHECKING:  # pragma: no cover
     from alembic.config import Config
@@ -83,10 +84,11 @@ def open_database(path: Path, *, writing: bool, existed: bool) -> Opened:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
         if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
-            raise ReadOnlyError(
+            raise ReadOnlyError(write_open_advice(
+                path,
                 f"{path}: cannot be read without write access ({exc}): a hot journal beside it needs rolling "
                 "back. Open it once where it is writable (reportdb.open(path, 'a')), then read it"
-            ) from exc
+            )) from exc
         if isinstance(exc, sqlite3.DatabaseError):
             raise NotAReportError(f"{path}: not a SQLite report database ({exc})") from exc
         raise

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ReportExistsError, TensorExistsError
+from ..store import files
 
 
 @dataclass
@@ -63,6 +64,7 @@ class RunLock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd: int | None = None
+        self.pid = os.getpid()  # the process that took the lock (a forked child holds a copy of its descriptor)
 
     def join(self, conn: sqlite3.Connection, rank: int, *, append: bool) -> Earlier | None:
         """Take the lock; refuse a finished run of ``rank`` unless ``append``. Returns what an appending Writer must
@@ -71,7 +73,7 @@ class RunLock:
             import fcntl
         except ImportError:  # pragma: no cover - Windows
             return None
-        self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.fd, self.pid = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), os.getpid()
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # another Writer has it open: a run in progress, which this one joins
@@ -95,8 +97,15 @@ class RunLock:
         return earlier if earlier.operations or earlier.tensors else None
 
     def release(self) -> None:
-        """Let go of the lock (closing the descriptor releases it)."""
+        """Let go of the lock. The descriptor is unlocked, not closed outright: closing it would also drop SQLite's
+        POSIX locks this process holds on the file (a connection still open, in this Writer or another), so it is
+        closed once the file is free of them (:func:`reportdb.store.files.let_go`). A forked child only lets go of its
+        copy: the flock belongs to the descriptor it shares with the parent, whose Writer still holds it."""
         fd, self.fd = self.fd, None
         if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if self.pid == os.getpid():
+                import fcntl
+
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            files.let_go(fd)
