@@ -112,6 +112,11 @@ def test_serve_refuses_a_fifo_policy_without_hanging(tmp_path: Path, report: Pat
     assert run.returncode != 0 and "not a regular file" in run.stderr and len(run.stderr.strip().splitlines()) == 1
 
 
+def test_a_policy_text_is_bounded_too() -> None:
+    with pytest.raises(PolicyError, match="more than"):
+        Policy.parse(RULE + "#" * MAX_POLICY_BYTES + "\n", source="given")
+
+
 def test_a_symlink_to_a_policy_file_is_read(tmp_path: Path) -> None:
     (tmp_path / "real.toml").write_text(RULE)
     (tmp_path / "link.toml").symlink_to(tmp_path / "real.toml")
@@ -133,7 +138,8 @@ def _fnmatch_cache_use() -> tuple[int, int]:
 
 
 def test_each_glob_is_compiled_once_not_into_fnmatchs_cache() -> None:
-    policy = Policy.parse("".join(f'[[rules]]\nop = "ttnn.op{i}_*"\ndtype = "BFLOAT16"\npcc = 0.9\n' for i in range(50)))
+    rules = (f'[[rules]]\nop = "ttnn.op{i}_*"\ndtype = "BFLOAT16"\npcc = 0.9\n' for i in range(50))
+    policy = Policy.parse("".join(rules))
     before = _fnmatch_cache_use()
     for i in range(2000):
         policy.rule_for(f"ttnn.op{i % 60}_{i}", "BFLOAT16")

@@ -178,7 +178,11 @@ class Policy:
 
     @classmethod
     def parse(cls, text: str, *, source: str = "policy") -> Policy:
-        """A policy from its TOML text; PolicyError naming ``source`` (and the line) when it cannot be used."""
+        """A policy from its TOML text (at most :data:`MAX_POLICY_BYTES` characters); PolicyError naming ``source``
+        (and the line) when it cannot be used."""
+        if len(text) > MAX_POLICY_BYTES:
+            raise PolicyError(f"{source}: the policy holds {len(text):,} characters, more than {MAX_POLICY_BYTES:,}; a "
+                              f"policy holds at most {MAX_RULES:,} rules")
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -196,8 +200,8 @@ class Policy:
         """A policy from parsed TOML (``{"rules": [{"op": ..., "dtype": ..., criteria...}, ...]}``)."""
         unknown = set(data) - {"rules"}
         if unknown:
-            raise PolicyError(f"{source}: unknown top-level key {excerpt(sorted(unknown)[0])}; a policy holds [[rules]] "
-                              "tables")
+            first = excerpt(sorted(unknown)[0])
+            raise PolicyError(f"{source}: unknown top-level key {first}; a policy holds [[rules]] tables")
         raw = data.get("rules", [])
         if not isinstance(raw, list):
             raise PolicyError(f"{source}: 'rules' must be an array of tables ([[rules]])")
@@ -308,7 +312,8 @@ def _rule(table: Any, where: str) -> Rule:
     unknown = set(table) - {"op", "dtype", *_CRITERIA}
     if unknown:
         raise PolicyError(
-            f"{where}: unknown key {excerpt(sorted(unknown)[0])}; a rule has op, dtype and criteria {', '.join(_CRITERIA)}"
+            f"{where}: unknown key {excerpt(sorted(unknown)[0])}; a rule has op, dtype and criteria "
+            f"{', '.join(_CRITERIA)}"
         )
     op = table.get("op", "*")
     dtype = table.get("dtype")
@@ -374,7 +379,8 @@ def _read_policy_file(path: Path) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: cannot read the policy file: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise PolicyError(f"{path}: cannot read the policy file: not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start})") from None
     return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as a text-mode read had them
 
 
