@@ -29,19 +29,27 @@ value, since a block float's 16 values share one exponent and store sign + p bit
   error and an error confined to a few elements: a sign-flipped 64x64 block of a 256x256 tensor has PCC 0.875 but
   a 32x32 block of a 1024x1024 one 0.998 (SQNR 24 dB) -- a rule with ``max_mismatch_fraction`` catches that.
 * integers (and bool): exact: ``rtol = atol = 0`` and ``max_mismatch_fraction = 0``.
+
+A policy is read only from a regular file (opened without blocking, so a FIFO or a device is refused, never waited
+on or read without end) of at most :data:`MAX_POLICY_BYTES`, holding at most :data:`MAX_RULES` rules whose globs are
+at most :data:`MAX_GLOB_CHARS` long; each glob is compiled once, by its rule, never into ``fnmatch``'s process-wide
+cache (which keeps every distinct glob a server ever matched). Whatever is wrong with a policy, even TOML nested too
+deeply or a number of thousands of digits, is a one-line PolicyError.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import math
+import os
 import re
+import stat
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import ComparisonError, PolicyError
+from ..errors import ComparisonError, PolicyError, excerpt
 from ..numeric.tolerances import BLOCK_FLOATS, canonical_dtype, dtype_tolerances, significand_bits
 from ..results import Result
 
@@ -55,6 +63,17 @@ else:  # pragma: no cover - exercised on Python 3.10
 
 
 _BLOCK_EXPONENT_LOSS_DB = 8.0
+
+#: The most rules a policy holds. A policy is a few rules (a rule per operation family and dtype); one generated per
+#: operation name and dtype (ttnn has a few hundred operations) stays under it. Every output is matched against the
+#: rules in order, so this also bounds the work of judging one output.
+MAX_RULES = 1000
+#: The most characters of a rule's ``op`` glob: ttnn's longest operation names are under 100 characters, and a glob
+#: of one with a few ``*`` and ``[...]`` stays well under this. It bounds the regular expression compiled from it.
+MAX_GLOB_CHARS = 256
+#: The most bytes of a policy file: MAX_RULES rules with every criterion and a comment line each take ~250 KB;
+#: four times that leaves room for long comments and is parsed in well under a second.
+MAX_POLICY_BYTES = 1 << 20
 _CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db")
 
 
@@ -105,12 +124,21 @@ class Rule:
     dtype: str | None
     criteria: Criteria
     source: str = ""
+    #: ``op`` compiled, once for the rule's life (not into fnmatch's process-wide cache).
+    _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Compile the glob; PolicyError naming the rule's source when it is longer than :data:`MAX_GLOB_CHARS`."""
+        if len(self.op) > MAX_GLOB_CHARS:
+            raise PolicyError(f"{self.source or 'a rule'}: 'op' is a glob of {len(self.op):,} characters, more than "
+                              f"{MAX_GLOB_CHARS}; match operation names with a shorter glob, like \"ttnn.mat*\"")
+        object.__setattr__(self, "_pattern", re.compile(fnmatch.translate(self.op)))
 
     def matches(self, op: str | None, dtype: str) -> bool:
         """Whether this rule applies to an output of operation ``op`` (None: unknown, matched by ``*`` only)."""
         if self.dtype is not None and canonical_dtype(self.dtype) != canonical_dtype(dtype):
             return False
-        return fnmatch.fnmatchcase(op or "", self.op) if op is not None else self.op == "*"
+        return self._pattern.match(op) is not None if op is not None else self.op == "*"
 
 
 class Policy:
@@ -144,27 +172,42 @@ class Policy:
 
     @classmethod
     def load(cls, path: str | Path) -> Policy:
-        """Read a TOML policy file; PolicyError naming the file (and the line) when it cannot be used."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PolicyError(f"{path}: cannot read the policy file ({exc})") from None
+        """Read a TOML policy file (a regular file of at most :data:`MAX_POLICY_BYTES`); PolicyError naming the file
+        (and the line) when it cannot be used."""
+        return cls.parse(_read_policy_file(Path(path)), source=str(path))
+
+    @classmethod
+    def parse(cls, text: str, *, source: str = "policy") -> Policy:
+        """A policy from its TOML text (at most :data:`MAX_POLICY_BYTES` characters); PolicyError naming ``source``
+        (and the line) when it cannot be used."""
+        if len(text) > MAX_POLICY_BYTES:
+            raise PolicyError(f"{source}: the policy holds {len(text):,} characters, more than {MAX_POLICY_BYTES:,}; a "
+                              f"policy holds at most {MAX_RULES:,} rules")
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise PolicyError(f"{path}: not valid TOML: {exc}") from None
-        return cls.from_dict(data, source=str(path), lines=_rule_lines(text))
+            raise PolicyError(f"{source}: not valid TOML: {exc}") from None
+        except RecursionError:
+            raise PolicyError(f"{source}: arrays or tables nested too deeply; a policy holds [[rules]] tables of "
+                              "plain values") from None
+        except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits())
+            raise PolicyError(f"{source}: a value cannot be read ({str(exc).split(':')[0]}); a criterion is a plain "
+                              "number, like 0.99 or 1e-3") from None
+        return cls.from_dict(data, source=source, lines=_rule_lines(text))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "policy", lines: list[int] | None = None) -> Policy:
         """A policy from parsed TOML (``{"rules": [{"op": ..., "dtype": ..., criteria...}, ...]}``)."""
         unknown = set(data) - {"rules"}
         if unknown:
-            raise PolicyError(f"{source}: unknown top-level key {sorted(unknown)[0]!r}; a policy holds [[rules]] tables")
+            first = excerpt(sorted(unknown)[0])
+            raise PolicyError(f"{source}: unknown top-level key {first}; a policy holds [[rules]] tables")
         raw = data.get("rules", [])
         if not isinstance(raw, list):
             raise PolicyError(f"{source}: 'rules' must be an array of tables ([[rules]])")
+        if len(raw) > MAX_RULES:
+            raise PolicyError(f"{source}: {len(raw):,} rules, more than {MAX_RULES:,}; match operations by glob "
+                              "(\"ttnn.mat*\") and dtype rather than one rule each")
         rules = []
         for i, table in enumerate(raw):
             where = f"{source}, line {lines[i]}" if lines is not None and i < len(lines) else f"{source}, rule {i + 1}"
@@ -269,7 +312,8 @@ def _rule(table: Any, where: str) -> Rule:
     unknown = set(table) - {"op", "dtype", *_CRITERIA}
     if unknown:
         raise PolicyError(
-            f"{where}: unknown key {sorted(unknown)[0]!r}; a rule has op, dtype and criteria {', '.join(_CRITERIA)}"
+            f"{where}: unknown key {excerpt(sorted(unknown)[0])}; a rule has op, dtype and criteria "
+            f"{', '.join(_CRITERIA)}"
         )
     op = table.get("op", "*")
     dtype = table.get("dtype")
@@ -281,19 +325,63 @@ def _rule(table: Any, where: str) -> Rule:
     for key in _CRITERIA:
         if key not in table:
             continue
-        value = table[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise PolicyError(f"{where}: {key} must be a finite number, not {value!r}")
+        value = _number(table[key])
+        if value is None:
+            raise PolicyError(f"{where}: {key} must be a finite number, not {excerpt(table[key])}")
         if key == "pcc" and not -1.0 <= value <= 1.0:
-            raise PolicyError(f"{where}: pcc must lie in [-1, 1], not {value!r}")
+            raise PolicyError(f"{where}: pcc must lie in [-1, 1], not {excerpt(table[key])}")
         if key not in ("pcc", "sqnr_db") and value < 0:
-            raise PolicyError(f"{where}: {key} must be >= 0, not {value!r}")
+            raise PolicyError(f"{where}: {key} must be >= 0, not {excerpt(table[key])}")
         if key == "max_mismatch_fraction" and value > 1:
-            raise PolicyError(f"{where}: max_mismatch_fraction is a fraction in [0, 1], not {value!r}")
-        values[key] = float(value)
+            raise PolicyError(f"{where}: max_mismatch_fraction is a fraction in [0, 1], not {excerpt(table[key])}")
+        values[key] = value
     if not values:
         raise PolicyError(f"{where}: the rule has no criteria; give any of {', '.join(_CRITERIA)}")
     return Rule(op, dtype, Criteria(**values), where)
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, None when it is not a number (a bool, a string) or not finite; an integer too
+    large for a float (TOML allows thousands of digits) is not one either."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _read_policy_file(path: Path) -> str:
+    """The text of the policy file ``path``: opened without blocking and refused unless a regular file (a FIFO would
+    block forever, a device such as /dev/zero never end), read up to :data:`MAX_POLICY_BYTES` and no further."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read the policy file ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PolicyError(f"{path}: cannot read the policy file: not a regular file; give a TOML file")
+        data = b""
+        while len(data) <= MAX_POLICY_BYTES:
+            chunk = os.read(fd, MAX_POLICY_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read the policy file ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyError(f"{path}: the policy file is larger than {MAX_POLICY_BYTES:,} bytes; a policy holds at most "
+                          f"{MAX_RULES:,} rules")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{path}: cannot read the policy file: not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as a text-mode read had them
 
 
 def as_policy(policy: "Policy | str | Path | None") -> Policy:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Mapping
@@ -17,11 +16,6 @@ from flask import Request, g
 
 from ..analysis.policy import Policy
 from ..errors import PolicyError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10
-    import tomli as tomllib
 
 from .guard import Cors, Hosts, MemoryBudget
 from .params import ApiError
@@ -43,31 +37,40 @@ class Settings:
     policy: Policy
     #: The other policies a request may choose by name (``policy=NAME``); ``default`` is always ``policy``.
     policies: dict[str, Policy] = field(default_factory=dict)
-    #: Policies pasted into the page (``POST api/policies``), by name, the least recently used dropped beyond 16.
+    #: Policies pasted into the page (``POST api/policies``), by name, the least recently pasted or chosen dropped
+    #: beyond :attr:`MAX_PASTED` of them or :attr:`MAX_PASTED_TOTAL_CHARS` of their text.
     pasted: collections.OrderedDict[str, Policy] = field(default_factory=collections.OrderedDict)
+    _pasted_chars: dict[str, int] = field(default_factory=dict)
     _paste_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    #: The most characters a pasted policy may hold, and how many pasted ones are kept.
+    #: The most characters one pasted policy may hold: a policy is a few rules; this is hundreds of them.
     MAX_PASTED_CHARS = 65536
+    #: How many pasted policies are kept (a page pastes one at a time; a few pages share a server), and the most
+    #: characters they may hold together: a kept policy's memory grows with its text (its rules and each glob's
+    #: compiled expression, ~2 MB for a full-length one of long globs), so four full-length ones at most.
     MAX_PASTED = 16
+    MAX_PASTED_TOTAL_CHARS = 4 * MAX_PASTED_CHARS
 
     def paste(self, text: str) -> tuple[str, Policy]:
         """Check a pasted TOML policy and keep it under a name made from its text (``pasted-`` and 12 hex digits);
         PolicyError (which the API answers as a 400) saying what is wrong with it."""
         if len(text) > self.MAX_PASTED_CHARS:
             raise PolicyError(f"the pasted policy holds {len(text):,} characters, more than {self.MAX_PASTED_CHARS:,}")
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise PolicyError(f"the pasted policy is not valid TOML: {exc}") from None
-        found = Policy.from_dict(data, source="the pasted policy")
+        found = Policy.parse(text, source="the pasted policy")
         name = "pasted-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
         with self._paste_lock:
             self.pasted[name] = found
             self.pasted.move_to_end(name)
-            while len(self.pasted) > self.MAX_PASTED:
-                self.pasted.popitem(last=False)
+            self._pasted_chars[name] = len(text)
+            while len(self.pasted) > self.MAX_PASTED or sum(self._pasted_chars.values()) > self.MAX_PASTED_TOTAL_CHARS:
+                dropped, _ = self.pasted.popitem(last=False)
+                del self._pasted_chars[dropped]
         return name, found
+
+    def pasted_policies(self) -> list[tuple[str, Policy]]:
+        """The pasted policies kept, the least recently used first."""
+        with self._paste_lock:
+            return list(self.pasted.items())
 
     def chosen(self, args: Mapping[str, str]) -> tuple[str, Policy]:
         """The policy a request names (``policy=NAME``; absent or ``default``: the blueprint's), with its name."""
@@ -78,6 +81,8 @@ class Settings:
         if found is None:
             with self._paste_lock:
                 found = self.pasted.get(name)
+                if found is not None:  # in use: the last to be dropped
+                    self.pasted.move_to_end(name)
         if found is None:
             known = ", ".join(["default", *sorted(self.policies)][:20])
             raise ApiError(400, f"no policy named {name[:80]!r} is served", f"served policies: {known} (GET api/policies)")

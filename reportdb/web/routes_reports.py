@@ -58,7 +58,7 @@ def policies() -> Response:
     config = settings()
     items = [{"name": "default", "source": config.policy.source, **config.policy.to_dict()}]
     items += [{"name": name, "source": p.source, **p.to_dict()} for name, p in config.policies.items()]
-    items += [{"name": name, "source": p.source, **p.to_dict()} for name, p in list(config.pasted.items())]
+    items += [{"name": name, "source": p.source, **p.to_dict()} for name, p in config.pasted_policies()]
     return answer({"policies": items, "chosen": lookup().policy})
 
 
