@@ -30,7 +30,7 @@ def hostile(path: Path) -> None:
     with reportdb.Writer(path) as w:
         for tensor_id, array in ((1, column), (2, row), (3, small), (4, np.zeros(1_000_000, np.int32)),
                                  (5, np.ones((2, 4096), F)), (6, np.ones((1, 1, N, 1), F)),
-                                 (7, np.zeros(2_000_000, F)), (8, x), (9, x + x)):  # fmt: skip
+                                 (7, np.zeros(2_000_000, F)), (8, x), (9, x + x)):
             w.put_tensor(tensor_id, array)
         w.add_operation(1, "ttnn.add", inputs=[1, 2], outputs=[3])
         w.add_operation(2, "ttnn.matmul", inputs=[1, 2], outputs=[3])
@@ -73,7 +73,7 @@ def test_hostile_references_are_refused_without_allocating(tmp_path: Path) -> No
     ("ttnn.where", [np.ones((N, 1), F), np.ones((1, N), F), np.ones(1, F)], []),
     ("ttnn.layer_norm", [np.ones((1, N), F), np.ones((N, 1), F)], [A("residual_input_tensor", "ttnn.Tensor(x)"),
                                                                    A("0", "ttnn.Tensor(y)")]),
-])  # fmt: skip
+])
 def test_each_growing_reference_declares_its_size(op: str, inputs: list[np.ndarray], args: list[A]) -> None:
     """With the limit its stored arrays justify, each is refused before computing (the arrays it would build are
     1000s of times its inputs)."""
@@ -98,9 +98,9 @@ def test_normal_references_fit_their_limit() -> None:
     ("ttnn.transformer.scaled_dot_product_attention", [np.ones((1, 1, 4, 2), F)] * 3,
      [A("sliding_window_size", str(-(2**63)))], ("sliding_window_size",)),
     ("ttnn.permute", [np.ones((2, 2), F)], [A("dims", f"[0, {10**30}]")], ("dims",)),
-])  # fmt: skip
+])
 def test_hostile_integers_are_unsupported_not_overflowed(op: str, inputs: list[np.ndarray], args: list[A],
-                                                          names: tuple[str, ...]) -> None:  # fmt: skip
+                                                          names: tuple[str, ...]) -> None:
     with pytest.raises(refs.UnsupportedArguments) as info:
         refs.compute_outputs(op, list(enumerate(inputs, start=1)), args)
     assert info.value.names == names
