@@ -124,3 +124,18 @@ def test_negative_output_indexes_are_clear_errors(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(CorruptionError, match="output index -1"):
         reportdb.replay(path)
+
+
+def test_a_chain_keeps_a_tensor_an_operation_reads_twice_for_its_later_consumers(tmp_path: Path) -> None:
+    """Op 2 reads tensor 2 twice; op 3 reads it after: its chained reference must still be there."""
+    path = tmp_path / "r.sqlite"
+    x = np.arange(-4, 4, dtype=F)
+    y = np.maximum(x, 0)
+    with reportdb.Writer(path) as w:
+        for tensor_id, array in ((1, x), (2, y), (3, y + y), (4, y)):
+            w.put_tensor(tensor_id, array)
+        w.add_operation(1, "ttnn.relu", inputs=[1], outputs=[2])
+        w.add_operation(2, "ttnn.add", inputs=[2, 2], outputs=[3])
+        w.add_operation(3, "ttnn.relu", inputs=[2], outputs=[4])
+    rows = reportdb.replay(path, chain=True).rows
+    assert [(r.operation_id, r.status, r.passed) for r in rows] == [(i, "compared", True) for i in (1, 2, 3)]
