@@ -9,7 +9,7 @@ older report lacks read as empty.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 #: Lines of source shown around a frame's line (before, after).
 CONTEXT_LINES = (2, 2)
+#: Consumers listed per tensor: a weight read by every operation of a long run would put 10^6 links in each listing
+#: of it (the graph, ``tensor_graph(report).consumers``, has them all).
+CONSUMERS_LISTED = 32
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
@@ -59,7 +62,8 @@ class TensorComparison(Result):
 @dataclass(frozen=True)
 class TensorContext(Result):
     """An input or output of the operation: its index, the report's row (shape, dtype, layout, memory config, device),
-    whether its values are stored, who produced it, who consumes it, and its golden comparisons."""
+    whether its values are stored, who produced it, who consumes it (the first :data:`CONSUMERS_LISTED` in execution
+    order; ``consumer_count`` says how many in all), and its golden comparisons."""
 
     index: int
     tensor_id: int
@@ -71,6 +75,7 @@ class TensorContext(Result):
     stored: bool
     producer: OperationRef | None
     consumers: tuple[OperationRef, ...]
+    consumer_count: int
     comparisons: tuple[TensorComparison, ...]
 
 
@@ -115,10 +120,7 @@ def operation_context(
         inputs = graph.inputs.get(operation_id, [])
         outputs = [t for _, t in sorted(graph.outputs.get(operation_id, {}).items())]
         comparisons = _comparisons(rep, graph, rank, set(inputs) | set(outputs), judge)
-        tensors = [
-            tuple(_tensor(rep, graph, rank, i, t, tensor_rows.get(t), comparisons.get(t, ())) for i, t in enumerate(ids))
-            for ids in (inputs, outputs)
-        ]
+        tensors = [_tensors(rep, graph, rank, ids, tensor_rows, comparisons) for ids in (inputs, outputs)]
         device_ids = tuple(sorted({t.device_id for t in (*tensors[0], *tensors[1]) if t.device_id is not None}))
         with rep.session() as session:
             devices = tuple(_devices(session.connection(), device_ids, rank))
@@ -186,6 +188,21 @@ def _comparisons(
     return {k: tuple(v) for k, v in out.items()}
 
 
+def _tensors(
+    report: "Report", graph: TensorGraph, rank: int, ids: list[int], rows: dict[int, tuple[Any, ...]],
+    comparisons: dict[int, tuple[TensorComparison, ...]],
+) -> tuple[TensorContext, ...]:
+    """The inputs or outputs ``ids`` in order, each tensor looked up once however often the operation lists it."""
+    first: dict[int, TensorContext] = {}
+    listed = []
+    for index, t in enumerate(ids):
+        seen = first.get(t)
+        if seen is None:
+            seen = first[t] = _tensor(report, graph, rank, index, t, rows.get(t), comparisons.get(t, ()))
+        listed.append(seen if seen.index == index else replace(seen, index=index))
+    return tuple(listed)
+
+
 def _tensor(
     report: "Report", graph: TensorGraph, rank: int, index: int, tensor_id: int, row: tuple[Any, ...] | None,
     comparisons: tuple[TensorComparison, ...],
@@ -193,13 +210,14 @@ def _tensor(
     """One input or output with its links: the producer, the consumers."""
     made = graph.producer.get(tensor_id)
     producer = None if made is None else OperationRef(made[0], graph.names.get(made[0], ""))
-    consumers = tuple(OperationRef(o, graph.names.get(o, "")) for o in graph.consumers.get(tensor_id, []))
+    users = graph.consumers.get(tensor_id, [])
+    consumers = tuple(OperationRef(o, graph.names.get(o, "")) for o in users[:CONSUMERS_LISTED])
     _, shape, dtype, layout, memory_config, device_id = row if row is not None else (None,) * 6
     return TensorContext(
         index, tensor_id, None if shape is None else str(shape), None if dtype is None else str(dtype),
         None if layout is None else str(layout), None if memory_config is None else str(memory_config),
         device_id if isinstance(device_id, int) else None, report.has_tensor(tensor_id, rank), producer, consumers,
-        comparisons,
+        len(users), comparisons,
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ one operation's inputs, output and reference at a time, whatever the report's si
 from __future__ import annotations
 
 import fnmatch
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -112,7 +113,7 @@ def iter_replay(
                                         keeper if wanted else None, chained)  # fmt: skip
                 if wanted:
                     yield from rows
-            for t in graph.inputs.get(op_id, []) if chained is not None else []:
+            for t in dict.fromkeys(graph.inputs.get(op_id, [])) if chained is not None else ():  # once per consumer
                 uses[t] -= 1
                 if uses[t] <= 0:
                     chained.pop(t, None)  # type: ignore[union-attr]
@@ -142,7 +143,7 @@ def replay_operation(
     operation's."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     if chained is not None:
-        broken = [t for t in graph.inputs.get(op_id, []) if t in graph.producer and t not in chained]
+        broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:
             return [replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
                             + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]  # fmt: skip
@@ -191,19 +192,27 @@ def prepare(
         return ReplayRow(op_id, name, "missing_inputs", detail="the report lists no output for it")
     first = outputs[min(outputs)]
     input_ids = graph.inputs.get(op_id, [])
-    absent = [t for t in input_ids if t not in given and not report.has_tensor(t, rank)]
+    distinct = list(dict.fromkeys(input_ids))  # each tensor read once: an operation can list one tensor 10^6 times
+    absent = [t for t in distinct if t not in given and not report.has_tensor(t, rank)]
     if absent:
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first,
                          detail="tensors not stored: " + ", ".join(map(str, absent)))  # fmt: skip
     try:
-        inputs = [(t, given[t] if t in given else report.tensor(t, rank)) for t in input_ids]
+        arrays = {t: given[t] if t in given else report.tensor(t, rank) for t in distinct}
     except ReportDBError as exc:  # e.g. a multi-device input whose shards do not assemble
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first, detail=str(exc))
+    inputs = [(t, arrays[t]) for t in input_ids]
+    stored = {t: report.has_tensor(t, rank) for t in set(outputs.values())}
+    # the reference may build what the operation's stored arrays justify: its inputs, and its outputs where stored
+    limit = references.justified_elements([a.size for a in arrays.values()]
+                                          + [stored_elements(report, t, rank) for t, kept in stored.items() if kept])
+    dtypes = input_dtypes(report, graph, distinct, rank)
     try:
         with np.errstate(all="ignore"):
-            expected = references.compute_outputs(name, inputs, arguments, input_dtypes(report, graph, input_ids, rank))
-    except references.UnsupportedArguments as exc:
-        return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=first, unsupported=exc.names,
+            expected = references.compute_outputs(name, inputs, arguments, dtypes, max_elements=limit)
+    except references.UnsupportedArguments as exc:  # an oversized one names no argument: its reason is the detail
+        names = () if isinstance(exc, references.Oversized) else exc.names
+        return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=first, unsupported=names,
                          detail=str(exc))  # fmt: skip
     except (ValueError, IndexError) as exc:  # the stored inputs do not fit the operation as its reference reads it
         return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=first, unsupported=("inputs",),
@@ -212,12 +221,19 @@ def prepare(
     for index, tensor_id in sorted(outputs.items()):
         if index >= len(expected):
             why: np.ndarray | str = f"its reference gives {len(expected)} output(s), none for output {index}"
-        elif not report.has_tensor(tensor_id, rank):
+        elif not stored[tensor_id]:
             why = f"tensors not stored: {tensor_id}"
         else:
             why = expected[index]
         prepared.append((index, tensor_id, why))
     return prepared
+
+
+def stored_elements(report: "Report", tensor_id: int, rank: int) -> int:
+    """How many elements a stored tensor holds, from its metadata (its largest shard's when the shards do not
+    assemble)."""
+    info = report.tensor_info(tensor_id, rank)
+    return math.prod(info.shape) if info.shape is not None else max((math.prod(s.shape) for s in info.shards), default=0)
 
 
 def input_dtypes(report: "Report", graph: TensorGraph, tensor_ids: list[int], rank: int) -> dict[int, str]:

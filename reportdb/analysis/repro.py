@@ -34,6 +34,8 @@ def make_repro(
     several) to ``out`` (which must not exist, or be an empty folder) and return it. InvalidArgumentError when the
     operation cannot be replayed (no such operation or output, no reference, an argument not understood, values not
     stored: the message says which)."""
+    if output_index < 0:  # an index from the end would name another output than the one asked for
+        raise InvalidArgumentError(f"output_index must be 0 or more (an operation's first output is 0), not {output_index}")
     target = Path(out)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise OutputPathError(f"{target} exists and is not an empty folder; give a new folder with -o")

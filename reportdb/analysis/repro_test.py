@@ -40,16 +40,30 @@ def _references():  # type: ignore[no-untyped-def]
     return references
 
 
+def output_index() -> int:
+    """Which output of the operation this folder holds (``repro.json``'s ``output_index``: 0 or more)."""
+    index = META.get("output_index", 0)
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise ValueError(f"repro.json: output_index must be an integer 0 or more, not {index!r}")
+    return index
+
+
 def reference() -> np.ndarray:
-    """The reference output recomputed from the inputs and the recorded arguments."""
+    """The reference output recomputed from the inputs and the recorded arguments, within the elements the stored
+    arrays justify (as reportdb's replay bounds it: a reference never builds what they do not)."""
     references = _references()
 
     inputs = [(entry["tensor_id"], load(entry)) for entry in META["inputs"]]
     arguments = [references.Argument(name, text) for name, text in META["arguments"]]
+    stored = [array.size for _, array in inputs] + [math.prod(META["device_output"]["shape"])]
     with np.errstate(all="ignore"):
         dtypes = {entry["tensor_id"]: entry["ttnn_dtype"] for entry in META["inputs"]}
-        outputs = references.compute_outputs(META["operation"], inputs, arguments, dtypes)
-        return outputs[META.get("output_index", 0)]
+        outputs = references.compute_outputs(META["operation"], inputs, arguments, dtypes,
+                                             max_elements=references.justified_elements(stored))
+    index = output_index()
+    if index >= len(outputs):
+        raise ValueError(f"repro.json: output {index} asked for, and the reference gives {len(outputs)}")
+    return outputs[index]
 
 
 def ordered(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -173,7 +187,7 @@ def run_on_device() -> np.ndarray:
                 kwargs[p.name] = getattr(ttnn, value) if p.kind == "dtype" else value
         operation = functools.reduce(getattr, META["operation"].split(".")[1:], ttnn)
         output = operation(**kwargs)
-        output = output[META.get("output_index", 0)] if isinstance(output, (list, tuple)) else output
+        output = output[output_index()] if isinstance(output, (list, tuple)) else output
         return np.asarray(ttnn.from_device(output).to_numpy())
     finally:
         ttnn.close_device(device)

@@ -58,6 +58,7 @@ def op_(report_path: Path, operation_id: int, rank: int, policy_path: Path | Non
         for t in tensors:
             made = "-" if t.producer is None else f"op {t.producer.operation_id} {t.producer.name}"
             users = ", ".join(f"op {c.operation_id} {c.name}" for c in t.consumers) or "-"
+            users += f" and {t.consumer_count - len(t.consumers)} more" if t.consumer_count > len(t.consumers) else ""
             _echo(f"    [{t.index}] tensor {t.tensor_id}  {t.shape or '-'}  {t.dtype or '-'}  {t.layout or '-'}"
                   f"  {'stored' if t.stored else 'not stored'}")
             _echo(f"        produced by: {made}; consumed by: {users}")

@@ -11,15 +11,17 @@ function here and one test in ``tests/test_references.py``.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tensor_count, tensor_ids
 
 __all__ = [
-    "Argument", "Param", "Reference", "UnsupportedArguments", "compute", "compute_outputs", "lookup", "names", "reference",
+    "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "compute", "compute_outputs",
+    "justified_elements", "lookup", "names", "reference",
 ]
 
 _FAMILIES = (
@@ -31,6 +33,26 @@ PLACEMENT = frozenset({
     "memory_config", "compute_kernel_config", "core_grid", "queue_id", "cq_id", "sub_core_grids", "use_multicore",
     "output_memory_config",
 })  # fmt: skip
+
+
+#: How many times its largest stored array (input or output) an operation's reference may build: SDPA's score matrix
+#: is its query's sequence / head_dim times (64 at 4096 tokens of 64-wide heads); a broadcast, outer product,
+#: embedding or split the stored arrays do not justify is 10^3-10^5 times (issue 30's reports).
+JUSTIFIED_FACTOR = 64
+#: What any reference may build whatever its stored arrays (2^24 elements: 128 MiB in float64): small operations
+#: (SDPA's scores over a few short heads) are never refused.
+JUSTIFIED_FLOOR = 1 << 24
+
+
+def justified_elements(stored: Iterable[int]) -> int:
+    """The most elements a reference may build for an operation whose stored arrays (inputs, outputs) hold ``stored``
+    elements each (see :data:`JUSTIFIED_FACTOR`): replay and a repro folder pass it to :func:`compute_outputs`."""
+    return max(JUSTIFIED_FLOOR, JUSTIFIED_FACTOR * max(stored, default=0))
+
+
+class Oversized(UnsupportedArguments):
+    """The arrays a reference would build for these arguments exceed what the operation's stored arrays justify
+    (:func:`justified_elements`): refused before anything is computed."""
 
 
 @dataclass(frozen=True)
@@ -122,14 +144,22 @@ def compute(
 
 def compute_outputs(
     name: str, inputs: Sequence[tuple[int, np.ndarray]], arguments: Sequence[Argument],
-    input_dtypes: Mapping[int, str | None] | None = None,
+    input_dtypes: Mapping[int, str | None] | None = None, max_elements: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Every reference output of operation ``name`` in output-index order (one for most operations; a reference that
-    returns a tuple or list gives one per output), with the arguments of :func:`compute`."""
+    returns a tuple or list gives one per output), with the arguments of :func:`compute`. With ``max_elements``
+    (:func:`justified_elements`), arguments for which the reference would build a larger array (its declared
+    :attr:`Reference.size`, else its largest input) raise :class:`Oversized` before anything is computed."""
     ref = lookup(name)
     if ref is None:
         raise KeyError(name)
     values = bind(ref, inputs, arguments)
+    if max_elements is not None:
+        needed = ref.size(values) if ref.size is not None else max((np.size(a) for _, a in inputs), default=0)
+        if needed > max_elements:
+            tensors = [p.name for p in ref.params if isinstance(values.get(p.name), (np.ndarray, list))]
+            raise Oversized(tensors, f"the reference would build {needed:,} elements, more than the stored outputs "
+                                     f"justify ({max_elements:,})")
     if ref.input_dtypes:
         known = input_dtypes or {}
         values["input_dtypes"] = {id(array): known.get(tensor_id) for tensor_id, array in inputs}
@@ -213,9 +243,9 @@ def _bind_tensors(ref: Reference, slots: list[tuple[int, int, Param, str]], inpu
             raise UnsupportedArguments([param.name], "its tensor is not among the operation's stored inputs")
         if param.kind != "output":
             values[param.name] = arrays if param.kind == "tensors" else arrays[0]
-    if not use_ids and cursor < len(inputs):
-        extra = [f"input {i}" for i in range(cursor, len(inputs))]
-        raise UnsupportedArguments(extra, "no recorded argument says which parameter these inputs are")
+    if not use_ids and cursor < len(inputs):  # named as one range: an operation can list 10^6 inputs
+        extra = f"input {cursor}" if cursor == len(inputs) - 1 else f"inputs {cursor}-{len(inputs) - 1}"
+        raise UnsupportedArguments([extra], "no recorded argument says which parameter these inputs are")
 
 
 def floats(name: str, array: Any) -> np.ndarray:
@@ -231,3 +261,22 @@ def floats(name: str, array: Any) -> np.ndarray:
 def float64s(name: str, array: Any) -> np.ndarray:
     """As :func:`floats`, in float64 (for references whose golden computes in float64)."""
     return floats(name, array).astype(np.float64)
+
+
+def shape(value: Any) -> tuple[int, ...]:
+    """The shape of a bound value: an array's, ``()`` for a scalar or None (for :attr:`Reference.size` functions)."""
+    return tuple(int(d) for d in value.shape) if isinstance(value, np.ndarray) else ()
+
+
+def elements(dims: Sequence[int]) -> int:
+    """How many elements an array of shape ``dims`` holds (Python integers: a hostile shape cannot overflow)."""
+    return math.prod(dims)
+
+
+def broadcast(*shapes: Sequence[int]) -> int:
+    """How many elements the broadcast of arrays of ``shapes`` holds: the largest one's when they do not broadcast
+    (the reference then refuses them itself)."""
+    try:
+        return elements(np.broadcast_shapes(*(tuple(s) for s in shapes)))
+    except ValueError:
+        return max((elements(s) for s in shapes), default=0)

@@ -67,12 +67,25 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"not a bool: {text!r}")
 
 
+#: Every integer ttnn records is a C++ one of at most 64 bits: a longer text is no argument ttnn recorded (numpy would
+#: overflow on it as an axis or in int64 arithmetic).
+INT_BITS = 64
+
+
+def _int(text: str, digits: str) -> int:
+    """``digits`` as an integer, refused outside the signed 64-bit range."""
+    value = int(digits)
+    if not -(1 << (INT_BITS - 1)) <= value < 1 << (INT_BITS - 1):
+        raise ValueError(f"an integer outside 64 bits: {text[:40]!r}")
+    return value
+
+
 def parse_int(text: str) -> int:
-    """An integer as Python prints one."""
+    """An integer as Python prints one (of at most 64 bits)."""
     value = text.strip()
     if not re.fullmatch(r"[+-]?\d+", value):
         raise ValueError(f"not an integer: {text!r}")
-    return int(value)
+    return _int(text, value)
 
 
 def parse_float(text: str) -> float:
@@ -94,11 +107,11 @@ def parse_ints(text: str) -> tuple[int, ...]:
     if shape:
         value = shape.group(1).strip()
     if re.fullmatch(r"[+-]?\d+(?:\s*,\s*[+-]?\d+)*", value):  # one int, or ttnn 0.6x's list joined by ", "
-        return tuple(int(p) for p in value.split(","))
+        return tuple(_int(text, p) for p in value.split(","))
     inner = re.fullmatch(r"[\[(]\s*([+-]?\d+(?:\s*,\s*[+-]?\d+)*)?\s*,?\s*[\])]", value)
     if not inner:
         raise ValueError(f"not a sequence of integers: {text!r}")
-    return tuple(int(p) for p in inner.group(1).split(",")) if inner.group(1) else ()
+    return tuple(_int(text, p) for p in inner.group(1).split(",")) if inner.group(1) else ()
 
 
 def parse_dtype(text: str) -> str:

@@ -3,11 +3,11 @@ broadcasting; either operand may be a scalar."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, floats, reference
+from . import Param, UnsupportedArguments, broadcast, floats, reference, shape
 
 _PARAMS = (
     Param("input_tensor_a", "number", 0, required=True), Param("input_tensor_b", "number", 1, required=True),
@@ -15,6 +15,11 @@ _PARAMS = (
     Param("input_tensor_b_activations", "empty"), Param("output_tensor", "output"), Param("use_legacy", "ignored"),
     Param("fast_and_approximate_mode", "bool", default=False),
 )  # fmt: skip
+
+
+def _size(values: Mapping[str, Any]) -> int:
+    """The result's elements: the operands broadcast (``[N, 1] + [1, N]`` builds N^2)."""
+    return broadcast(shape(values["input_tensor_a"]), shape(values["input_tensor_b"]))
 
 
 def _operand(name: str, value: Any) -> np.ndarray:
@@ -35,12 +40,12 @@ def _binary(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[...,
     return run
 
 
-reference("ttnn.add", params=_PARAMS)(_binary(np.add))
-reference("ttnn.subtract", "ttnn.sub", params=_PARAMS)(_binary(np.subtract))
-reference("ttnn.multiply", "ttnn.mul", params=_PARAMS)(_binary(np.multiply))
+reference("ttnn.add", params=_PARAMS, size=_size)(_binary(np.add))
+reference("ttnn.subtract", "ttnn.sub", params=_PARAMS, size=_size)(_binary(np.subtract))
+reference("ttnn.multiply", "ttnn.mul", params=_PARAMS, size=_size)(_binary(np.multiply))
 
 
-@reference("ttnn.divide", "ttnn.div", params=_PARAMS + (Param("rounding_mode", "word", 2),))
+@reference("ttnn.divide", "ttnn.div", params=_PARAMS + (Param("rounding_mode", "word", 2),), size=_size)
 def divide(input_tensor_a: Any, input_tensor_b: Any, rounding_mode: str | None = None, **_: Any) -> np.ndarray:
     """ttnn.divide: true division, or rounded toward zero (``trunc``) or down (``floor``)."""
     out = _binary(np.divide)(input_tensor_a, input_tensor_b)

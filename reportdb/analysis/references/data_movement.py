@@ -4,13 +4,17 @@ integer tensors are covered too. reportdb stores tensors in their logical shape,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, reference
+from . import Param, UnsupportedArguments, elements, reference, shape
 
 _IN = Param("input_tensor", "tensor", 0, required=True)
+#: What one piece of a split costs, in elements: ~240 bytes measured (the view, its slot in the list of pieces, its
+#: split point), as much as 128 of the two-byte elements stored tensors mostly hold. Splitting 2M elements into
+#: pieces of one built 470 MB from a 4 MB input (issue 30).
+PIECE_ELEMENTS = 128
 
 
 def _rank_check(name: str, axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
@@ -48,13 +52,21 @@ def reshape(input_tensor: Any, shape: tuple[int, ...], **_: Any) -> np.ndarray:
         raise UnsupportedArguments(["shape"], str(exc)) from None
 
 
+def _concat_size(values: Mapping[str, Any]) -> int:
+    """Every input's elements: the result (and the float32 copies of mixed dtypes) holds them all, however many
+    times one stored tensor is listed."""
+    return sum(elements(shape(t)) for t in values["tensors"])
+
+
 @reference("ttnn.concat", params=(Param("tensors", "tensors", 0, required=True), Param("dim", "int", 1, 0),
-                                  Param("groups", "int", default=1), Param("output_tensor", "output")))  # fmt: skip
+                                  Param("groups", "int", default=1), Param("output_tensor", "output")),
+           size=_concat_size)  # fmt: skip
 def concat(tensors: list[np.ndarray], dim: int, groups: int, **_: Any) -> np.ndarray:
     """ttnn.concat along ``dim`` (grouped concatenation is not modelled)."""
     if groups != 1:
         raise UnsupportedArguments(["groups"], "grouped concatenation")
     arrays = [np.asarray(t) for t in tensors]
+    _rank_check("dim", (dim,), arrays[0].ndim)  # checked here: numpy overflows on an axis beyond a C long
     if len({a.dtype for a in arrays}) > 1:
         arrays = [a.astype(np.float32) for a in arrays]
     try:
@@ -92,10 +104,16 @@ def to_layout(input_tensor: Any, dtype: str | None = None, **_: Any) -> np.ndarr
     return np.asarray(input_tensor)
 
 
+def _embedding_size(values: Mapping[str, Any]) -> int:
+    """A table row per index: 10^6 indices into a table 4096 wide build 4 * 10^9 elements."""
+    indices, table = shape(values["input_tensor"]), shape(values["weight"])
+    return elements(indices) * max(1, table[-1] if table else 1)
+
+
 @reference("ttnn.embedding", params=(
     _IN, Param("weight", "tensor", 1, required=True), Param("padding_idx", "ignored"), Param("layout", "ignored"),
     Param("embeddings_type", "ignored"), Param("dtype", "dtype"), Param("output_tensor", "output"),
-))  # fmt: skip
+), size=_embedding_size)  # fmt: skip
 def embedding(input_tensor: Any, weight: Any, **_: Any) -> np.ndarray:
     """ttnn.embedding: the rows of ``weight`` the indices name (an index outside the table is refused)."""
     indices = np.asarray(input_tensor)
@@ -113,7 +131,28 @@ def embedding(input_tensor: Any, weight: Any, **_: Any) -> np.ndarray:
     return table[indices.astype(np.int64)]
 
 
-@reference("ttnn.split", params=(_IN, Param("split_size", "ints", 1, required=True), Param("dim", "int", 2, default=0)))
+def _axis_length(values: Mapping[str, Any], name: str) -> int | None:
+    """The length of the axis ``values[name]`` names in the input, None when it names none (the reference refuses)."""
+    dims = shape(values["input_tensor"])
+    dim = values.get(name)
+    return dims[dim] if isinstance(dim, int) and -len(dims) <= dim < len(dims) else None
+
+
+def _pieces_size(pieces: int, values: Mapping[str, Any]) -> int:
+    """The input's elements (the pieces are views of it) and what ``pieces`` pieces cost (:data:`PIECE_ELEMENTS`)."""
+    return elements(shape(values["input_tensor"])) + pieces * PIECE_ELEMENTS
+
+
+def _split_size(values: Mapping[str, Any]) -> int:
+    """:func:`_pieces_size` of the pieces ``split_size`` cuts: one per ``split_size`` along the axis, or one per
+    listed size."""
+    n, sizes = _axis_length(values, "dim"), values["split_size"]
+    one = len(sizes) == 1 and sizes[0] > 0
+    return _pieces_size(-(-n // sizes[0]) if one and n is not None else len(sizes), values)
+
+
+@reference("ttnn.split", params=(_IN, Param("split_size", "ints", 1, required=True), Param("dim", "int", 2, default=0)),
+           size=_split_size)
 def split(input_tensor: Any, split_size: tuple[int, ...], dim: int, **_: Any) -> tuple[np.ndarray, ...]:
     """ttnn.split as torch.split: pieces of ``split_size`` along ``dim`` (the last one shorter), or pieces of the
     listed sizes when they add up to the axis."""
@@ -129,7 +168,14 @@ def split(input_tensor: Any, split_size: tuple[int, ...], dim: int, **_: Any) ->
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
-@reference("ttnn.chunk", params=(_IN, Param("chunks", "int", 1, required=True), Param("dim", "int", 2, required=True)))
+def _chunk_size(values: Mapping[str, Any]) -> int:
+    """:func:`_pieces_size` of the chunks: at most ``chunks``, at most one per element of the axis."""
+    n = _axis_length(values, "dim")
+    return _pieces_size(max(1, min(values["chunks"], n or 1)), values)
+
+
+@reference("ttnn.chunk", params=(_IN, Param("chunks", "int", 1, required=True), Param("dim", "int", 2, required=True)),
+           size=_chunk_size)
 def chunk(input_tensor: Any, chunks: int, dim: int, **_: Any) -> tuple[np.ndarray, ...]:
     """ttnn.chunk as torch.chunk: pieces of ceil(n / chunks) along ``dim`` (so possibly fewer than ``chunks``)."""
     x = np.asarray(input_tensor)

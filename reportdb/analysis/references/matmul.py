@@ -3,11 +3,11 @@ ttnn's golden functions compute them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, floats, reference
+from . import Param, broadcast, elements, floats, reference, shape
 from .activations import apply_activation
 
 _COMMON = (
@@ -32,7 +32,28 @@ def _product(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> np.ndarray
     return out
 
 
-@reference("ttnn.matmul", params=_COMMON + (Param("bias", "tensor"),))
+def _size(values: Mapping[str, Any]) -> int:
+    """The product's elements (batch axes broadcast: ``[N, 1] @ [1, N]`` builds N^2 from 2N), or its sum with the
+    bias broadcast over it where that is larger; the operands' float32 copies are no larger than the inputs."""
+    a, b = shape(values["input_tensor_a"]), shape(values["input_tensor_b"])
+    if not a or not b:  # a scalar operand: matmul refuses it
+        return max(elements(a), elements(b))
+    x, y = (a if len(a) > 1 else (1,) + a), (b if len(b) > 1 else b + (1,))
+    if values.get("transpose_a") and len(a) > 1:
+        x = x[:-2] + (x[-1], x[-2])
+    if values.get("transpose_b") and len(b) > 1:
+        y = y[:-2] + (y[-1], y[-2])
+    try:
+        out = tuple(np.broadcast_shapes(x[:-2], y[:-2])) + (x[-2], y[-1])
+    except ValueError:  # batch axes that do not broadcast: matmul refuses them
+        return max(elements(a), elements(b))
+    bias = shape(values.get("bias"))
+    if len(bias) == 2 and bias[0] == 1:
+        bias = bias[1:]
+    return max(elements(out), broadcast(out, bias))
+
+
+@reference("ttnn.matmul", params=_COMMON + (Param("bias", "tensor"),), size=_size)
 def matmul(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpose_b: bool, activation: str | None,
            program_config: None, dtype: str | None, bias: Any) -> np.ndarray:  # fmt: skip
     """ttnn.matmul: its golden ignores ``bias`` (ttnn.linear applies one), so a matmul with a bias is refused."""
@@ -43,7 +64,7 @@ def matmul(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpos
     return apply_activation(_product(input_tensor_a, input_tensor_b, transpose_a, transpose_b), activation)
 
 
-@reference("ttnn.linear", params=_COMMON + (Param("bias", "tensor"),))
+@reference("ttnn.linear", params=_COMMON + (Param("bias", "tensor"),), size=_size)
 def linear(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpose_b: bool, activation: str | None,
            program_config: None, dtype: str | None, bias: Any) -> np.ndarray:  # fmt: skip
     """ttnn.linear: the product plus ``bias`` (a ``[1, n]`` bias is its row), then the activation."""

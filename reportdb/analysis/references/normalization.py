@@ -3,11 +3,11 @@ float32; weight and bias are taken as ttnn's golden takes them (flattened, cut t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, float64s, reference
+from . import Param, UnsupportedArguments, broadcast, float64s, reference, shape
 
 _NORM = (
     Param("input_tensor", "tensor", 0, required=True), Param("epsilon", "float", default=1e-12),
@@ -49,7 +49,13 @@ def _input(input_tensor: Any, residual_input_tensor: Any) -> np.ndarray:
     return x if residual_input_tensor is None else x + float64s("residual_input_tensor", residual_input_tensor)
 
 
-@reference("ttnn.layer_norm", params=_NORM)
+def _norm_size(values: Mapping[str, Any]) -> int:
+    """The input broadcast against its residual (``[1, N] + [N, 1]`` builds N^2); weight and bias are cut to its
+    width."""
+    return broadcast(shape(values["input_tensor"]), shape(values.get("residual_input_tensor")))
+
+
+@reference("ttnn.layer_norm", params=_NORM, size=_norm_size)
 def layer_norm(input_tensor: Any, epsilon: float, weight: Any, bias: Any, residual_input_tensor: Any, **_: Any) -> np.ndarray:
     """ttnn.layer_norm: ``(x - mean) / sqrt(var + epsilon) * weight + bias`` over the last axis (biased variance)."""
     x = _input(input_tensor, residual_input_tensor)
@@ -58,7 +64,7 @@ def layer_norm(input_tensor: Any, epsilon: float, weight: Any, bias: Any, residu
     return _affine(normalized, weight, bias).astype(np.float32)
 
 
-@reference("ttnn.rms_norm", params=_NORM)
+@reference("ttnn.rms_norm", params=_NORM, size=_norm_size)
 def rms_norm(input_tensor: Any, epsilon: float, weight: Any, bias: Any, residual_input_tensor: Any, **_: Any) -> np.ndarray:
     """ttnn.rms_norm: ``x / sqrt(mean(x^2) + epsilon) * weight + bias`` over the last axis."""
     x = _input(input_tensor, residual_input_tensor)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, floats, reference
+from . import Param, broadcast, floats, reference, shape
 
 
 def _value(name: str, value: Any) -> np.ndarray:
@@ -14,10 +14,15 @@ def _value(name: str, value: Any) -> np.ndarray:
     return floats(name, value) if isinstance(value, np.ndarray) else np.asarray(value, dtype=np.float32)
 
 
+def _size(values: Mapping[str, Any]) -> int:
+    """The result's elements: the predicate and both branches broadcast."""
+    return broadcast(*(shape(values[name]) for name in ("condition", "true_value", "false_value")))
+
+
 @reference("ttnn.where", params=(
     Param("condition", "tensor", 0, required=True), Param("true_value", "number", 1, required=True),
     Param("false_value", "number", 2, required=True), Param("output_tensor", "output"),
-))  # fmt: skip
+), size=_size)  # fmt: skip
 def where(condition: Any, true_value: Any, false_value: Any, **_: Any) -> np.ndarray:
     """ttnn.where: any non-zero predicate (of any dtype) selects the true branch."""
     predicate = np.asarray(condition)

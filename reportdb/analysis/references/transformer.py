@@ -4,11 +4,11 @@ split of a fused QKV projection into heads (three outputs)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, float64s, reference
+from . import Param, UnsupportedArguments, broadcast, elements, float64s, reference, shape
 
 
 def _allowed(query_length: int, key_length: int, causal: bool, window: int | None) -> np.ndarray:
@@ -23,12 +23,23 @@ def _allowed(query_length: int, key_length: int, causal: bool, window: int | Non
     return allowed
 
 
+def _attention_size(values: Mapping[str, Any]) -> int:
+    """The score matrix [batch, heads, queries, keys] (with the mask broadcast over it), the keys and values repeated
+    over the query heads, and the output: 10^5 queries and keys one wide build 10^10 scores from 2 * 10^5 values."""
+    q, k, v = (shape(values[name]) for name in ("input_tensor_q", "input_tensor_k", "input_tensor_v"))
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:  # the reference refuses them
+        return max(elements(q), elements(k), elements(v))
+    scores = (max(q[0], k[0]), q[1], q[2], k[2])
+    repeated = scores[0] * q[1] * k[2] * max(k[3], v[3])
+    return max(broadcast(scores, shape(values.get("attn_mask"))), repeated, scores[0] * q[1] * q[2] * v[3])
+
+
 @reference("ttnn.transformer.scaled_dot_product_attention", params=(
     Param("input_tensor_q", "tensor", 0, required=True), Param("input_tensor_k", "tensor", 1, required=True),
     Param("input_tensor_v", "tensor", 2, required=True), Param("attn_mask", "tensor"), Param("is_causal", "bool", default=True),
     Param("scale", "float"), Param("sliding_window_size", "int"), Param("attention_sink", "tensor"),
     Param("cu_window_seqlens", "tensor"), Param("program_config", "ignored"),
-))  # fmt: skip
+), size=_attention_size)  # fmt: skip
 def scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: Any, input_tensor_v: Any, attn_mask: Any,
                                  is_causal: bool, scale: float | None, sliding_window_size: int | None,
                                  attention_sink: Any, cu_window_seqlens: Any, **_: Any) -> np.ndarray:  # fmt: skip
@@ -40,6 +51,8 @@ def scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: Any, input
                                              ("input_tensor_v", input_tensor_v)))  # fmt: skip
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or q.shape[1] % k.shape[1] or k.shape[1] != v.shape[1]:
         raise UnsupportedArguments(["input_tensor_q"], f"shapes {q.shape}, {k.shape}, {v.shape} are not [b, heads, s, d]")
+    if sliding_window_size is not None and sliding_window_size < 1:  # a negative one would wrap in int64 arithmetic
+        raise UnsupportedArguments(["sliding_window_size"], f"a window of {sliding_window_size} keys")
     k, v = (np.repeat(t, q.shape[1] // t.shape[1], axis=1) for t in (k, v))
     scores = q @ np.swapaxes(k, -1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
     if attn_mask is not None:
@@ -53,10 +66,19 @@ def scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: Any, input
     return (weights @ v).astype(np.float32)
 
 
+def _rotary_size(values: Mapping[str, Any]) -> int:
+    """The input broadcast against the cos and sin caches (one row of each at a token index)."""
+    index = values.get("token_index") if values.get("token_index") is not None else values.get("token_idx")
+    caches = [shape(values[name]) for name in ("cos_cache", "sin_cache")]
+    if index is not None:
+        caches = [c[:2] + (min(1, c[2]),) + c[3:] if len(c) > 2 else c for c in caches]
+    return broadcast(shape(values["input_tensor"]), *caches)
+
+
 @reference("ttnn.experimental.rotary_embedding", params=(
     Param("input_tensor", "tensor", 0, required=True), Param("cos_cache", "tensor", 1, required=True),
     Param("sin_cache", "tensor", 2, required=True), Param("token_index", "int", 3), Param("token_idx", "int"),
-))  # fmt: skip
+), size=_rotary_size)  # fmt: skip
 def rotary_embedding(input_tensor: Any, cos_cache: Any, sin_cache: Any, token_index: int | None,
                      token_idx: int | None, **_: Any) -> np.ndarray:  # fmt: skip
     """x * cos + rotate_half(x) * sin, with cos/sin taken at ``token_index`` (one row) when it is given."""
@@ -73,7 +95,7 @@ def rotary_embedding(input_tensor: Any, cos_cache: Any, sin_cache: Any, token_in
            "ttnn.experimental.split_query_key_value_and_split_heads", params=(
     Param("input_tensor", "tensor", 0, required=True), Param("kv_input_tensor", "tensor", 1),
     Param("num_heads", "int", required=True), Param("num_kv_heads", "int"), Param("transpose_key", "bool", default=True),
-))  # fmt: skip
+), size=lambda values: sum(elements(shape(values[n])) for n in ("input_tensor", "kv_input_tensor")))  # fmt: skip
 def split_query_key_value_and_split_heads(input_tensor: Any, kv_input_tensor: Any, num_heads: int,
                                           num_kv_heads: int | None, transpose_key: bool,
                                           **_: Any) -> tuple[np.ndarray, ...]:  # fmt: skip

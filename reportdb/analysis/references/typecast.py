@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import ml_dtypes
 import numpy as np
 
-from . import Param, UnsupportedArguments, reference
+from . import Param, UnsupportedArguments, elements, reference, shape
 
 _FLOATS = {
     "float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
@@ -21,10 +21,19 @@ _INTEGERS = ("uint8", "uint16", "uint32", "int8", "int32")
 _GROUP = 16  # values sharing one exponent: a row of a 16x16 face
 
 
+def _size(values: Mapping[str, Any]) -> int:
+    """The input's elements, or to a block float its rows padded to whole groups of :data:`_GROUP` (a [N, 1] input
+    builds N * 16)."""
+    dims = shape(values["input_tensor"])
+    if values.get("dtype") not in _BLOCK_FLOATS or not dims:
+        return elements(dims)
+    return elements(dims[:-1]) * -(-dims[-1] // _GROUP) * _GROUP
+
+
 @reference(
     "ttnn.typecast", params=(Param("input_tensor", "tensor", 0, required=True), Param("dtype", "dtype", 1, required=True),
                              Param("output_tensor", "output")),
-    input_dtypes=True,
+    input_dtypes=True, size=_size,
 )  # fmt: skip
 def typecast(input_tensor: Any, dtype: str, input_dtypes: Mapping[int, str | None] | None = None, **_: Any) -> np.ndarray:
     """ttnn.typecast of the input to ``dtype`` (see the module's docstring for what each target does)."""

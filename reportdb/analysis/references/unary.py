@@ -4,11 +4,11 @@ value the approximation aims at, and the tolerance policy judges how far the dev
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, floats, reference
+from . import Param, UnsupportedArguments, broadcast, floats, reference, shape
 from .activations import ACTIVATIONS, gelu as _gelu
 
 _BASE = (
@@ -46,7 +46,13 @@ def gelu(input_tensor: Any, variant: str | None = None, approximate: bool | None
     return _gelu(floats("input_tensor", input_tensor), "tanh" if variant == "tanh" else "none")
 
 
-@reference("ttnn.clamp", "ttnn.clip", params=_BASE + (Param("min", "number", 1), Param("max", "number", 2)))
+def _broadcast_size(*names: str) -> Callable[[Mapping[str, Any]], int]:
+    """The size of a reference whose tensor-valued arguments ``names`` broadcast against its input."""
+    return lambda values: broadcast(*(shape(values.get(name)) for name in ("input_tensor", *names)))
+
+
+@reference("ttnn.clamp", "ttnn.clip", params=_BASE + (Param("min", "number", 1), Param("max", "number", 2)),
+           size=_broadcast_size("min", "max"))
 def clamp(input_tensor: Any, min: Any = None, max: Any = None, **_: Any) -> np.ndarray:
     """ttnn.clamp: torch.clamp's order (the lower bound first, then the upper, so min > max gives max)."""
     x = floats("input_tensor", input_tensor)
@@ -59,7 +65,7 @@ def clamp(input_tensor: Any, min: Any = None, max: Any = None, **_: Any) -> np.n
     return x.astype(np.float32)
 
 
-@reference("ttnn.pow", params=_BASE + (Param("exponent", "number", 1, required=True),))
+@reference("ttnn.pow", params=_BASE + (Param("exponent", "number", 1, required=True),), size=_broadcast_size("exponent"))
 def pow(input_tensor: Any, exponent: Any, **_: Any) -> np.ndarray:
     """ttnn.pow: ``input ** exponent`` in float32 (a tensor exponent broadcasts)."""
     e = floats("exponent", exponent) if isinstance(exponent, np.ndarray) else np.float32(exponent)

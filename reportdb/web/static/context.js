@@ -39,7 +39,7 @@ export async function loadContext(opId) {
       if (t.producer) producer.append(opLink(t.producer));
       const consumers = el("td", {});
       for (const ref of t.consumers.slice(0, 8)) consumers.append(opLink(ref));
-      if (t.consumers.length > 8) consumers.append(el("span", { className: "muted" }, ` +${t.consumers.length - 8}`));
+      if (t.consumer_count > 8) consumers.append(el("span", { className: "muted" }, ` +${t.consumer_count - 8}`));
       const comps = el("td", {});
       for (const k of t.comparisons) {
         const text = `${k.kind} ${k.verdict ?? k.status}` + (k.failed.length ? ` (${k.failed.join(", ")})` : "") +
