@@ -72,6 +72,192 @@ def replayable(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_replayable(tmp_path_factory.mktemp("replay") / "ops.sqlite")
 
 
+# --- usage errors exit 2, in one line ---------------------------------------------------------------------------
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("args, message", [
+    (("compare", "{r}"), "give one report with --golden, or two reports A B"),
+    (("compare", "{r}", "{r}", "--golden"), "give one report with --golden, or two reports A B"),
+    (("compare", "{r}", "{r}", "--store"), "--store keeps golden comparison results: use it with --golden"),
+    (("locate", "{r}", "2"), "give --golden (with --kind local or global) or --against ID or PATH:ID"),
+    (("locate", "{r}", "2", "--golden", "--against", "1"), "give --golden (with --kind local or global) or --against"),
+    (("locate", "{r}", "2", "--against", "1", "--kind", "local"), "--kind picks the comparison record of --golden"),
+])
+def test_usage_errors_exit_2_in_one_line(replayable: Path, args: tuple[str, ...], message: str) -> None:
+    out = run(*(a.format(r=replayable) for a in args))
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert one_line(out).startswith(f"Error: {message}")
+
+
+@pytest.mark.process
+def test_help_and_readme_state_the_exit_statuses() -> None:
+    helped = run("replay", "--help").stdout
+    assert "3 when nothing failed because nothing was compared" in " ".join(helped.split())
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert "`replay` exits 3 when it compared nothing" in readme
+
+
+# --- replay says how much it compared, and exits 3 when nothing was ---------------------------------------------
+
+
+@pytest.mark.process
+def test_replay_says_how_many_operations_were_compared(replayable: Path) -> None:
+    out = run("replay", str(replayable))
+    assert out.returncode == 1, out.stderr  # op 2 fails
+    assert out.stdout.splitlines()[-1] == (
+        "compared 2 of 5 operations (1 no_reference, 1 unsupported_arguments, 1 missing_inputs); 1 failed")
+    assert "first failure: operation 2 ttnn.relu" in out.stdout
+
+
+@pytest.mark.process
+def test_replay_of_nothing_compared_exits_3(tmp_path: Path) -> None:
+    legacy = run("replay", str(LEGACY))  # values never migrated: every operation misses its inputs
+    assert legacy.returncode == 3, legacy.stderr
+    assert legacy.stdout.splitlines()[-1] == "compared 0 of 12 operations (12 missing_inputs); 0 failed"
+    assert legacy.stderr.splitlines()[-1] == "reportdb: compared 0 of 12 operations: nothing was compared (exit status 3)"
+    assert "reportdb migrate" in legacy.stderr
+    as_json = run("replay", str(LEGACY), "--json")
+    assert as_json.returncode == 3 and len(json.loads(as_json.stdout)["rows"]) == 12, as_json.stderr
+
+
+@pytest.mark.process
+def test_replay_of_no_matching_operation_exits_3(replayable: Path) -> None:
+    out = run("replay", str(replayable), "--ops", "x*")
+    assert out.returncode == 3
+    assert out.stdout.splitlines() == ["first failure: none", "compared 0 of 0 operations; 0 failed"]
+    assert one_line(out) == "reportdb: no operation matches --ops 'x*': nothing was compared (exit status 3)"
+
+
+@pytest.mark.process
+def test_a_chain_that_never_reaches_the_culprit_exits_3(tmp_path: Path) -> None:
+    report = make_replayable(tmp_path / "broken.sqlite", first_argument="frobnicate")
+    isolated = run("replay", str(report), "--ops", "ttnn.relu")
+    assert isolated.returncode == 1 and "compared 1 of 2 operations (1 unsupported_arguments); 1 failed" in isolated.stdout
+    chained = run("replay", str(report), "--ops", "ttnn.relu", "--chain")
+    assert chained.returncode == 3, chained.stdout + chained.stderr
+    assert "first failure: none" in chained.stdout
+    assert "compared 0 of 2 operations (1 unsupported_arguments, 1 missing_inputs); 0 failed" in chained.stdout
+
+
+@pytest.mark.process
+def test_replay_of_a_missing_report_prints_nothing_before_its_error(tmp_path: Path) -> None:
+    out = run("replay", str(tmp_path / "nonexistent"))
+    assert out.returncode == 1 and out.stdout == ""
+    assert "no such report" in one_line(out)
+
+
+# --- tables: columns two spaces apart, whatever the values ------------------------------------------------------
+
+
+@pytest.mark.process
+def test_replay_table_columns_stand_apart(replayable: Path) -> None:
+    lines = run("replay", str(replayable)).stdout.splitlines()
+    assert columns(lines[0]) == ["op", "name", "status", "pcc", "max abs err", "ulp max", "result"]
+    wrong = next(line for line in lines if line.split()[0] == "2")
+    op, name, status, pcc, max_err, ulp, result = columns(wrong)
+    assert (op, name, status, result) == ("2", "ttnn.relu", "compared", "FAIL " + result[5:])
+    assert float(pcc) == pytest.approx(-1) and float(max_err) > 1 and int(ulp) >= 10 ** 9  # 10 digits
+
+
+@pytest.mark.process
+def test_locate_devices_table_columns_stand_apart(tmp_path: Path) -> None:
+    """Each device's fit scale is a small negative number: 12 characters beside the max abs error column."""
+    golden = np.random.default_rng(2).standard_normal((1, 1, 32, 128)).astype(np.float32)
+    shards = [((0, c), (golden[..., c * 64:(c + 1) * 64] * -1.2345e-5).astype(BF16)) for c in range(2)]
+    path = tmp_path / "mesh.sqlite"
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(1, shards=shards, layout="TILE", ttnn_dtype="BFLOAT16",
+                          distribution=Distribution((1, 2), (Placement("replicate"), Placement("shard", 3))))
+        report.put_tensor(2, golden)
+    out = run("locate", str(path), "1", "--against", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    at = lines.index("devices:")
+    assert columns(lines[at + 1]) == ["device", "pcc", "max abs err", "fit scale", "fit offset", "mismatches", "verdict"]
+    expected = {d.coordinate: d for d in reportdb.locate(path, 1, against=2).devices}
+    for line in lines[at + 2:at + 4]:
+        device, pcc, max_err, scale, offset, mismatches, verdict = columns(line)
+        entry = expected[tuple(int(c) for c in device.split(","))]
+        assert float(scale) == pytest.approx(entry.fit_scale, rel=1e-5) and float(scale) < 0
+        assert float(offset) == pytest.approx(entry.fit_offset, rel=1e-5)
+        assert float(max_err) == pytest.approx(entry.max_abs_error, rel=1e-5) and int(mismatches) == entry.mismatches
+    tiles = lines.index("worst tiles:")
+    assert columns(lines[tiles + 1]) == ["tile", "rows", "cols", "max abs err", "mismatches", "device"]
+
+
+# --- hints that name what works ---------------------------------------------------------------------------------
+
+
+@pytest.mark.process
+def test_info_on_a_lone_legacy_database_suggests_what_works(tmp_path: Path) -> None:
+    lone = tmp_path / "lone.sqlite"
+    shutil.copyfile(LEGACY / "db.sqlite", lone)
+    out = run("info", str(lone))
+    assert out.returncode == 0, out.stderr
+    line = next(line for line in out.stdout.splitlines() if line.startswith("legacy report:"))
+    command = re.search(r"`(.*)`", line)
+    assert command is not None and "reportdb migrate" not in line
+    done = subprocess.run(command.group(1).replace("reportdb ", f"{sys.executable} -m reportdb "), shell=True,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with reportdb.open(tmp_path / "NEW.sqlite") as made:
+        assert made.schema_revision is not None  # a reportdb report now
+    assert lone.read_bytes() == (LEGACY / "db.sqlite").read_bytes()  # the original untouched
+    store = run("compare", str(lone), "--golden", "--store")
+    assert "cp " in one_line(store) and "reportdb upgrade" in store.stderr and "reportdb migrate" not in store.stderr
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("what", ["database", "folder"])
+def test_show_on_a_report_points_to_info_and_ls(tmp_path: Path, what: str) -> None:
+    with reportdb.Writer(tmp_path / "run") as w:
+        w.put_tensor(1, np.zeros(4, np.float32))
+    target = tmp_path / "run" / "db.sqlite" if what == "database" else tmp_path / "run"
+    out = run("show", str(target))
+    assert out.returncode == 1
+    message = one_line(out)
+    assert f"reportdb info {target}" in message and f"reportdb ls {target}" in message, message
+
+
+@pytest.mark.process
+def test_convert_help_says_bfloat16_is_widened() -> None:
+    helped = " ".join(run("convert", "--help").stdout.split())
+    assert "bfloat16 and float8 values widened to float32" in helped
+
+
+@pytest.mark.process
+def test_a_rerun_of_an_in_place_migrate_says_it_did_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "report"
+    shutil.copytree(LEGACY, folder)
+    for p in [folder, *folder.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    first = run("migrate", str(folder))
+    assert first.returncode == 0 and "tables:" in first.stdout, first.stderr
+    again = run("migrate", str(folder))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [
+        f"{folder}: already migrated in place; nothing to do (an earlier run stored 36 tensors: "
+        f"`reportdb info {folder}` describes the report)"]
+    removing = run("migrate", str(folder), "--remove-legacy-files")
+    assert removing.returncode == 0 and "removed 36 legacy tensor files" in removing.stdout, removing.stderr
+    assert not [p for p in folder.rglob("*") if p.suffix in (".bin", ".pt")]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("command", ["migrate", "attach"])
+def test_a_sidecar_that_is_a_folder_is_one_clear_line(tmp_path: Path, command: str) -> None:
+    (tmp_path / "sidecars").mkdir()
+    values = tmp_path / "values.sqlite"
+    with reportdb.Writer(values) as w:
+        w.put_tensor(1, np.zeros(4, np.float32))
+    args = [str(LEGACY), "-o", str(tmp_path / "out")] if command == "migrate" else [str(values), str(LEGACY)]
+    out = run(command, *args, "--sidecar", str(tmp_path / "sidecars"))
+    assert out.returncode == 1
+    assert one_line(out).startswith(f"Error: --sidecar {tmp_path / 'sidecars'}: is a folder; give a ttnn")
+    assert not (tmp_path / "out").exists()
+
+
 # --- the library ------------------------------------------------------------------------------------------------
 
 
