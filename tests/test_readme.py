@@ -34,8 +34,6 @@ ELSEWHERE = {
     "reportdb.ttnn.capture(w)": "needs ttnn and a model: tests/test_ttnn_integration.py (slow) runs capture()",
     "reportdb attach values.sqlite": "needs values captured in a ttnn 0.81 run: tests/test_attach.py",
     "reportdb serve": "a server and a browser: tests/test_web_browser.py (service)",
-    "reportdb.make_repro(": "needs an operation whose arguments a reference reads (the fixture's are stand-ins):"
-                            " tests/test_repro.py makes and runs such folders",
     "from ttnn_visualizer.app import create_app": "needs ttnn-visualizer 0.108: tests/test_web_visualizer.py (slow)"
                                                   " mounts the blueprint in its create_app() this way",
     "reportdb push reports/1234 postgresql://": "a PostgreSQL server: tests/test_team_store.py (service)",
@@ -44,6 +42,7 @@ ELSEWHERE = {
 #: What a block assumes exists around it, given before it runs (its own lines run as written).
 CONTEXT = {
     "app.register_blueprint": "import reportdb\nfrom flask import Flask\napp = Flask('readme')\n",
+    "reportdb.make_repro(": "import reportdb\n",  # the example goes on from the replay block before it
 }
 
 
@@ -108,6 +107,7 @@ def run_readme(home: Path, python: str, bin_dir: Path, pythonpath: str | None) -
     assert (home / "reports/1234/db.sqlite").is_file() and (home / "t17.npz").is_file()
     with reportdb.open(home / "reports/run") as report:
         assert report.tensor_ids() == [1, 2]
+    assert (home / "repro-1" / "test_repro.py").is_file()  # made from the Writer example's operation
 
 
 def test_the_readme_runs_as_written(home: Path) -> None:

@@ -88,7 +88,9 @@ def test_operation_context(client: Any) -> None:
     assert [ref["operation_id"] for ref in out["consumers"]] == [data.CULPRIT_OP + 2]
     roles = {k["kind"]: (k["verdict"], k["role"]) for k in out["comparisons"]}
     assert roles == {"local": ("pass", "victim"), "global": ("fail", "victim")}
-    _get(client, "api/reports/run_a/operations/999", 400)
+    unknown = _get(client, "api/reports/run_a/operations/999", 404)  # unknown, as an unknown tensor is
+    assert unknown["error"] == "report run_a has no operation 999 on rank 0" and "/operations" in unknown["hint"]
+    _get(client, "api/reports/run_a/tensors/999999", 404)
     _get(client, "api/reports/run_a/operations/x1", 400)
 
 

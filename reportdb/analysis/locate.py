@@ -11,6 +11,7 @@ rtol/atol and each device's verdict is the policy's (``reportdb.analysis.policy`
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence, Union
@@ -29,6 +30,7 @@ from ..errors import (
 from ..results import Result, jsonable
 from ..spec import distribution_coordinate
 from .golden import golden_records, table_columns
+from .graph import opened
 from .grids import ShardLayout, TileGrid, shard_layout
 from .policy import Policy, as_policy
 from .scan import PartErrors, Reader, scan
@@ -138,14 +140,30 @@ def _criteria(policy: "Policy", op: str | None, dtype: str | None) -> tuple[floa
 
 
 def locate(
-    report: "Report", tensor_id: int, *, golden: str | None = None, against: Against | None = None,
-    device: Sequence[int] | None = None, policy: "Policy | str | os.PathLike[str] | None" = None, rank: int = 0,
-    top: int = 10,
-) -> LocateResult:  # fmt: skip
-    """Where tensor ``tensor_id`` of ``report`` differs from its golden: ``golden="local"`` or ``"global"`` takes the
-    golden tensor of that comparison record, ``against`` another stored tensor (an id in ``report`` or ``(other
-    report, id)``). ``device=(r, c)`` looks at that device's shard alone. ``policy`` (a Policy or a TOML file) sets
-    the tolerances and verdicts. Reads window by window: memory stays bounded whatever the tensor's size."""
+    report: "Report | str | Path", tensor_id: int, *, golden: str | None = None,
+    against: "int | tuple[Report | str | Path, int] | None" = None, device: Sequence[int] | None = None,
+    policy: "Policy | str | os.PathLike[str] | None" = None, rank: int = 0, top: int = 10,
+) -> LocateResult:
+    """Where tensor ``tensor_id`` of ``report`` (a Report or a path, as every analysis takes) differs from its golden:
+    ``golden="local"`` or ``"global"`` takes the golden tensor of that comparison record, ``against`` another stored
+    tensor (an id in ``report`` or ``(other report or its path, id)``). ``device=(r, c)`` looks at that device's
+    shard alone. ``policy`` (a Policy or a TOML file) sets the tolerances and verdicts. Reads window by window: memory
+    stays bounded whatever the tensor's size; a report given as a path is opened for reading and closed after."""
+    with ExitStack() as stack:
+        own = stack.enter_context(opened(report))
+        other: Against | None
+        if isinstance(against, tuple):
+            other = (stack.enter_context(opened(against[0])), against[1])
+        else:
+            other = against
+        return _locate(own, tensor_id, golden=golden, against=other, device=device, policy=policy, rank=rank, top=top)
+
+
+def _locate(
+    report: "Report", tensor_id: int, *, golden: str | None, against: Against | None, device: Sequence[int] | None,
+    policy: "Policy | str | os.PathLike[str] | None", rank: int, top: int,
+) -> LocateResult:
+    """:func:`locate` on open reports."""
     if (golden is None) == (against is None):
         raise InvalidArgumentError("give golden='local' or 'global', or against=ID or (report, ID), not both or neither")
     if top < 0:

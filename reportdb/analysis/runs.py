@@ -45,7 +45,8 @@ class RunRow(Result):
     two tensors, the headline figures and flags beside the full metric vector, or (``status``) why it was not
     compared; ``verdict`` (``identical``, ``within_tolerance``, ``diverges``; None when not compared) with the names of
     the ``failed`` criteria; ``passed`` is False exactly for ``diverges``; ``first_divergence`` marks the first
-    diverging row in execution order."""
+    diverging row in execution order. ``metrics`` measures B's output against A's (A is the expected side); its
+    ``shape_a``/``dtype_a`` describe A's tensor, as ``tensor_a`` names it, and ``shape_b``/``dtype_b`` B's."""
 
     operation_id_a: int
     operation_id_b: int
@@ -181,6 +182,10 @@ def _compare_output(
         metrics = compare_stored(b, tb, a, ta, rank, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op_a.name, dtype))
     except ReportDBError as exc:
         return replace(row, status=f"not compared: {exc}")
+    # B is measured against A (A's values are the expected side), but the row names the runs: its shape_a/dtype_a
+    # describe tensor_a, A's output, as tensor_a does, and shape_b/dtype_b B's
+    metrics = replace(metrics, shape_a=metrics.shape_b, shape_b=metrics.shape_a, dtype_a=metrics.dtype_b,
+                      dtype_b=metrics.dtype_a)
     verdict = policy.judge(metrics, op=op_a.name, dtype=dtype)
     name = "identical" if metrics.bitwise_equal else "within_tolerance" if verdict.passed else "diverges"
     return replace(

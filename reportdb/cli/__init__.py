@@ -6,8 +6,8 @@ never change a byte of it; only ``upgrade``, ``migrate`` and ``compare --store``
 it needs when it runs (``reportdb`` loads its modules lazily), so ``--help`` loads no numpy and ``info`` no SQLAlchemy.
 
 Exit status: 0 success; 1 an error (one line on stderr) or, for ``compare`` and ``verify``, a failed
-check; 2 a usage error; 3 for ``compare``, nothing failed but not everything could be compared; 130 interrupted;
-141 stdout closed early (``reportdb ls | head``), quietly.
+check; 2 a usage error; 3 for ``compare``, nothing failed but not everything could be compared, and for ``replay``,
+nothing failed because nothing was compared; 130 interrupted; 141 stdout closed early (``reportdb ls | head``), quietly.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Callable, NoReturn, TypeVar
+from typing import Any, Callable, Container, NoReturn, Sequence, TypeVar
 
 import click
 
@@ -67,6 +67,14 @@ def _one_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+class _UsageError(click.UsageError):
+    """A usage error (exit status 2, as click's own), shown as one line like every other error: its message says what
+    to give instead, so click's usage banner would only push it down."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(_printable(f"Error: {self.format_message()}"), file=file, err=True)
+
+
 def _friendly(func: F) -> F:
     """Turn library errors (and a closed stdout or Ctrl-C) into one line and an exit code."""
 
@@ -120,6 +128,15 @@ def _not_migrated(path: Path) -> list[str]:
     return pending_legacy_files(folder)
 
 
+def _make_reportdb(path: Path) -> tuple[str, str]:
+    """The command that makes a reportdb report of the legacy report database at ``path``, and what it makes: migrate
+    for a report folder (or its ``db.sqlite``); for a lone database file, which migrate refuses, upgrade of a copy."""
+    folder = _legacy_folder(path)
+    if folder is not None:
+        return f"reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER", "NEW_FOLDER"
+    return f"cp {shlex.quote(str(path))} NEW.sqlite && reportdb upgrade NEW.sqlite", "NEW.sqlite"
+
+
 def _migrate_hint(path: Path, pending: list[str]) -> str:
     """What to run so the legacy tensor files of ``path`` become stored tensors (SRC stays untouched)."""
     folder = _legacy_folder(path) or path
@@ -151,6 +168,19 @@ def _num(value: object) -> str:
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
         return f"{float(value):.6g}"
     return str(value)
+
+
+def _cells(cells: Sequence[str], widths: Sequence[int], right: Container[int] = ()) -> str:
+    """One table row: each cell padded to its column's width (right-aligned for the columns in ``right``), cells two
+    spaces apart so a value wider than its column still stands apart; the last cell is not padded."""
+    padded = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+    return "  ".join(padded + list(cells[len(widths):])).rstrip()
+
+
+def _table(rows: Sequence[Sequence[str]], right: Container[int] = (), indent: str = "") -> list[str]:
+    """Rows (the header first) as lines whose columns are as wide as their widest cell, two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [indent + _cells(row, widths, right) for row in rows]
 
 
 def _size(n: int) -> str:

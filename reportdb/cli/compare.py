@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import click
@@ -12,11 +11,12 @@ from reportdb.cli.common import (
     _echo,
     _emit,
     _friendly,
-    _legacy_folder,
+    _make_reportdb,
     _migrate_hint,
     _not_migrated,
     _num,
     _require_tensor,
+    _UsageError,
     cli,
 )
 from reportdb.errors import (
@@ -70,9 +70,9 @@ def compare_(
         reportdb compare runs/before runs/after --json
     """
     if golden == (report_b is not None):
-        raise InvalidArgumentError("give one report with --golden, or two reports A B to compare run against run")
+        raise _UsageError("give one report with --golden, or two reports A B to compare run against run")
     if store and not golden:
-        raise InvalidArgumentError("--store keeps golden comparison results: use it with --golden")
+        raise _UsageError("--store keeps golden comparison results: use it with --golden")
     policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
     policy = policy.with_overrides(rtol=rtol, atol=atol)
     if golden:
@@ -134,10 +134,10 @@ def _compare_golden(path: Path, *, store: bool, policy: "reportdb.Policy", pcc: 
         with reportdb.open(path, "r") as probe:
             legacy = probe.schema_revision is None
         if legacy:
-            folder = _legacy_folder(path) or path
+            command, made = _make_reportdb(path)
             raise ReadOnlyError(
                 f"{path} is a legacy report database (the original), not a reportdb one; --store writes reportdb's tables, "
-                f"so run `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` and compare NEW_FOLDER with --store; nothing was changed"
+                f"so run `{command}` and compare {made} with --store; nothing was changed"
             )
     with reportdb.open(path, "a" if store else "r") as report:
         result = reportdb.compare_golden(report, policy=policy, pcc=pcc, store=store)

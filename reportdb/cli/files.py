@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from reportdb.cli.common import (
     _friendly,
     cli,
 )
+from reportdb.errors import FormatError, ReportNotFoundError
 
 
 @cli.command()
@@ -26,7 +28,14 @@ def show(file: Path, as_json: bool) -> None:
     The shape is the whole tensor's (a multi-device file's shards assembled); the padded shape, where the file has
     one, is each shard's, as ttnn pads every device's shard to whole tiles: each line says which it is.
     """
-    description = reportdb.describe_tensor_file(file)
+    try:
+        description = reportdb.describe_tensor_file(file)
+    except (FormatError, ReportNotFoundError) as exc:
+        report = _a_report(file)
+        if report is None:
+            raise
+        raise FormatError(f"{file}: {report}, not a legacy tensor file: `reportdb info {shlex.quote(str(file))}` "
+                          f"describes a report, `reportdb ls {shlex.quote(str(file))}` lists its tensors") from exc
     if as_json:
         _emit(description)
         return
@@ -55,6 +64,25 @@ def show(file: Path, as_json: bool) -> None:
         _echo(f"{key + ':':<16}{text}")
 
 
+def _a_report(path: Path) -> str | None:
+    """What ``path`` is when it is a report rather than a tensor file (a SQLite database, a folder holding a
+    ``db.sqlite``), else None; only a regular file is opened."""
+    if path.is_dir():
+        return "a report folder" if (path / "db.sqlite").is_file() else None
+    if not path.is_file():  # a FIFO or a device: opening it could block
+        return None
+    try:
+        with open(path, "rb") as fp:
+            head = fp.read(len(_SQLITE_MAGIC))
+    except OSError:
+        return None
+    return "a SQLite database" if head == _SQLITE_MAGIC else None
+
+
+#: The first bytes of every SQLite 3 database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
 def _whole(shards: list[dict[str, object]]) -> str:
     """What the shape line's shape is of: the whole tensor, and the shards it is assembled from."""
     if len(shards) <= 1:
@@ -69,6 +97,11 @@ def _whole(shards: list[dict[str, object]]) -> str:
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True, help=".npy, .npz or .safetensors")
 @_friendly
 def convert(file: Path, out: Path) -> None:
-    """Convert a legacy tensor file to .npy, .npz (one array per device shard) or .safetensors."""
+    """Convert a legacy tensor file to .npy, .npz (one array per device shard) or .safetensors.
+
+    .npy and .npz hold bfloat16 and float8 values widened to float32 (exactly: numpy cannot load those dtypes
+    back from a .npy); the .npz's `dtype` entry names the stored dtype, so `arr.astype(ml_dtypes.bfloat16)`
+    restores them. .safetensors keeps bfloat16 as BF16.
+    """
     reportdb.convert_tensor_file(file, out)
     _echo(f"{file} -> {out}")

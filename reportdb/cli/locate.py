@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 import reportdb
-from reportdb.cli.common import _echo, _emit, _friendly, _num, _require_tensor, cli
+from reportdb.cli.common import _echo, _emit, _friendly, _num, _require_tensor, _table, _UsageError, cli
 from reportdb.errors import InvalidArgumentError
 
 #: Cores printed at most in the table (the worst first); --json has all.
@@ -57,9 +57,9 @@ def locate_(
         reportdb locate runs/after 7 --against runs/before:7 --json
     """
     if golden == (against is not None):
-        raise InvalidArgumentError("give --golden (with --kind local or global) or --against ID or PATH:ID")
+        raise _UsageError("give --golden (with --kind local or global) or --against ID or PATH:ID, not both or neither")
     if kind is not None and not golden:
-        raise InvalidArgumentError("--kind picks the comparison record of --golden: use it with --golden")
+        raise _UsageError("--kind picks the comparison record of --golden: use it with --golden")
     device = _device(device_text)
     with reportdb.open(report_path, "r") as report:
         _require_tensor(report, report_path, tensor_id, rank)
@@ -96,31 +96,36 @@ def _print(result: "reportdb.LocateResult") -> None:
           f"atol={_num(result.atol)}; tile {result.tile_shape[0]}x{result.tile_shape[1]}")
     if result.worst_tiles:
         _echo("worst tiles:")
-        _echo(f"  {'tile':<16}{'rows':>14}{'cols':>14}{'max abs err':>14}{'mismatches':>12}  device")
+        tiles = [("tile", "rows", "cols", "max abs err", "mismatches", "device")]
         for t in result.worst_tiles:
             rows = "-" if len(t.ranges) < 2 else f"{t.ranges[-2][0]}:{t.ranges[-2][1]}"
             cols = "-" if not t.ranges else f"{t.ranges[-1][0]}:{t.ranges[-1][1]}"
             dev = "-" if t.device is None else ",".join(map(str, t.device))
-            _echo(f"  {str(list(t.tile)):<16}{rows:>14}{cols:>14}{_num(t.max_abs_error):>14}{t.mismatches:>12}  {dev}")
+            tiles.append((str(list(t.tile)), rows, cols, _num(t.max_abs_error), str(t.mismatches), dev))
+        for line in _table(tiles, right={1, 2, 3, 4}, indent="  "):
+            _echo(line)
     else:
         _echo("no tile differs")
     if result.devices:
         _echo("devices:")
-        _echo(f"  {'device':<10}{'pcc':>12}{'max abs err':>14}{'fit scale':>12}{'fit offset':>13}{'mismatches':>12}"
-              "  verdict")
+        devices = [("device", "pcc", "max abs err", "fit scale", "fit offset", "mismatches", "verdict")]
         for d in result.devices:
             verdict = "pass" if d.passed else "FAIL " + ",".join(d.failed)
-            _echo(f"  {','.join(map(str, d.coordinate)):<10}{_num(d.pcc):>12}{_num(d.max_abs_error):>14}"
-                  f"{_num(d.fit_scale):>12}{_num(d.fit_offset):>13}{d.mismatches:>12}  {verdict}")
+            devices.append((",".join(map(str, d.coordinate)), _num(d.pcc), _num(d.max_abs_error), _num(d.fit_scale),
+                            _num(d.fit_offset), str(d.mismatches), verdict))
+        for line in _table(devices, right={1, 2, 3, 4, 5}, indent="  "):
+            _echo(line)
     if result.cores:
         _echo(f"cores ({result.memory_layout}, shard {'x'.join(map(str, result.shard_shape or ()))}, "
               f"{result.shard_orientation}), worst first:")
-        _echo(f"  {'core':<10}{'shard':>7}{'max abs err':>14}{'mismatches':>12}{'elements':>10}  device")
+        cores = [("core", "shard", "max abs err", "mismatches", "elements", "device")]
         worst = sorted(result.cores, key=lambda c: (-c.max_abs_error, -c.mismatches))
         for c in worst[:_CORES_SHOWN]:
             core = "-" if c.core is None else f"{c.core[0]},{c.core[1]}"
             dev = "-" if c.device is None else ",".join(map(str, c.device))
-            _echo(f"  {core:<10}{c.shard:>7}{_num(c.max_abs_error):>14}{c.mismatches:>12}{c.elements:>10}  {dev}")
+            cores.append((core, str(c.shard), _num(c.max_abs_error), str(c.mismatches), str(c.elements), dev))
+        for line in _table(cores, right={1, 2, 3, 4}, indent="  "):
+            _echo(line)
         if len(worst) > _CORES_SHOWN:
             _echo(f"  ... {len(worst) - _CORES_SHOWN} more (--json lists all)")
     for note in result.notes:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
+from typing import Sequence
 
 import click
 
 import reportdb
-from reportdb.cli.common import _echo, _emit, _friendly, _migrate_hint, _not_migrated, _num, cli
+from reportdb.cli.common import _cells, _echo, _emit, _friendly, _migrate_hint, _not_migrated, _num, cli
+from reportdb.cli.compare import EXIT_NOT_COMPARED
 
 
 @cli.command(name="replay")
@@ -37,10 +40,14 @@ def replay_(
 
     The isolated (local) error of every operation whose inputs and output are stored, with no comparison mode:
     an operation wrong by itself fails, the ones after it are judged on their own device inputs (--chain:
-    against the chained references, the global golden). Reads the report only (--store writes it). Exit
-    status 0 when every compared operation passes its policy, 1 when one fails or on an error. Operations
-    without a reference, with arguments no reference reads (named) or with values not stored are listed,
-    not failed.
+    against the chained references, the global golden). Reads the report only (--store writes it).
+    Operations without a reference, with arguments no reference reads (named) or with values not stored
+    are listed, not failed; the last line says how many operations were compared of how many replayed.
+
+    Exit status: 0 when something was compared and every compared output passes its policy; 1 when one
+    fails, or on an error; 3 when nothing failed because nothing was compared (no operation matches --ops,
+    none has a reference, readable arguments and stored values, or --chain never reaches one); 2 on a
+    usage error.
 
     \b
     Examples:
@@ -51,34 +58,78 @@ def replay_(
     if as_json:
         result = reportdb.replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain)
         _emit(result.to_dict())
-        if result.first_failure is not None:
-            raise click.exceptions.Exit(1)
+        _exit(report_path, result.rows, ops_glob)
         return
-    _echo(f"{'op':>6}  {'name':<28}{'status':<23}{'pcc':>12}{'max abs err':>13}{'ulp max':>9}  result")
-    first = None
-    counts = dict.fromkeys(("compared", "no_reference", "missing_inputs", "unsupported_arguments"), 0)
-    rows = reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain)
-    for row in rows:  # printed as each operation is replayed
-        counts[row.status] += 1
-        m = row.metrics
-        if m is None:
-            outcome = ", ".join(row.unsupported) if row.unsupported else row.detail
-        else:
-            outcome = "pass" if row.passed else "FAIL " + ",".join(row.failed)
-        if row.passed is False and first is None:
-            first = row
-        op = f"{row.operation_id}" + (f".{row.output_index}" if row.output_index else "")  # op.N: its output N
-        _echo(f"{op:>6}  {row.name[:27]:<28}{row.status:<23}{_num(m.pcc if m else None):>12}"
-              f"{_num(m.max_abs_error if m else None):>13}{_num(m.ulp_max if m else None):>9}  {outcome}")
+    rows: list["reportdb.ReplayRow"] = []
+    for row in reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain):
+        if not rows:  # the header only once there is a row: an unreadable report prints nothing before its error
+            _echo(_cells(_HEADER, _WIDTHS, _RIGHT))
+        rows.append(row)
+        _echo(_row(row))  # printed as each operation is replayed
+    first = next((r for r in rows if r.passed is False), None)
     _echo("first failure: " + ("none" if first is None else f"operation {first.operation_id} {first.name}"
                                + (f" (output {first.output_index})" if first.output_index else "")))
-    _echo(", ".join(f"{n} {status}" for status, n in counts.items()))
-    if counts["compared"] == 0 and counts["missing_inputs"]:
+    _echo(_compared(rows))
+    _exit(report_path, rows, ops_glob)
+
+
+#: The replay table's columns: the header, each column's width (the widest value it takes: a 27-character name,
+#: ``unsupported_arguments``, 6 significant digits with a sign and an exponent, a float32 ULP distance) and those
+#: aligned right. Rows print as they come, so widths cannot follow the values; a wider one still stands two spaces
+#: apart from the next.
+_HEADER = ("op", "name", "status", "pcc", "max abs err", "ulp max", "result")
+_WIDTHS = (6, 27, 21, 12, 12, 10)
+_RIGHT = {0, 3, 4, 5}
+
+
+def _row(row: "reportdb.ReplayRow") -> str:
+    """One replayed output as a table line."""
+    m = row.metrics
+    if m is None:
+        outcome = ", ".join(row.unsupported) if row.unsupported else row.detail
+    else:
+        outcome = "pass" if row.passed else "FAIL " + ",".join(row.failed)
+    op = f"{row.operation_id}" + (f".{row.output_index}" if row.output_index else "")  # op.N: its output N
+    return _cells((op, row.name[:27], row.status, _num(m.pcc if m else None), _num(m.max_abs_error if m else None),
+                   _num(m.ulp_max if m else None), outcome), _WIDTHS, _RIGHT)
+
+
+def _counts(rows: Sequence["reportdb.ReplayRow"]) -> tuple[int, int, Counter[str], int]:
+    """Operations replayed, those with an output compared, the others by why (their first row's status), and the
+    outputs that failed. An operation counts once however many outputs it has."""
+    statuses: dict[int, list[str]] = {}
+    for r in rows:
+        statuses.setdefault(r.operation_id, []).append(r.status)
+    compared = sum(1 for s in statuses.values() if "compared" in s)
+    why = Counter(s[0] for s in statuses.values() if "compared" not in s)
+    return len(statuses), compared, why, sum(1 for r in rows if r.passed is False)
+
+
+def _compared(rows: Sequence["reportdb.ReplayRow"]) -> str:
+    """``compared N of M operations (K no_reference, ...); F failed``: the line that says how much was judged (the
+    reasons in the order they first occur)."""
+    total, compared, why, failed = _counts(rows)
+    left = ", ".join(f"{n} {status}" for status, n in why.items())
+    return f"compared {compared} of {total} operations" + (f" ({left})" if left else "") + f"; {failed} failed"
+
+
+def _exit(report_path: Path, rows: Sequence["reportdb.ReplayRow"], ops_glob: str | None) -> None:
+    """Exit 1 when a compared output fails, 3 when nothing was compared (said on stderr, with the migrate command
+    where legacy tensor files are why), else return (status 0)."""
+    total, compared, _, failed = _counts(rows)
+    if failed:
+        raise click.exceptions.Exit(1)
+    if compared:
+        return
+    if not total:
+        why = f"no operation matches --ops {ops_glob!r}" if ops_glob is not None else "the report records no operation"
+    else:
+        why = f"compared 0 of {total} operations"
         pending = _not_migrated(report_path)
         if pending:
             _echo(f"reportdb: {_migrate_hint(report_path, pending)}", err=True)
-    if first is not None:
-        raise click.exceptions.Exit(1)
+    _echo(f"reportdb: {why}: nothing was compared (exit status {EXIT_NOT_COMPARED})", err=True)
+    raise click.exceptions.Exit(EXIT_NOT_COMPARED)
 
 
 @cli.command(name="repro")

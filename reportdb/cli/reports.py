@@ -15,11 +15,15 @@ from reportdb.cli.common import (
     _emit,
     _friendly,
     _legacy_folder,
+    _make_reportdb,
     _migrate_hint,
     _not_migrated,
     _size,
+    _UsageError,
     cli,
 )
+
+from reportdb.errors import SidecarError
 
 if TYPE_CHECKING:  # pragma: no cover
     from reportdb.legacy.summary import Skipped
@@ -55,8 +59,9 @@ def info(path: Path, as_json: bool) -> None:
     if pending:
         _echo(f"legacy tensors:  {_migrate_hint(path, pending)}")
     elif summary.schema_revision is None:
-        folder = _legacy_folder(path) or path
-        _echo(f"legacy report:   `reportdb migrate {shlex.quote(str(folder))} -o NEW_FOLDER` makes a reportdb report of it")
+        command, _ = _make_reportdb(path)
+        of = "it" if _legacy_folder(path) is not None else "a copy of it (migrate takes a report folder)"
+        _echo(f"legacy report:   `{command}` makes a reportdb report of {of}")
     _echo(f"tensor bytes:    {_size(summary.stored_bytes)} stored for {_size(summary.logical_bytes)} logical"
           + (f", chunks addressed by {summary.content_address}" if summary.content_address else ""))
     _echo("tables:")
@@ -183,8 +188,11 @@ def migrate_(
     if as_json:
         _emit(summary.to_dict())
         return
+    if summary.already_migrated:
+        _already_migrated(summary, remove_legacy_files)
+        return
     tensors, problems = summary.tensors, summary.problems
-    _echo(f"{summary.source} -> {summary.destination}" + (" (already migrated)" if summary.already_migrated else ""))
+    _echo(f"{summary.source} -> {summary.destination}")
     _echo(f"tables:   {summary.tables_copied} ({summary.rows_copied:,} rows) copied")
     formats = ", ".join(f"{k} {v}" for k, v in tensors.by_format.items()) or "none"
     carried = f"; {tensors.carried_over} carried over with the tables" if tensors.carried_over else ""
@@ -204,10 +212,25 @@ def migrate_(
         _echo(_sidecar_line(summary.sidecars))
 
 
+def _already_migrated(summary: "reportdb.MigrationSummary", remove_legacy_files: bool) -> None:
+    """A rerun of an in-place migrate: what this run did (nothing, or removing the legacy files), not the first run's
+    summary again as if it had just run."""
+    done = (f"removed {summary.legacy_files_removed} legacy tensor files, their values compared equal"
+            if remove_legacy_files else "nothing to do")
+    _echo(f"{summary.destination}: already migrated in place; {done} (an earlier run stored {summary.tensors.stored} "
+          f"tensors: `reportdb info {shlex.quote(summary.destination)}` describes the report)")
+
+
 def _sidecar_choice(sidecars: tuple[Path, ...], no_sidecars: bool) -> list[Path] | None:
     """The sidecars to read: those named, none (--no-sidecars), or None for those in the report folder."""
     if sidecars and no_sidecars:
-        raise click.UsageError("--sidecar and --no-sidecars exclude each other")
+        raise _UsageError("--sidecar and --no-sidecars exclude each other")
+    for path in sidecars:
+        if path.is_dir():  # checked here, as one line: reading it would fail with the OS's bare "Is a directory"
+            raise SidecarError(
+                f"--sidecar {path}: is a folder; give a ttnn *.comparison_records.json or *.tensor_lifetime.json file "
+                "(without --sidecar, those in the report folder are read)"
+            )
     return [] if no_sidecars else list(sidecars) or None
 
 

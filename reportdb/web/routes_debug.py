@@ -18,7 +18,7 @@ from ..analysis.golden import compare_golden
 from ..analysis.grids import matrix_dims, shard_layout
 from ..analysis.locate import locate
 from ..analysis.ops import operation_context
-from ..errors import ReportDBError, SpecError
+from ..errors import InvalidArgumentError, ReportDBError, SpecError
 from ..numeric.stats import compute_stats
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
@@ -147,7 +147,11 @@ def operation(report: str, op_id: str) -> Response:
     if found is None:
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 48 + one.chunk_bytes(), f"the context of operation {operation_id}"):
             with one.engine() as own:
-                found = operation_context(own, operation_id, rank=rank, policy=policy()).to_dict()
+                try:
+                    found = operation_context(own, operation_id, rank=rank, policy=policy()).to_dict()
+                except InvalidArgumentError:  # its only refusal, an unknown operation: 404 as an unknown tensor
+                    raise ApiError(404, f"report {one.name} has no operation {operation_id} on rank {rank}",
+                                   "GET api/reports/<report>/operations lists the report's operations") from None
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
 
