@@ -48,8 +48,13 @@ class Installed:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("wheel")
     dist = base / "dist"
+    # built from a copy: setuptools leaves build/lib in the tree it builds, and a module deleted from the checkout
+    # would live on there and ship in the next wheel
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(dist)], check=True, timeout=600
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(dist)], check=True, timeout=600
     )
     wheel = next(dist.glob("reportdb-*.whl"))
     env_dir = base / "venv"
