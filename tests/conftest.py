@@ -15,6 +15,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Hashable
@@ -209,7 +211,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.markexpr = f"({given}) and ({FAST_TIER})" if given else FAST_TIER
     import multiprocessing.process
     import os
-    import subprocess
 
     subprocess.Popen._execute_child = _guarded("subprocess", subprocess.Popen._execute_child)  # type: ignore[attr-defined]
     multiprocessing.process.BaseProcess.start = _guarded("multiprocessing", multiprocessing.process.BaseProcess.start)  # type: ignore[method-assign]
@@ -234,3 +235,18 @@ def _phase(item: pytest.Item) -> Any:
 
 pytest_runtest_setup = pytest.hookimpl(hookwrapper=True)(_phase)
 pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(_phase)
+
+
+def locked_from_elsewhere(db: Path) -> str:
+    """What another process gets asking for the write lock on ``db`` at once: "database is locked" while this one
+    holds SQLite's lock on it."""
+    probe = subprocess.run([sys.executable, "-c", (
+        "import sqlite3, sys\n"
+        "conn = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
+        "try:\n"
+        "    conn.execute('BEGIN IMMEDIATE')\n"
+        "    print('got the lock')\n"
+        "except sqlite3.OperationalError as exc:\n"
+        "    print(exc)\n"
+    ), str(db)], capture_output=True, text=True, timeout=60)
+    return probe.stdout.strip() + probe.stderr

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import locked_from_elsewhere
 import reportdb
 from reportdb.errors import ReadOnlyError, UnsafeReportError
 from reportdb.store import files
@@ -202,16 +203,7 @@ def test_reading_the_header_keeps_this_process_sqlite_lock(tmp_path: Path, how: 
             assert files._header(db).startswith(b"SQLite format 3\0")
         else:
             reportdb.open(db).close()
-        probe = subprocess.run([sys.executable, "-c", (
-            "import sqlite3, sys\n"
-            "conn = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
-            "try:\n"
-            "    conn.execute('BEGIN IMMEDIATE')\n"
-            "    print('got the lock')\n"
-            "except sqlite3.OperationalError as exc:\n"
-            "    print(exc)\n"
-        ), str(db)], capture_output=True, text=True, timeout=60)
-        assert probe.stdout.strip() == "database is locked", probe.stdout + probe.stderr
+        assert locked_from_elsewhere(db) == "database is locked"
     finally:
         holder.execute("ROLLBACK")
         holder.close()

@@ -16,7 +16,7 @@ import pytest
 
 import reportdb
 
-from conftest import ROOT
+from conftest import ROOT, locked_from_elsewhere
 
 
 def readme_writer_snippet() -> str:
@@ -106,21 +106,6 @@ def test_writers_open_together_write_one_run_and_other_ranks_join_later(tmp_path
     conn.close()
 
 
-def _locked_from_elsewhere(db: Path) -> str:
-    """What another process gets asking for the write lock on ``db`` at once: "database is locked" while this one
-    holds SQLite's lock on it."""
-    probe = subprocess.run([sys.executable, "-c", (
-        "import sqlite3, sys\n"
-        "conn = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
-        "try:\n"
-        "    conn.execute('BEGIN IMMEDIATE')\n"
-        "    print('got the lock')\n"
-        "except sqlite3.OperationalError as exc:\n"
-        "    print(exc)\n"
-    ), str(db)], capture_output=True, text=True, timeout=60)
-    return probe.stdout.strip() + probe.stderr
-
-
 @pytest.mark.process
 @pytest.mark.parametrize("refused", [False, True])
 def test_letting_go_of_the_run_lock_keeps_this_process_sqlite_lock(tmp_path: Path, refused: bool) -> None:
@@ -146,7 +131,7 @@ def test_letting_go_of_the_run_lock_keeps_this_process_sqlite_lock(tmp_path: Pat
         else:
             lock.join(holder, 0, append=False)
             lock.release()
-        assert _locked_from_elsewhere(db) == "database is locked"
+        assert locked_from_elsewhere(db) == "database is locked"
         flock = subprocess.run([sys.executable, "-c", (
             "import fcntl, os, sys\n"
             "fcntl.flock(os.open(sys.argv[1], os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
