@@ -729,3 +729,15 @@ def test_storage_type_is_written_as_ttnn_writes_it(tmp_path: Path) -> None:
         assert [r.tensor_info(t).spec.storage_type for t in (1, 2)] == ["HOST", "DEVICE"]
     shipped = ROOT / "tests" / "data" / "report-schemas" / "ttnn_0.81.1_schema_3.5.sqlite"
     assert _rows(shipped, "SELECT DISTINCT storage_type FROM tensors") == [("HOST",)]
+
+
+def test_a_config_beside_option_arguments_is_refused_not_half_used(tmp_path: Path) -> None:
+    """``Writer(config=..., stats=False)`` used to drop ``stats`` silently; now it names what it was given twice and
+    writes nothing."""
+    from reportdb.writer.config import WriterConfig
+
+    with pytest.raises(reportdb.InvalidArgumentError, match=r"config= and chunk_size, stats: give the options"):
+        reportdb.Writer(tmp_path / "run", config=WriterConfig.from_env(), stats=False, chunk_size=1 << 20)
+    assert not (tmp_path / "run").exists()
+    with reportdb.Writer(tmp_path / "ok", config=WriterConfig.from_env(stats=False)) as w:
+        assert w.config.stats is False

@@ -30,7 +30,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
-from ..errors import RowsRefusedError, WriterError
+from ..errors import InvalidArgumentError, RowsRefusedError, WriterError
 from ..store.checkpoint import AUTOCHECKPOINT_PAGES, Checkpointer
 from ..store.engine import solo_writes
 from ..store.journal import journal_mode
@@ -80,7 +80,8 @@ class Writer:
             w.flush()  # everything above is committed when this returns
 
     ``path`` is a report folder (``db.sqlite`` inside; created if missing) or a database file.
-    Options left as None come from the environment (``WriterConfig.from_env``); ``config`` replaces both.
+    Options left as None come from the environment (``WriterConfig.from_env``); ``config`` replaces both, and is
+    refused beside any option given as an argument.
 
     One report holds one run. Writers open at the same time (ranks, processes, threads) write the same run; a Writer
     opened on a report whose run has finished (no Writer has it open) and that holds operations or tensors of its rank
@@ -112,6 +113,15 @@ class Writer:
         wal: bool | None = None,
         append: bool = False,
     ) -> None:
+        if config is not None:  # which should win is a guess either way: say so instead of dropping the arguments
+            options = dict(store=store, chunk_size=chunk_size, compression=compression, stats=stats,
+                           batch_items=batch_items, batch_bytes=batch_bytes, batch_seconds=batch_seconds,
+                           sync_bytes=sync_bytes, lock_timeout=lock_timeout, durable=durable, wal=wal)
+            given = sorted(name for name, value in options.items() if value is not None)
+            if given:
+                raise InvalidArgumentError(
+                    f"Writer got config= and {', '.join(given)}: give the options in the config "
+                    "(dataclasses.replace(config, ...)) or as arguments, not both")
         self.config = config or WriterConfig.from_env(
             store=store, chunk_size=chunk_size, compression=compression, stats=stats, batch_items=batch_items,
             batch_bytes=batch_bytes, batch_seconds=batch_seconds, sync_bytes=sync_bytes, lock_timeout=lock_timeout,
