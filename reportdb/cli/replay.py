@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable
 
 import click
 
@@ -58,19 +58,20 @@ def replay_(
     if as_json:
         result = reportdb.replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain)
         _emit(result.to_dict())
-        _exit(report_path, result.rows, ops_glob)
+        _exit(report_path, _Tally(result.rows), ops_glob)
         return
-    rows: list["reportdb.ReplayRow"] = []
+    tally = _Tally()
     for row in reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain):
-        if not rows:  # the header only once there is a row: an unreadable report prints nothing before its error
+        if not tally.rows:  # the header only once there is a row: an unreadable report prints nothing before its error
             _echo(_cells(_HEADER, _WIDTHS, _RIGHT))
-        rows.append(row)
-        _echo(_row(row))  # printed as each operation is replayed
-    first = next((r for r in rows if r.passed is False), None)
+        tally.add(row)
+        _echo(_row(row))  # printed as each operation is replayed, and not kept: a report may hold 10^6 operations
+    tally.done()
+    first = tally.first
     _echo("first failure: " + ("none" if first is None else f"operation {first.operation_id} {first.name}"
                                + (f" (output {first.output_index})" if first.output_index else "")))
-    _echo(_compared(rows))
-    _exit(report_path, rows, ops_glob)
+    _echo(tally.line())
+    _exit(report_path, tally, ops_glob)
 
 
 #: The replay table's columns: the header, each column's width (the widest value it takes: a 27-character name,
@@ -94,37 +95,62 @@ def _row(row: "reportdb.ReplayRow") -> str:
                    _num(m.ulp_max if m else None), outcome), _WIDTHS, _RIGHT)
 
 
-def _counts(rows: Sequence["reportdb.ReplayRow"]) -> tuple[int, int, Counter[str], int]:
-    """Operations replayed, those with an output compared, the others by why (their first row's status), and the
-    outputs that failed. An operation counts once however many outputs it has."""
-    statuses: dict[int, list[str]] = {}
-    for r in rows:
-        statuses.setdefault(r.operation_id, []).append(r.status)
-    compared = sum(1 for s in statuses.values() if "compared" in s)
-    why = Counter(s[0] for s in statuses.values() if "compared" not in s)
-    return len(statuses), compared, why, sum(1 for r in rows if r.passed is False)
+class _Tally:
+    """What replay's last line and exit status say, counted row by row as they stream: operations replayed, those
+    with an output compared, the others by why (their first row's status, in the order they first occur), the
+    outputs that failed and the first of them. An operation counts once however many outputs it has, when its rows
+    end (they come together: replay goes in operation order); :meth:`done` counts the last."""
+
+    def __init__(self, rows: Iterable["reportdb.ReplayRow"] = ()) -> None:
+        self.rows = self.operations = self.compared = self.failed = 0
+        self.why: Counter[str] = Counter()
+        self.first: "reportdb.ReplayRow | None" = None
+        self._op: int | None = None
+        self._status = ""  # the current operation's first row's status, or "compared" once an output of it is
+        for row in rows:
+            self.add(row)
+        self.done()
+
+    def add(self, row: "reportdb.ReplayRow") -> None:
+        """Count one row."""
+        self.rows += 1
+        if row.operation_id != self._op:
+            self.done()
+            self._op, self._status = row.operation_id, row.status
+            self.operations += 1
+        elif row.status == "compared":
+            self._status = "compared"
+        if row.passed is False:
+            self.failed += 1
+            self.first = self.first or row
+
+    def done(self) -> None:
+        """Count the operation whose rows were last added."""
+        if self._op is not None:
+            if self._status == "compared":
+                self.compared += 1
+            else:
+                self.why[self._status] += 1
+            self._op = None
+
+    def line(self) -> str:
+        """``compared N of M operations (K no_reference, ...); F failed``: how much was judged."""
+        left = ", ".join(f"{n} {status}" for status, n in self.why.items())
+        return f"compared {self.compared} of {self.operations} operations" + (f" ({left})" if left else "") + \
+            f"; {self.failed} failed"
 
 
-def _compared(rows: Sequence["reportdb.ReplayRow"]) -> str:
-    """``compared N of M operations (K no_reference, ...); F failed``: the line that says how much was judged (the
-    reasons in the order they first occur)."""
-    total, compared, why, failed = _counts(rows)
-    left = ", ".join(f"{n} {status}" for status, n in why.items())
-    return f"compared {compared} of {total} operations" + (f" ({left})" if left else "") + f"; {failed} failed"
-
-
-def _exit(report_path: Path, rows: Sequence["reportdb.ReplayRow"], ops_glob: str | None) -> None:
+def _exit(report_path: Path, tally: _Tally, ops_glob: str | None) -> None:
     """Exit 1 when a compared output fails, 3 when nothing was compared (said on stderr, with the migrate command
     where legacy tensor files are why), else return (status 0)."""
-    total, compared, _, failed = _counts(rows)
-    if failed:
+    if tally.failed:
         raise click.exceptions.Exit(1)
-    if compared:
+    if tally.compared:
         return
-    if not total:
+    if not tally.operations:
         why = f"no operation matches --ops {ops_glob!r}" if ops_glob is not None else "the report records no operation"
     else:
-        why = f"compared 0 of {total} operations"
+        why = f"compared 0 of {tally.operations} operations"
         pending = _not_migrated(report_path)
         if pending:
             _echo(f"reportdb: {_migrate_hint(report_path, pending)}", err=True)
