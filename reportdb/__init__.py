@@ -87,7 +87,7 @@ _LAZY = {
     "migrate": "reportdb.legacy",
     "verify": "reportdb.legacy",
     "Comparison": "reportdb.numeric.metrics",
-    "GoldenResult": "reportdb.analysis.golden",
+    "GoldenResult": "reportdb.analysis.records",
     "RunComparison": "reportdb.analysis.runs",
     "RunRow": "reportdb.analysis.runs",
     "TensorStats": "reportdb.numeric.stats",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator, Sequence
 
 from ..results import Result, html_table
-from .golden import GoldenResult
+from .records import GoldenResult
 from .graph import TensorGraph
 
 #: A failing output whose global error energy grows by more than this over its inputs' worst (3 dB: it at least

@@ -29,10 +29,10 @@ from ..errors import (
 )
 from ..results import Result, jsonable
 from ..spec import distribution_coordinate
-from .golden import golden_records, table_columns
-from .graph import opened
+from .graph import opened, table_columns
 from .grids import ShardLayout, TileGrid, shard_layout
 from .policy import Policy, as_policy
+from .records import golden_records
 from .scan import PartErrors, Reader, scan
 
 if TYPE_CHECKING:

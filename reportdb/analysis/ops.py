@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgumentError
 from ..results import Result
 from .culprits import assign_roles
-from .golden import GoldenRecord, _recompute, golden_records
+from .records import GoldenRecord, golden_records, recompute
 from .graph import OperationRef, TensorGraph, opened, ranked_rows, table_columns, tensor_graph
 from .policy import as_policy
 
@@ -177,7 +177,7 @@ def _comparisons(
 ) -> dict[int, tuple[TensorComparison, ...]]:
     """The golden records of ``tensor_ids`` recomputed and judged, with roles, by tensor."""
     records: list[GoldenRecord] = [r for r in golden_records(report) if r.rank == rank and r.tensor_id in tensor_ids]
-    results = assign_roles([_recompute(report, r, policy, graph, explicit_pcc=False) for r in records], {rank: graph})
+    results = assign_roles([recompute(report, r, policy, graph, explicit_pcc=False) for r in records], {rank: graph})
     out: dict[int, list[TensorComparison]] = {}
     for r in results:
         m = r.metrics
