@@ -31,6 +31,7 @@ import numpy as np
 
 import reportdb
 from reportdb.analysis.grids import shard_layout
+from reportdb.analysis.locate import LocateResult
 from reportdb.analysis.scan import scan, windows
 
 
@@ -68,7 +69,7 @@ def main() -> None:
             report.put_tensor(2, golden)
         print(f"stored {rows}x{cols} bfloat16 + float32 golden in {time.perf_counter() - start:.1f} s")
 
-        def run_locate() -> reportdb.LocateResult:
+        def run_locate() -> LocateResult:
             with reportdb.open(path) as report:
                 return reportdb.locate(report, 1, against=2)
 

@@ -7,18 +7,29 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+import warnings
 from typing import Any, Callable, Mapping, MutableMapping
 
 
 def lazy_getattr(
-    package: str, namespace: MutableMapping[str, Any], names: Mapping[str, str], submodules: frozenset[str] = frozenset()
+    package: str,
+    namespace: MutableMapping[str, Any],
+    names: Mapping[str, str],
+    submodules: frozenset[str] = frozenset(),
+    moved: Mapping[str, str] | None = None,
 ) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``package``: ``names`` maps an exported name to the module defining it,
-    ``submodules`` are reachable as attributes; each is imported on first use and bound in ``namespace``."""
+    ``submodules`` are reachable as attributes; each is imported on first use and bound in ``namespace``. ``moved``
+    maps names the package no longer exports to the module that holds them: each still resolves, with a
+    DeprecationWarning saying where to import it from, and is not bound (so every use warns)."""
 
     def __getattr__(name: str) -> Any:
         if name in submodules:
             return importlib.import_module(f"{package}.{name}")  # the import binds it in the package too
+        if moved is not None and name in moved:
+            warnings.warn(f"{package}.{name} is no longer exported from {package}: import it from {moved[name]}",
+                          DeprecationWarning, stacklevel=2)
+            return getattr(importlib.import_module(moved[name]), name)
         module = names.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

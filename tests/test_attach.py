@@ -95,7 +95,7 @@ def test_other_values_for_an_attached_tensor_are_refused_and_nothing_changes(tmp
     attach(tmp_path / "values.sqlite", folder)
     values_file(tmp_path / "other.sqlite", ids, scale=2.0)
     data = (folder / "db.sqlite").read_bytes()
-    with pytest.raises(reportdb.TensorExistsError, match="other values"):
+    with pytest.raises(reportdb.errors.TensorExistsError, match="other values"):
         attach(tmp_path / "other.sqlite", folder)
     assert (folder / "db.sqlite").read_bytes() == data
     assert sorted(p.name for p in folder.iterdir()) == ["db.sqlite"]
@@ -109,7 +109,7 @@ def test_damaged_values_fail_cleanly_leaving_the_report_as_it_was(tmp_path: Path
         conn.execute("UPDATE rdb_chunk SET data = zeroblob(length(data)) WHERE id = (SELECT MAX(id) FROM rdb_chunk)")
     conn.close()
     data = (folder / "db.sqlite").read_bytes()
-    with pytest.raises(reportdb.CorruptionError):
+    with pytest.raises(reportdb.errors.CorruptionError):
         attach(tmp_path / "values.sqlite", folder, unmatched=True)
     assert (folder / "db.sqlite").read_bytes() == data
     assert sorted(p.name for p in folder.iterdir()) == ["db.sqlite"]
@@ -118,20 +118,20 @@ def test_damaged_values_fail_cleanly_leaving_the_report_as_it_was(tmp_path: Path
 def test_refusals_name_what_is_wrong(tmp_path: Path) -> None:
     folder, ids = ttnn_report(tmp_path)
     values_file(tmp_path / "values.sqlite", ids)
-    with pytest.raises(reportdb.InvalidArgumentError, match="both the values and the report"):
+    with pytest.raises(reportdb.errors.InvalidArgumentError, match="both the values and the report"):
         attach(tmp_path / "values.sqlite", tmp_path / "values.sqlite")
     plain = tmp_path / "plain.sqlite"
     sqlite3.connect(plain).execute("CREATE TABLE t (x)").connection.close()
-    with pytest.raises((reportdb.NotAReportFolderError, reportdb.NotAReportError), match="(?i)not a ttnn report"):
+    with pytest.raises((reportdb.errors.NotAReportFolderError, reportdb.errors.NotAReportError), match="(?i)not a ttnn report"):
         attach(tmp_path / "values.sqlite", plain)
-    with pytest.raises(reportdb.ReportNotFoundError):
+    with pytest.raises(reportdb.errors.ReportNotFoundError):
         attach(tmp_path / "missing.sqlite", folder)
     live = sqlite3.connect(folder / "db.sqlite")  # a run still writing: its commits sit in the WAL
     try:
         live.execute("PRAGMA journal_mode=WAL")
         with live:
             live.execute("INSERT INTO report_metadata (key, value) VALUES ('attach-test', 'x')")
-        with pytest.raises(reportdb.ReportLockedError, match="still being written"):
+        with pytest.raises(reportdb.errors.ReportLockedError, match="still being written"):
             attach(tmp_path / "values.sqlite", folder)
     finally:
         live.close()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import reportdb
+from reportdb.analysis.culprits import Culprit, GoldenComparison
 
 from conftest import FIXTURES
 
@@ -52,7 +53,7 @@ def _chain(path: Path, *, local: bool) -> Path:
     return path
 
 
-def _roles(result: reportdb.GoldenComparison, kind: str) -> dict[int, str | None]:
+def _roles(result: GoldenComparison, kind: str) -> dict[int, str | None]:
     return {r.tensor_id: r.role for r in result if r.kind == kind}
 
 
@@ -65,7 +66,7 @@ def test_the_op_wrong_by_itself_is_the_culprit_and_the_later_ones_victims(tmp_pa
     assert [local[k].verdict for k in range(1, 6)] == ["pass", "pass", "fail", "pass", "pass"]
     glob = {r.tensor_id: r for r in result if r.kind == "global"}
     assert [glob[k].verdict for k in range(1, 6)] == ["pass", "pass", "fail", "fail", "fail"]
-    assert result.first_culprit == reportdb.Culprit(3, 3, "ttnn.step3", 0)
+    assert result.first_culprit == Culprit(3, 3, "ttnn.step3", 0)
     assert result.counts()["culprits"] == 1 and result.counts()["victims"] == 2
     ranked = result.ranked()
     assert (ranked[0].tensor_id, ranked[0].kind) == (3, "local")  # worst-first by local error: the culprit leads

@@ -1,10 +1,12 @@
-"""Every error reportdb raises on purpose is a ReportDBError subclass defined in reportdb.errors and exported by
-reportdb, so a caller finds them all in one place and catches each by name."""
+"""Every error reportdb raises on purpose is a ReportDBError subclass defined in reportdb.errors, so a caller finds
+them all in one place and catches each by name."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 from conftest import parsed
 import reportdb
@@ -26,11 +28,30 @@ def test_every_error_class_lives_in_errors_py() -> None:
     assert elsewhere == []
 
 
-def test_every_error_class_is_exported() -> None:
+def test_every_error_class_is_in_errors_and_the_top_level_keeps_the_base() -> None:
+    """Each error class is imported from reportdb.errors; the top level keeps ReportDBError alone, and an error class it
+    used to export still resolves there, warning where to import it from."""
     defined = {name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, errors.ReportDBError)}
-    assert defined <= set(reportdb.__all__), defined - set(reportdb.__all__)
-    assert all(getattr(reportdb, name) is getattr(errors, name) for name in defined)
     assert len(defined) > 30
+    assert [n for n in reportdb.__all__ if n.endswith("Error")] == ["ReportDBError"]
+    assert reportdb.ReportDBError is errors.ReportDBError
+    for name in sorted(defined - {"ReportDBError"}):
+        with pytest.warns(DeprecationWarning, match="import it from reportdb.errors"):
+            assert getattr(reportdb, name) is getattr(errors, name)
+
+
+def test_the_top_level_holds_what_a_user_calls() -> None:
+    """About 25 names: the functions and classes a user calls, the spec types, the base error and the version; every
+    result type lives beside the function that returns it, and a name moved from the top level still resolves there
+    with a DeprecationWarning naming its module."""
+    assert len(reportdb.__all__) <= 26
+    assert {"open", "compare", "replay", "Writer", "Policy", "ReportDBError"} <= set(reportdb.__all__)
+    with pytest.warns(DeprecationWarning, match="reportdb.numeric.metrics"):
+        from reportdb.numeric.metrics import Comparison
+
+        assert reportdb.Comparison is Comparison
+    with pytest.raises(AttributeError):
+        getattr(reportdb, "no_such_name")
 
 
 # --- SQLite's errors are named by their error code, never misdiagnosed (issue 23) ---------------------------------
@@ -58,10 +79,10 @@ def test_a_closed_report_says_it_is_closed_not_damaged(tmp_path: Path) -> None:
         report.close()
         report.close()  # closing twice is harmless
         for call in (lambda: report.tensor(1), report.tensor_ids, lambda: report.tensor_info(1), report.summary):
-            with pytest.raises(reportdb.ReportClosedError, match="the report is closed") as caught:
+            with pytest.raises(reportdb.errors.ReportClosedError, match="the report is closed") as caught:
                 call()
             assert "damaged" not in str(caught.value)
-    with pytest.raises(reportdb.ReportClosedError):
+    with pytest.raises(reportdb.errors.ReportClosedError):
         with reportdb.open(path, "a") as report:
             report.close()
             report.put_tensor(2, np.zeros(4, np.float32))
@@ -75,7 +96,7 @@ def test_a_full_disk_is_a_disk_error_and_nothing_is_kept(tmp_path: Path) -> None
         with report.connection() as conn:
             pages = conn.execute("PRAGMA page_count").fetchone()[0]
             conn.execute(f"PRAGMA max_page_count={pages + 2}")
-        with pytest.raises(reportdb.DiskError, match="disk is full") as caught:
+        with pytest.raises(reportdb.errors.DiskError, match="disk is full") as caught:
             report.put_tensor(2, np.random.default_rng(0).random(1 << 18).astype(np.float32))
         assert "changed by another tool" not in str(caught.value) and "damaged" not in str(caught.value)
         assert report.tensor_ids() == [1]
@@ -109,9 +130,9 @@ def test_sqlite_errors_map_by_their_code(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.sqlite"
     garbage.write_bytes(b"not a database at all" * 300)
     notadb = _caught(sqlite3.connect(garbage), "SELECT * FROM sqlite_master")
-    cases = [(constraint, reportdb.ConstraintError, False), (locked, reportdb.ReportLockedError, False),
-             (missing, reportdb.SchemaError, False), (closed, reportdb.ReportClosedError, True),
-             (notadb, reportdb.NotAReportError, False)]
+    cases = [(constraint, reportdb.errors.ConstraintError, False), (locked, reportdb.errors.ReportLockedError, False),
+             (missing, reportdb.errors.SchemaError, False), (closed, reportdb.errors.ReportClosedError, True),
+             (notadb, reportdb.errors.NotAReportError, False)]
     for exc, expected, own in cases:
         mapped = engine.translate(exc, path)
         assert type(mapped) is expected, (exc, mapped)

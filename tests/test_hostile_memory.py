@@ -128,5 +128,5 @@ def test_a_compressed_chunk_is_decompressed_in_pieces_into_its_place(tmp_path: P
     frame = zstandard.ZstdCompressor(level=1).compress(raw)
     assert b"".join(codec.pieces("zstd", frame, len(raw), "chunk 0")) == raw
     for bad, nbytes in ((frame[: len(frame) // 2], len(raw)), (frame, len(raw) + 1)):  # cut short; another size
-        with pytest.raises(reportdb.CorruptionError, match="chunk 0"):
+        with pytest.raises(reportdb.errors.CorruptionError, match="chunk 0"):
             b"".join(codec.pieces("zstd", bad, nbytes, "chunk 0"))

@@ -13,6 +13,7 @@ import pytest
 import reportdb
 from reportdb import Distribution, Placement
 from reportdb.analysis import scan as scan_mod
+from reportdb.analysis.locate import LocateResult
 from reportdb.analysis.policy import Policy
 from reportdb.formats import blockfloat, tiles as tiles_mod
 
@@ -53,7 +54,7 @@ def store(path: Path, items: dict[int, dict[str, Any]]) -> Path:
     return path
 
 
-def check_tiles(result: reportdb.LocateResult, actual: np.ndarray, golden: np.ndarray, dtype: str,
+def check_tiles(result: LocateResult, actual: np.ndarray, golden: np.ndarray, dtype: str,
                 tile: tuple[int, int] = (32, 32)) -> None:  # fmt: skip
     err, bad = mismatches(actual, golden, dtype)
     tmax, tmm = tile_oracle(err, bad, tile)
@@ -112,7 +113,7 @@ def _mesh_report(path: Path, golden: np.ndarray, shards: list[tuple[tuple[int, i
                         2: dict(array=golden)})  # fmt: skip
 
 
-def _check_devices(result: reportdb.LocateResult, expected: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]) -> None:
+def _check_devices(result: LocateResult, expected: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]) -> None:
     """Each device against numpy: PCC, max abs error, the least-squares line, mismatches and the policy's verdict."""
     assert [d.coordinate for d in result.devices] == list(expected)
     policy = Policy.default()
@@ -345,13 +346,13 @@ def test_golden_record_and_errors(tmp_path: Path) -> None:
     path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="TILE", ttnn_dtype="BFLOAT16"), 2: dict(array=golden),
                                          3: dict(array=golden[..., :32])})  # fmt: skip
     with reportdb.open(path) as report:
-        with pytest.raises(reportdb.InvalidArgumentError):
+        with pytest.raises(reportdb.errors.InvalidArgumentError):
             reportdb.locate(report, 1)
-        with pytest.raises(reportdb.TensorNotFoundError, match="no local comparison record"):
+        with pytest.raises(reportdb.errors.TensorNotFoundError, match="no local comparison record"):
             reportdb.locate(report, 1, golden="local")
-        with pytest.raises(reportdb.ComparisonError, match="differs"):
+        with pytest.raises(reportdb.errors.ComparisonError, match="differs"):
             reportdb.locate(report, 1, against=3)
-        with pytest.raises(reportdb.TensorNotFoundError):
+        with pytest.raises(reportdb.errors.TensorNotFoundError):
             reportdb.locate(report, 1, against=9)
 
 
@@ -369,7 +370,7 @@ def test_policy_file_and_bad_shard_spec(tmp_path: Path, monkeypatch: pytest.Monk
     with reportdb.open(path) as report:
         default = reportdb.locate(report, 1, against=2)
         strict = reportdb.locate(report, 1, against=2, policy=policy)
-        with pytest.raises(reportdb.TensorNotFoundError, match="no shard at mesh coordinate"):
+        with pytest.raises(reportdb.errors.TensorNotFoundError, match="no shard at mesh coordinate"):
             reportdb.locate(report, 1, against=2, device=(0, 0))
     err = np.abs(actual.astype(np.float64) - golden)
     assert (strict.rtol, strict.atol) == (0.0, 0.001)

@@ -46,11 +46,11 @@ def _tables(path: Path) -> list[str]:
 def test_someone_elses_database_is_refused_untouched(tmp_path: Path, mode: str) -> None:
     db = _users_db(tmp_path / "app.sqlite")
     before = _state(db)
-    with pytest.raises(reportdb.NotAReportError, match=r"not a TTNN report.*operations.*tensors.*its tables: users"):
+    with pytest.raises(reportdb.errors.NotAReportError, match=r"not a TTNN report.*operations.*tensors.*its tables: users"):
         reportdb.open(db, mode)  # type: ignore[arg-type]
-    with pytest.raises(reportdb.NotAReportError, match="not a TTNN report"):
+    with pytest.raises(reportdb.errors.NotAReportError, match="not a TTNN report"):
         reportdb.upgrade(db)
-    with pytest.raises(reportdb.NotAReportError, match="not a TTNN report"):
+    with pytest.raises(reportdb.errors.NotAReportError, match="not a TTNN report"):
         with reportdb.Writer(db) as w:
             w.add_operation(1, "ttnn.add")
     assert _state(db) == before and _tables(db) == ["users"]
@@ -64,7 +64,7 @@ def test_a_table_named_like_a_reports_is_not_enough(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE tensors(tensor_id INTEGER)")
     conn.commit()
     conn.close()
-    with pytest.raises(reportdb.NotAReportError, match=r"lacks operations\(name, operation_id\)"):
+    with pytest.raises(reportdb.errors.NotAReportError, match=r"lacks operations\(name, operation_id\)"):
         reportdb.upgrade(db)
     assert _tables(db) == ["operations", "tensors"]
 
@@ -73,9 +73,9 @@ def test_an_empty_database_is_nothing_to_read_or_upgrade_but_a_place_to_write(tm
     folder = tmp_path / "killed-run"
     folder.mkdir()
     (folder / "db.sqlite").touch()
-    with pytest.raises(reportdb.NotAReportError, match="empty database"):
+    with pytest.raises(reportdb.errors.NotAReportError, match="empty database"):
         reportdb.open(folder)
-    with pytest.raises(reportdb.NotAReportError, match="empty database"):
+    with pytest.raises(reportdb.errors.NotAReportError, match="empty database"):
         reportdb.upgrade(folder)
     assert (folder / "db.sqlite").stat().st_size == 0 and sorted(p.name for p in folder.iterdir()) == ["db.sqlite"]
     with reportdb.open(folder, "a") as report:

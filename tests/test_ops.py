@@ -59,7 +59,7 @@ def test_operation_context_of_a_writer_report(tmp_path: Path) -> None:
     first = reportdb.operation_context(tmp_path / "r", 1)
     assert first.arguments == (("transpose_b", "False"),) and [t.tensor_id for t in first.inputs] == [1, 2]
     assert first.inputs[0].producer is None
-    with pytest.raises(reportdb.InvalidArgumentError, match="no operation 9 on rank 0 .operations 1-3."):
+    with pytest.raises(reportdb.errors.InvalidArgumentError, match="no operation 9 on rank 0 .operations 1-3."):
         reportdb.operation_context(tmp_path / "r", 9)
 
 

@@ -46,13 +46,13 @@ def test_folder_contents(chain: Path, tmp_path: Path) -> None:
 
 
 def test_refusals(chain: Path, tmp_path: Path) -> None:
-    with pytest.raises(reportdb.InvalidArgumentError, match="unsupported_arguments.*frobnicate"):
+    with pytest.raises(reportdb.errors.InvalidArgumentError, match="unsupported_arguments.*frobnicate"):
         reportdb.make_repro(chain, 6, tmp_path / "r6")
-    with pytest.raises(reportdb.InvalidArgumentError, match="no operation 42"):
+    with pytest.raises(reportdb.errors.InvalidArgumentError, match="no operation 42"):
         reportdb.make_repro(chain, 42, tmp_path / "r42")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
-    with pytest.raises(reportdb.OutputPathError):
+    with pytest.raises(reportdb.errors.OutputPathError):
         reportdb.make_repro(chain, 1, tmp_path / "full")
     assert not (tmp_path / "r6").exists() and [p.name for p in tmp_path.iterdir()] == ["full"]
 

@@ -168,7 +168,7 @@ def forge_rank(db: Path, *, address_of: Path | None = None, rename: str = "RDB_C
 def test_a_forged_rank_is_refused_naming_its_file(tmp_path: Path, rename: str) -> None:
     honest, hostile, _ = _honest_pair(tmp_path)
     forge_rank(hostile, rename=rename)
-    with pytest.raises(reportdb.CorruptionError, match=f"{hostile}: this rank's report is damaged or forged.*tensor 3"):
+    with pytest.raises(reportdb.errors.CorruptionError, match=f"{hostile}: this rank's report is damaged or forged.*tensor 3"):
         team.merge([honest, hostile], tmp_path / "merged")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]  # nothing left behind
 

@@ -105,7 +105,7 @@ def test_push_is_idempotent_and_chunks_are_shared(team_url: str, tmp_path: Path)
 
 def test_a_different_report_under_a_taken_name_is_refused(team_url: str, tmp_path: Path) -> None:
     team.push(make_report(tmp_path / "x", seed=1), team_url, name="nightly")
-    with pytest.raises(reportdb.ReportExistsError, match="different report is stored under this name"):
+    with pytest.raises(reportdb.errors.ReportExistsError, match="different report is stored under this name"):
         team.push(make_report(tmp_path / "y", seed=2), team_url, name="nightly")
 
 
@@ -180,7 +180,7 @@ def test_urls_without_a_database_or_a_server(tmp_path: Path, team_url: str) -> N
         assert "secret" not in str(info.value)
     with pytest.raises(InvalidArgumentError, match="not a PostgreSQL URL"):
         team.list_reports("mysql://localhost/db")
-    with pytest.raises(reportdb.TeamStoreError, match="cannot connect to the team store") as refused:
+    with pytest.raises(reportdb.errors.TeamStoreError, match="cannot connect to the team store") as refused:
         team.list_reports(f"postgresql://u:secret@/db?host={tmp_path}")  # no server listens there
     assert "secret" not in str(refused.value)
     with pytest.raises(ReportNotFoundError):
@@ -218,7 +218,7 @@ def test_server_gone_mid_push_leaves_nothing_visible(tmp_path: Path) -> None:
                 server.stop("immediate")
 
         try:
-            with pytest.raises(reportdb.TeamStoreError, match="went away") as info:
+            with pytest.raises(reportdb.errors.TeamStoreError, match="went away") as info:
                 team.push(folder, url, progress=stop_server)
         finally:
             push_mod.BATCH_BYTES = old

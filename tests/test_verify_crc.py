@@ -37,7 +37,7 @@ def test_verify_fails_a_chunk_whose_crc32_is_wrong(tmp_path: Path, compression: 
     db = _report(tmp_path / "r", compression)
     assert verify(db).ok
     _wrong_crc(db)
-    with reportdb.open(db) as r, pytest.raises(reportdb.CorruptionError):
+    with reportdb.open(db) as r, pytest.raises(reportdb.errors.CorruptionError):
         r.tensor(1)  # what the user meets when reading
     result = verify(db)
     assert not result.ok and {p.tensor_id for p in result.problems} == {1, 2}

@@ -736,7 +736,7 @@ def test_a_config_beside_option_arguments_is_refused_not_half_used(tmp_path: Pat
     writes nothing."""
     from reportdb.writer.config import WriterConfig
 
-    with pytest.raises(reportdb.InvalidArgumentError, match=r"config= and chunk_size, stats: give the options"):
+    with pytest.raises(reportdb.errors.InvalidArgumentError, match=r"config= and chunk_size, stats: give the options"):
         reportdb.Writer(tmp_path / "run", config=WriterConfig.from_env(), stats=False, chunk_size=1 << 20)
     assert not (tmp_path / "run").exists()
     with reportdb.Writer(tmp_path / "ok", config=WriterConfig.from_env(stats=False)) as w:

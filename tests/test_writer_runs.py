@@ -71,9 +71,9 @@ def test_append_adds_a_run_beside_the_first_and_changes_nothing_of_it(tmp_path: 
     db = tmp_path / "db.sqlite"
     before = contents(db)
     with reportdb.Writer(tmp_path, append=True, batch_seconds=0) as w:
-        with pytest.raises(reportdb.TensorExistsError, match="tensor 1 .* earlier run"):
+        with pytest.raises(reportdb.errors.TensorExistsError, match="tensor 1 .* earlier run"):
             w.put_tensor(1, x * 10)
-        with pytest.raises(reportdb.ReportExistsError, match="operation 1 .* earlier run"):
+        with pytest.raises(reportdb.errors.ReportExistsError, match="operation 1 .* earlier run"):
             w.add_operation(1, "ttnn.mul", duration=9.0, inputs=[1], outputs=[2])
         w.put_tensor(3, x * 3, role="output")
         w.add_operation(2, "ttnn.mul", duration=0.25, inputs=[1], outputs=[3])
@@ -98,7 +98,7 @@ def test_writers_open_together_write_one_run_and_other_ranks_join_later(tmp_path
     first.close()
     with reportdb.Writer(tmp_path, rank=1, batch_seconds=0) as other:
         other.add_operation(1, "ttnn.add")
-    with pytest.raises(reportdb.ReportExistsError, match="rank 0: 2 operations"):
+    with pytest.raises(reportdb.errors.ReportExistsError, match="rank 0: 2 operations"):
         reportdb.Writer(tmp_path)
     conn = sqlite3.connect(tmp_path / "db.sqlite")
     assert conn.execute("SELECT operation_id, rank FROM operations ORDER BY rank, operation_id").fetchall() == [

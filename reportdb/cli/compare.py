@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,6 +24,10 @@ from reportdb.errors import (
     InvalidArgumentError,
     ReadOnlyError,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reportdb.analysis.culprits import GoldenComparison
+    from reportdb.analysis.runs import RunComparison
 
 
 #: Exit status when nothing, or not everything, could be compared (and nothing compared failed): distinct from a
@@ -94,7 +99,7 @@ def compare_(
         raise click.exceptions.Exit(EXIT_NOT_COMPARED)
 
 
-def _print_runs(result: "reportdb.RunComparison") -> None:
+def _print_runs(result: "RunComparison") -> None:
     """The run-against-run table: one row per matched output, columns two spaces apart whatever their width."""
     _echo(f"operations matched by {result.matched_by}")
     table = [("", "op A", "op B", "name", "out", "shape", "pcc", "max abs err", "ulp max", "verdict")]
@@ -158,7 +163,7 @@ def _compare_golden(path: Path, *, store: bool, policy: "reportdb.Policy", pcc: 
         raise click.exceptions.Exit(EXIT_NOT_COMPARED)
 
 
-def _print_golden(result: "reportdb.GoldenComparison", *, stored: bool) -> None:
+def _print_golden(result: "GoldenComparison", *, stored: bool) -> None:
     """The golden table: records in the report's order with verdicts and roles, then the counts and the first culprit."""
     table = [("kind", "op", "name", "tensor", "golden", "recorded pcc", "pcc", "pcc (tt-metal)", "sqnr dB",
               "max abs err", "ulp max", "result")]  # fmt: skip

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 import reportdb
 from reportdb.cli.common import _echo, _emit, _friendly, _num, _require_tensor, _table, _UsageError, cli
 from reportdb.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reportdb.analysis.locate import LocateResult
 
 #: Cores printed at most in the table (the worst first); --json has all.
 _CORES_SHOWN = 16
@@ -86,7 +90,7 @@ def locate_(
     _print(result)
 
 
-def _print(result: "reportdb.LocateResult") -> None:
+def _print(result: "LocateResult") -> None:
     """The result as a few tables."""
     shape = "x".join(map(str, result.shape))
     where = "" if result.device is None else f" device {','.join(map(str, result.device))}"

@@ -26,7 +26,7 @@ from reportdb.cli.common import (
 from reportdb.errors import SidecarError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from reportdb.legacy.summary import Skipped
+    from reportdb.legacy.summary import MigrationSummary, Skipped
 
 
 @cli.command()
@@ -212,7 +212,7 @@ def migrate_(
         _echo(_sidecar_line(summary.sidecars))
 
 
-def _already_migrated(summary: "reportdb.MigrationSummary", remove_legacy_files: bool) -> None:
+def _already_migrated(summary: "MigrationSummary", remove_legacy_files: bool) -> None:
     """A rerun of an in-place migrate: what this run did (nothing, or removing the legacy files), not the first run's
     summary again as if it had just run."""
     done = (f"removed {summary.legacy_files_removed} legacy tensor files, their values compared equal"
