@@ -83,6 +83,8 @@ def replayable(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (("locate", "{r}", "2"), "give --golden (with --kind local or global) or --against ID or PATH:ID"),
     (("locate", "{r}", "2", "--golden", "--against", "1"), "give --golden (with --kind local or global) or --against"),
     (("locate", "{r}", "2", "--against", "1", "--kind", "local"), "--kind picks the comparison record of --golden"),
+    (("locate", "{r}", "2", "--golden", "--device", "a,b"), "--device takes a mesh coordinate such as 0,2, not 'a,b'"),
+    (("locate", "{r}", "2", "--against", "x"), "--against takes ID or PATH:ID, not 'x'"),
 ])
 def test_usage_errors_exit_2_in_one_line(replayable: Path, args: tuple[str, ...], message: str) -> None:
     out = run(*(a.format(r=replayable) for a in args))

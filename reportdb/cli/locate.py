@@ -9,7 +9,6 @@ import click
 
 import reportdb
 from reportdb.cli.common import _echo, _emit, _friendly, _num, _require_tensor, _table, _UsageError, cli
-from reportdb.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     from reportdb.analysis.locate import LocateResult
@@ -27,7 +26,7 @@ def _device(text: str | None) -> tuple[int, ...] | None:
     except ValueError:
         coord = ()
     if not coord or any(c < 0 for c in coord):
-        raise InvalidArgumentError(f"--device takes a mesh coordinate such as 0,2, not {text!r}")
+        raise _UsageError(f"--device takes a mesh coordinate such as 0,2, not {text!r}")
     return coord
 
 
@@ -65,16 +64,15 @@ def locate_(
     if kind is not None and not golden:
         raise _UsageError("--kind picks the comparison record of --golden: use it with --golden")
     device = _device(device_text)
+    path, _, other_id = (against or "").rpartition(":")
+    if against is not None and not other_id.isdigit():
+        raise _UsageError(f"--against takes ID or PATH:ID, not {against!r}")
     with reportdb.open(report_path, "r") as report:
         _require_tensor(report, report_path, tensor_id, rank)
         if golden:
             result = reportdb.locate(report, tensor_id, golden=kind or "local", device=device, policy=policy_path,
                                      rank=rank, top=top)  # fmt: skip
         else:
-            assert against is not None
-            path, _, other_id = against.rpartition(":")
-            if not other_id.isdigit():
-                raise InvalidArgumentError(f"--against takes ID or PATH:ID, not {against!r}")
             if not path:
                 _require_tensor(report, report_path, int(other_id), rank)
                 result = reportdb.locate(report, tensor_id, against=int(other_id), device=device, policy=policy_path,
