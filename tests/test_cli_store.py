@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -36,8 +37,14 @@ def test_info_ls_upgrade_on_real_report(tmp_path: Path) -> None:
     assert [(t["tensor_id"], t["shape"], t["dtype"], t["spec"]["ttnn_dtype"]) for t in listing] == [(3, [2, 3], "float32", "FLOAT32")]
     text = run("ls", str(rep)).stdout
     assert "FLOAT32" in text and "2x3" in text
+    with reportdb.open(rep, "a") as report:  # wider cells than the header's: the columns still line up
+        report.put_tensor(123456789012, np.ones((2, 3, 4, 5), np.float32), ttnn_dtype="FLOAT32", layout="ROW_MAJOR")
+    lines = run("ls", str(rep)).stdout.splitlines()
+    assert [len(re.split(r"\s{2,}", line.strip())) for line in lines] == [8, 8, 8]
+    ends = {line.rindex(" ") + 1 + len(line.split()[-1]) for line in lines}
+    assert len({len(line) for line in lines}) == 1 and len(ends) == 1
     info = run("info", str(rep))
-    assert "tensors:         1" in info.stdout
+    assert "tensors:         2" in info.stdout
 
 
 @pytest.mark.process

@@ -178,8 +178,9 @@ def _cells(cells: Sequence[str], widths: Sequence[int], right: Container[int] = 
 
 
 def _table(rows: Sequence[Sequence[str]], right: Container[int] = (), indent: str = "") -> list[str]:
-    """Rows (the header first) as lines whose columns are as wide as their widest cell, two spaces apart."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    """Rows (the header first) as lines whose columns are as wide as their widest cell, two spaces apart (a
+    right-aligned last column padded too, so its numbers line up)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - (len(rows[0]) - 1 not in right))]
     return [indent + _cells(row, widths, right) for row in rows]
 
 

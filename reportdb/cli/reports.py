@@ -19,6 +19,7 @@ from reportdb.cli.common import (
     _migrate_hint,
     _not_migrated,
     _size,
+    _table,
     _UsageError,
     cli,
 )
@@ -86,13 +87,13 @@ def ls_(path: Path, as_json: bool) -> None:
     if as_json:
         _emit([i.to_json() for i in infos])
     else:
-        _echo(f"{'id':>10} {'rank':>4}  {'shape':<22} {'dtype':<10} {'ttnn dtype':<10} {'layout':<9} {'shards':>6} {'size':>10}")
+        rows = [("id", "rank", "shape", "dtype", "ttnn dtype", "layout", "shards", "size")]
         for i in infos:
             shape = "?" if i.shape is None else "x".join(str(d) for d in i.shape) or "()"
-            _echo(
-                f"{i.tensor_id:>10} {i.rank:>4}  {shape:<22} {i.dtype:<10} {i.spec.ttnn_dtype or '-':<10} "
-                f"{i.spec.layout or '-':<9} {len(i.shards):>6} {_size(i.nbytes):>10}"
-            )
+            rows.append((str(i.tensor_id), str(i.rank), shape, i.dtype, i.spec.ttnn_dtype or "-", i.spec.layout or "-",
+                         str(len(i.shards)), _size(i.nbytes)))
+        for line in _table(rows, right={0, 1, 6, 7}):
+            _echo(line)
     if pending:
         _echo(f"reportdb: {_migrate_hint(path, pending)}", err=True)
 
