@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -179,3 +180,13 @@ def test_suite_collects_on_a_plain_clone(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
                           cwd=clone, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+
+
+def test_no_fixture_names_the_folder_it_was_made_in() -> None:
+    """ttnn records its callers' source files; a fixture made from a worktree named it in stack traces and the
+    tensor-lifetime records until ``make/neutral_paths.py`` made them relative. No file under tests/data may carry an
+    absolute path to the fixture makers."""
+    absolute = re.compile(rb"(?:/[A-Za-z0-9_.-]+)+/tests/data/make/")
+    named = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests" / "data").rglob("*"))
+             if p.is_file() and absolute.search(p.read_bytes())]
+    assert named == []

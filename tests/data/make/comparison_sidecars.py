@@ -10,7 +10,7 @@ on and no device: graph capture of host operations whose golden functions run on
 ``ttnn.graph.end_graph_capture_to_file(comparison-report/graph_capture.json)`` (which writes the ``.python_io.json`` and
 ``.comparison_records.json`` sidecars beside it), ``ttnn.graph.import_report(report, report)`` (``db.sqlite`` with the
 records and the ``tensor_lifetime`` table, and the ``graph_capture.tensor_lifetime.json`` sidecar), the capture file
-removed, ``config.json`` saved. The operations, as the wheel records them: a tilize, a BFLOAT8_B conversion and a
+removed, ``config.json`` saved, the maker's folder made relative (``neutral_paths.py``). The operations, as the wheel records them: a tilize, a BFLOAT8_B conversion and a
 typecast (all match), a reshape of the TILE tensor whose device result its golden does not match (local and global
 records fail: the culprit) and a typecast of that (local record passes, global fails: its victim). ``OUT/values.npz`` holds the values of every output (``t<tensor id>``, read back with
 ``ttnn.to_torch``) and of every golden tensor the records name, taken where ttnn builds each golden's report row;
@@ -25,6 +25,7 @@ import json
 import pathlib
 import shutil
 
+import neutral_paths
 import numpy as np
 import torch
 import ttnn
@@ -82,6 +83,7 @@ def main() -> None:
     ttnn.graph.import_report(report, report)
     capture.unlink()
     ttnn.save_config_to_json_file(report / "config.json")
+    neutral_paths.rewrite(report)  # the records name this script's folder: the checkout's, not the maker's
     np.savez(args.out / "values.npz", **{f"t{k}": v for k, v in sorted(VALUES.items())})
     (args.out / "values.json").write_text(json.dumps({
         "ttnn": ttnn.__version__ if hasattr(ttnn, "__version__") else "0.81.1",
