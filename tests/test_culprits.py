@@ -119,3 +119,43 @@ def test_real_fixture_reports(tmp_path: Path, name: str, first: tuple[int, int, 
         assert (r.role == "culprit") == (r.verdict == "fail")
         if r.recorded_matches is not None:  # ttnn judged by PCC alone; so does the policy here, with SQNR besides
             assert r.recorded_matches == (r.verdict == "pass")
+
+
+def _silu_layers(path: Path, *, faulty: bool) -> None:
+    """Four layers' silu on the same [1, 64, 256] bfloat16 shape, each device output its float32 result rounded to
+    bfloat16 (a correct device's error), local golden records for each; ``faulty`` plants x1.5 on one 32x32 tile of
+    layer 3's output."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(3)
+    with reportdb.Writer(path) as w:
+        for layer in range(4):
+            x = rng.standard_normal((1, 64, 256)).astype(np.float32)
+            golden = x / (1 + np.exp(-x))
+            device = golden.astype(ml_dtypes.bfloat16).astype(np.float32)
+            if layer == 2 and faulty:
+                device[0, 32:64, 64:96] *= 1.5
+            w.put_tensor(10 * layer, x.astype(ml_dtypes.bfloat16), ttnn_dtype="BFLOAT16")
+            w.put_tensor(10 * layer + 1, device.astype(ml_dtypes.bfloat16), ttnn_dtype="BFLOAT16")
+            w.put_tensor(10 * layer + 2, golden)
+            w.add_operation(layer + 1, "ttnn.silu", inputs=[10 * layer], outputs=[10 * layer + 1])
+        w.add_rows("local_tensor_comparison_records", [
+            {"tensor_id": 10 * k + 1, "golden_tensor_id": 10 * k + 2, "desired_pcc": 0.99} for k in range(4)])
+
+
+@pytest.mark.process
+def test_an_output_far_out_of_line_with_its_peers_is_an_anomaly(tmp_path: Path) -> None:
+    """One silu call of four on one shape with a wrong tile: flagged against its peers (named, with both SQNRs) by
+    compare_golden and `compare --golden`, whatever its verdict; correct calls are not."""
+    _silu_layers(tmp_path / "faulty.sqlite", faulty=True)
+    result = reportdb.compare_golden(tmp_path / "faulty.sqlite", store=False)
+    assert [(a.operation_id, a.tensor_id, a.peers) for a in result.anomalies] == [(3, 21, 3)]
+    found = result.anomalies[0]
+    assert found.gap_db is not None and found.gap_db > 20 and found.peer_sqnr_db is not None
+    assert found.peer_sqnr_db - found.sqnr_db == pytest.approx(found.gap_db)
+    assert json.loads(json.dumps(result.to_dict()))["anomalies"][0]["tensor_id"] == 21
+    out = subprocess.run([sys.executable, "-m", "reportdb", "compare", str(tmp_path / "faulty.sqlite"), "--golden"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert "anomaly: operation 3 ttnn.silu (tensor 21, 1x64x256 bfloat16)" in out.stdout, out.stdout + out.stderr
+    _silu_layers(tmp_path / "clean.sqlite", faulty=False)
+    assert reportdb.compare_golden(tmp_path / "clean.sqlite", store=False).anomalies == ()

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..results import Result, html_table
-from .records import GoldenResult
 from .graph import TensorGraph
+from .peers import Anomaly, PeerOutput, anomalies
+from .records import GoldenResult
 
 #: A failing output whose global error energy grows by more than this over its inputs' worst (3 dB: it at least
 #: doubles) introduced the error, where no local record says so.
@@ -46,12 +47,14 @@ class GoldenComparison(Result):
     ``first_culprit`` in execution order (None when no output is a culprit), and whether the report holds global
     records only (``global_only``: roles then come from the error's growth). Iterating it, ``len`` and indexing
     give the records, as the list ``compare_golden`` used to return. ``growth_db`` is the growth that makes a
-    culprit where only global records tell (:data:`GROWTH_DB`)."""
+    culprit where only global records tell (:data:`GROWTH_DB`). ``anomalies``: outputs whose local error is far out
+    of line with the same operation's on the same shape (``analysis/peers.py``), failing or not."""
 
     records: tuple[GoldenResult, ...]
     first_culprit: Culprit | None
     global_only: bool
     growth_db: float = GROWTH_DB
+    anomalies: tuple[Anomaly, ...] = ()
 
     def __iter__(self) -> Iterator[GoldenResult]:
         return iter(self.records)
@@ -89,7 +92,7 @@ class GoldenComparison(Result):
         return {
             "first_culprit": None if self.first_culprit is None else self.first_culprit.to_dict(),
             "global_only": self.global_only, "growth_db": self.growth_db, "counts": self.counts(),
-            "records": [r.to_dict() for r in self.records],
+            "anomalies": [a.to_dict() for a in self.anomalies], "records": [r.to_dict() for r in self.records],
         }  # fmt: skip
 
     def _repr_html_(self) -> str:
@@ -164,4 +167,13 @@ def assign_roles(results: Sequence[GoldenResult], graphs: dict[int, TensorGraph]
         graph = graphs.get(rank, TensorGraph())
         made = graph.producer.get(tensor_id)
         first = Culprit(None if made is None else made[0], tensor_id, graph.op_name(tensor_id), rank)
-    return GoldenComparison(records, first, global_only)
+    return GoldenComparison(records, first, global_only, anomalies=anomalies(_peer_outputs(local.values())))
+
+
+def _peer_outputs(results: Iterable[GoldenResult]) -> list[PeerOutput]:
+    """The compared local records as peers see them (an operation's own error; global errors grow with depth)."""
+    return [
+        PeerOutput(r.operation_id, r.tensor_id, r.rank, r.name, r.metrics.shape_a, r.metrics.dtype_a, r.metrics.sqnr_db)
+        for r in results
+        if r.metrics is not None and r.name is not None and not r.metrics.shape_mismatch
+    ]

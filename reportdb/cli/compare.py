@@ -190,6 +190,8 @@ def _print_golden(result: "GoldenComparison", *, stored: bool) -> None:
     first = result.first_culprit
     _echo("first culprit: " + ("none" if first is None else f"operation {first.operation_id} {first.name} "
                                f"(tensor {first.tensor_id})"))
+    for anomaly in result.anomalies:
+        _echo(f"anomaly: {anomaly.describe()}")
 
 
 @cli.command(name="plot")
