@@ -132,3 +132,50 @@ def build_sharded(path: Path) -> None:
             {"tensor_id": t, "golden_tensor_id": 100 + t, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
             for t in (SHARDED_TENSOR, HEIGHT_TENSOR)
         ])  # fmt: skip
+
+
+#: build_drift: DRIFT_OPS operations, each adding its own small noise (SQNR ~34 dB against its local golden, which
+#: passes) so the error the chain accumulates fails the global SQNR criterion from DRIFT_FIRST_VICTIM on.
+DRIFT_OPS = 8
+DRIFT_NOISE = 0.02
+
+
+def drift_chain() -> dict[str, dict[int, np.ndarray]]:
+    """Per operation of build_drift: the device output, its local golden and its global golden (operation k adds
+    0.1 to its input; the device's result carries noise of standard deviation DRIFT_NOISE times the output's)."""
+    rng = np.random.default_rng(21)
+    x = (rng.standard_normal(SHAPE) + 1.0).astype(np.float32)
+    device, local, glob = {0: x}, {}, {}
+    g = x
+    for op in range(1, DRIFT_OPS + 1):
+        local[op] = (device[op - 1] + np.float32(0.1)).astype(np.float32)
+        g = (g + np.float32(0.1)).astype(np.float32)
+        glob[op] = g
+        scale = float(np.sqrt(np.mean(local[op].astype(np.float64) ** 2)))
+        noise = rng.standard_normal(SHAPE) * DRIFT_NOISE * scale
+        device[op] = (local[op] + noise).astype(np.float32)
+    return {"device": device, "local": local, "global": glob}
+
+
+def sqnr_db(a: np.ndarray, golden: np.ndarray) -> float:
+    """numpy's SQNR of ``a`` against ``golden`` in dB (golden energy over error energy)."""
+    g = np.asarray(golden, np.float64)
+    return float(10 * np.log10(np.sum(g**2) / np.sum((np.asarray(a, np.float64) - g) ** 2)))
+
+
+def build_drift(path: Path) -> dict[str, dict[int, np.ndarray]]:
+    """A float32 report whose every operation passes its local comparison while the later ones fail their global one
+    (victims of their inputs, with no culprit): op ``k`` reads tensor ``k - 1`` and writes tensor ``k``, its local
+    golden tensor ``100 + k``, its global golden ``200 + k``."""
+    data = drift_chain()
+    with reportdb.Writer(path) as w:
+        w.put_tensor(0, data["device"][0])
+        for op in range(1, DRIFT_OPS + 1):
+            w.put_tensor(op, data["device"][op], role="output")
+            w.put_tensor(100 + op, data["local"][op])
+            w.put_tensor(200 + op, data["global"][op])
+            w.add_operation(op, f"ttnn.add_{op}", inputs=[op - 1], outputs=[op])
+        for table, base in (("local_tensor_comparison_records", 100), ("global_tensor_comparison_records", 200)):
+            w.add_rows(table, [{"tensor_id": op, "golden_tensor_id": base + op, "matches": 1, "desired_pcc": 0.99,
+                                "actual_pcc": 1.0} for op in range(1, DRIFT_OPS + 1)])
+    return data

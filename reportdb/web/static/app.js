@@ -101,14 +101,19 @@ function wire() {
   });
 
   for (const id of ["#rtol", "#atol"]) $(id).addEventListener("input", () => { state.tolTouched = true; onTolerance(); });
-  $("#pcc").addEventListener("input", () => { syncSlider(); onTolerance(); });
+  $("#pcc").addEventListener("input", () => {
+    state.pccTouched = $("#pcc").value.trim() !== ""; // emptied: the policy's threshold again
+    syncSlider();
+    onTolerance();
+  });
   $("#pcc-slider").addEventListener("input", (ev) => {
     const p = 1 - Math.pow(10, (-Number(ev.target.value) / 1000) * 6);
     $("#pcc").value = String(Number(p.toPrecision(6)));
+    state.pccTouched = true;
     onTolerance();
   });
-  $("#error-kind").addEventListener("change", () => { fetchHeatmaps(); refreshHistograms(); });
-  $("#log-scale").addEventListener("change", () => recolour());
+  $("#error-kind").addEventListener("change", () => { fetchHeatmaps(); refreshHistograms(); writeHash(); });
+  $("#log-scale").addEventListener("change", () => { recolour(); writeHash(); });
   $("#mark-mismatch").addEventListener("change", () => fetchHeatmaps());
   $("#kind-select").addEventListener("change", (ev) => {
     const t = state.tensor;

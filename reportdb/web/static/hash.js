@@ -10,7 +10,9 @@ export function hashParams() {
   return new URLSearchParams(location.hash.slice(1));
 }
 
-/** Keep the view in the URL: report, operation, tensor, golden kind, device, zoom window and chosen tolerances; on
+/** Keep the view in the URL: report, operation, tensor, golden kind, device, zoom window, the tolerances the user
+ * chose (a PCC threshold only when typed: otherwise the policy's, so a link follows the policy), error kind, log
+ * scale and pins; on
  * the runs tab its reports, tolerances, the open output and its zoom window. */
 export function writeHash() {
   if (state.restore) return; // a pasted URL is still being opened
@@ -43,7 +45,9 @@ export function writeHash() {
       p.set("rtol", $("#rtol").value);
       p.set("atol", $("#atol").value);
     }
-    if (t.kind) p.set("pcc", $("#pcc").value);
+    if (t.kind && state.pccTouched) p.set("pcc", $("#pcc").value);
+    if (t.kind && $("#error-kind").value !== "abs") p.set("err", $("#error-kind").value);
+    if ($("#log-scale").checked) p.set("log", "1");
     if (state.pins.length) p.set("pins", state.pins.map((pin) => pin.index.join(".")).join("_"));
   }
   history.replaceState(null, "", `#${p}`);

@@ -2,13 +2,12 @@
 // tooltip, drag, box zoom and keys.
 
 import { ApiError, api, enc } from "./api.js";
-import { coreAt } from "./coremap.js";
 import { $, debounce, el, reportError } from "./dom.js";
 import { fmt, num } from "./format.js";
 import { drawAll, pan, setView, zoom } from "./heatmaps.js";
 import { placement } from "./panel.js";
 import { togglePin } from "./pins.js";
-import { panels, state, tileShape, tol, viewShape } from "./state.js";
+import { coreAt, panels, state, tileShape, tol, viewShape } from "./state.js";
 
 let hoverSeq = 0;
 /** The source element (r, c) under a pointer event on a panel canvas, and the fractions of the view (clamped to the

@@ -11,6 +11,7 @@ import { refreshHistograms } from "./histograms.js";
 import { clearPins, restorePins } from "./pins.js";
 import { defaultTolerances, state, syncSlider, viewShape } from "./state.js";
 import { badge, refreshCompare, renderSpec, renderStats, roleBadge } from "./tables.js";
+import { clearVerdictReasons } from "./verdict.js";
 import { loadGoldenPart, showDevices } from "./where.js";
 
 export function selectOp(op, { tensorId = null } = {}) {
@@ -95,6 +96,9 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
   state.tensor = t;
   state.hover = null;
   $("#tensor-view").hidden = false;
+  Object.assign($("#verdict"), { textContent: "\u2026", title: "being compared" }); // never another tensor's verdict
+  $("#verdict").dataset.passed = "";
+  clearVerdictReasons();
   if (restore && (restore.rtol || restore.atol)) {
     $("#rtol").value = restore.rtol ?? $("#rtol").value;
     $("#atol").value = restore.atol ?? $("#atol").value;
@@ -111,7 +115,13 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
     return;
   }
   if (state.tensor !== t) return;
-  $("#pcc").value = restore?.pcc ?? (t.info.policy?.rule_pcc ? t.info.policy.pcc : null) ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  if (restore?.pcc) {
+    $("#pcc").value = restore.pcc;
+    state.pccTouched = true;
+  } else if (!state.pccTouched) {
+    $("#pcc").value = (t.info.policy?.rule_pcc ? t.info.policy.pcc : null) ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  }
+  if (restore) restoreErrorView(restore);
   defaultTolerances(t.info.policy);
   syncSlider();
   setupTensorControls(t);
@@ -124,10 +134,20 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
   refreshHistograms();
   $("#worst-tile").hidden = !t.kind;
   showDevices(t);
-  if (restore?.pins) restorePins(t, restore.pins);
-  else clearPins();
-  showCores(t);
+  clearPins();
+  const cores = showCores(t);
   writeHash();
+  if (restore?.pins) {
+    await cores; // each pin names its core: the core map first
+    if (state.tensor === t) restorePins(t, restore.pins);
+  }
+}
+
+/** The error kind and colour scale a URL names (``err=``, ``log=1``). */
+function restoreErrorView(restore) {
+  const kinds = [...$("#error-kind").options].map((o) => o.value);
+  if (kinds.includes(restore.err)) $("#error-kind").value = restore.err;
+  $("#log-scale").checked = restore.log === "1";
 }
 function setupTensorControls(t) {
   const compare = !!t.kind;
@@ -140,9 +160,8 @@ function setupTensorControls(t) {
   $("#hist-error-fig").hidden = !compare;
   $("#heatmaps").classList.toggle("single", !compare);
   $("#kind-select").value = t.kind || "local";
-  const verdict = $("#verdict");
   if (!compare) {
-    verdict.dataset.passed = "";
+    const verdict = $("#verdict");
     verdict.textContent = "no golden";
     verdict.title = "this tensor has no local or global comparison record";
   }

@@ -1,0 +1,146 @@
+"""The tensor view's verdict in a real browser (Playwright driving Debian's Chromium against ``reportdb serve``):
+the verdict of an open operation follows a newly chosen policy and the URL carries a PCC threshold only when the
+user typed one; every failed criterion is named with its value against its threshold (SQNR, not only PCC); restored
+pins keep their core; the error kind and log scale live in the URL. Numbers are checked against numpy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import web_debug_data as data
+from served import Pages, serving, shot
+
+pytestmark = [pytest.mark.process, pytest.mark.service]
+
+LOOSE = '[[rules]]\nop = "*"\npcc = 0.5\n'  # PCC alone: the culprit's 0.63 passes
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("web-page-verdicts")
+    data.build(base / "run_a", 0)
+    data.build_sharded(base / "sharded")
+    data.build_drift(base / "drift")
+    (base / "loose.toml").write_text(LOOSE)
+    return base
+
+
+@pytest.fixture(scope="module")
+def server(root: Path) -> Iterator[str]:
+    with serving(root / "run_a", root / "sharded", root / "drift", "--policy", f"loose={root / 'loose.toml'}",
+                 cwd=root) as url:
+        yield url
+
+
+@pytest.fixture()
+def pages(browser: Any, server: str) -> Iterator[Pages]:
+    with Pages(browser, server) as found:
+        yield found
+
+
+def _open_op(page: Any, op: int, report: str | None = None) -> None:
+    """Open operation ``op`` (of ``report`` when given, once the list is that report's) from the list."""
+    if report is not None:
+        page.select_option("#report-select", report)
+        name = {"run_a": "ttnn.step_", "sharded": "ttnn.sharded_", "drift": "ttnn.add_"}[report]
+        page.wait_for_function(f"() => document.querySelector('#op-table tbody tr[data-op-id=\"{op}\"]')"
+                               f"?.innerText.includes('{name}')")
+    page.click(f'#op-table tbody tr[data-op-id="{op}"]')
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{op} ')")
+
+
+def _hash(page: Any) -> str:
+    page.wait_for_timeout(300)  # the URL is written a moment after the view settles
+    return str(page.evaluate("location.hash"))
+
+
+def test_a_chosen_policy_judges_the_open_operation_and_a_typed_pcc_stays(pages: Pages, tmp_path: Path) -> None:
+    culprit = data.chain(0)
+    pcc = data.pcc(culprit["device"][data.CULPRIT_OP], culprit["local"][data.CULPRIT_OP])
+    assert 0.5 < pcc < 0.7
+    page = pages.open()
+    _open_op(page, data.CULPRIT_OP)
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    assert page.input_value("#pcc") == "0.99"
+    assert "pcc=" not in _hash(page)  # the policy's threshold: not the user's, so not in the link
+    with page.expect_navigation():
+        page.select_option("#policy-select", "loose")
+    page.wait_for_selector("body[data-ready=true]")
+    page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{data.CULPRIT_OP} ')")
+    page.wait_for_selector('#verdict[data-passed="true"]')  # the open operation is judged by the chosen policy
+    page.wait_for_function("() => document.querySelector('#pcc').value === '0.5'")
+    row = f'#op-table tbody tr[data-op-id="{data.CULPRIT_OP}"]'
+    page.wait_for_function(f"() => document.querySelector('{row} .badge:not([data-role])')?.textContent === 'pass'")
+    assert "pcc=" not in _hash(page) and "policy=loose" in _hash(page)
+    shot(page, tmp_path, "policy-follows.png")
+
+    page.fill("#pcc", "0.7")  # typed: the verdict and the link follow the user
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    assert page.inner_text("#verdict-why") == f"PCC {pcc:.6f} < 0.7"
+    fragment = _hash(page)
+    assert "pcc=0.7" in fragment
+    again = pages.open("/" + fragment)
+    again.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{data.CULPRIT_OP} ')")
+    again.wait_for_selector('#verdict[data-passed="false"]')
+    assert again.input_value("#pcc") == "0.7"
+    again.fill("#pcc", "")  # emptied: the policy's threshold again
+    again.wait_for_selector('#verdict[data-passed="true"]')
+    again.wait_for_function("() => document.querySelector('#pcc').value === '0.5'")
+    assert "pcc=" not in _hash(again)
+
+
+def test_the_failed_criteria_against_their_thresholds(pages: Pages, tmp_path: Path) -> None:
+    drift = data.drift_chain()
+    op = 5
+    global_sqnr = data.sqnr_db(drift["device"][op], drift["global"][op])
+    local_sqnr = data.sqnr_db(drift["device"][op], drift["local"][op])
+    assert global_sqnr < 30 < local_sqnr and data.pcc(drift["device"][op], drift["global"][op]) > 0.99
+    page = pages.open()
+    _open_op(page, op, "drift")
+    page.wait_for_selector('#verdict[data-passed="true"]')  # its own (local) error passes
+    assert page.is_hidden("#verdict-why")
+    assert float(page.get_attribute('#metrics dd[data-metric="sqnr_db"]', "title")) == pytest.approx(local_sqnr, abs=1e-9)
+    page.select_option("#kind-select", "global")  # the accumulated error fails on SQNR, not PCC
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    assert page.get_attribute("#verdict-why", "data-failed") == "sqnr_db"
+    assert page.inner_text("#verdict-why") == f"SQNR {global_sqnr:.1f} dB < 30 dB"
+    assert "bad" in (page.get_attribute('#metrics dd[data-metric="sqnr_db"]', "class") or "")
+    assert "bad" not in (page.get_attribute('#metrics dd[data-metric="pcc"]', "class") or "")
+    assert float(page.get_attribute('#metrics dd[data-metric="sqnr_db"]', "title")) == pytest.approx(global_sqnr, abs=1e-9)
+    shot(page, tmp_path, "verdict-sqnr.png")
+
+    culprit = data.chain(0)  # several criteria fail: each is named
+    a, g = culprit["device"][data.CULPRIT_OP], culprit["local"][data.CULPRIT_OP]
+    _open_op(page, data.CULPRIT_OP, "run_a")
+    page.wait_for_selector('#verdict[data-passed="false"]')  # the drift's verdict is not shown meanwhile
+    assert page.get_attribute("#verdict-why", "data-failed") == "pcc,sqnr_db"
+    assert page.inner_text("#verdict-why").splitlines() == [f"PCC {data.pcc(a, g):.6f} < 0.99",
+                                                            f"SQNR {data.sqnr_db(a, g):.1f} dB < 30 dB"]
+
+
+def test_restored_pins_keep_their_core_and_the_error_view_is_in_the_url(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    _open_op(page, 1, "sharded")
+    page.wait_for_selector("#core-map .core[data-core]")
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '0:64,0:96'")
+    box = page.locator("#panel-actual .canvas-wrap canvas").bounding_box()
+    for n, (fy, fx) in enumerate(((0.75, 0.85), (0.25, 0.15)), 1):  # on the wrong core (2, 1), then on core (0, 0)
+        page.mouse.click(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+        page.wait_for_function(f"() => document.querySelectorAll('#pins-table tr[data-pin]').length === {n}")
+    cores = [td.inner_text() for td in page.query_selector_all("#pins-table tr[data-pin] td.pin-core")]
+    assert cores == [f"({data.WRONG_CORE[0]}, {data.WRONG_CORE[1]}) shard 5", "(0, 0) shard 0"]
+    page.select_option("#error-kind", "rel")
+    page.check("#log-scale")
+    fragment = _hash(page)
+    assert "err=rel" in fragment and "log=1" in fragment and "pins=" in fragment
+
+    again = pages.open("/" + fragment)
+    again.wait_for_function("() => document.querySelectorAll('#pins-table tr[data-pin]').length === 2")
+    again.wait_for_function("() => [...document.querySelectorAll('#pins-table td.pin-core')].every((td) => td.textContent)")
+    assert [td.inner_text() for td in again.query_selector_all("#pins-table tr[data-pin] td.pin-core")] == cores
+    assert again.input_value("#error-kind") == "rel" and again.is_checked("#log-scale")
+    assert _hash(again) == fragment
+    shot(again, tmp_path, "pins-restored.png")
