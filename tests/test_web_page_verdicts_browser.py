@@ -52,6 +52,11 @@ def _open_op(page: Any, op: int, report: str | None = None) -> None:
     page.wait_for_function(f"() => document.querySelector('#op-title').textContent.startsWith('#{op} ')")
 
 
+def _reasons(page: Any) -> list[str]:
+    """The verdict's reasons as shown, one a failed criterion (then the worst tile where named)."""
+    return [span.inner_text() for span in page.query_selector_all("#verdict-why span")]
+
+
 def _hash(page: Any) -> str:
     page.wait_for_timeout(300)  # the URL is written a moment after the view settles
     return str(page.evaluate("location.hash"))
@@ -79,7 +84,7 @@ def test_a_chosen_policy_judges_the_open_operation_and_a_typed_pcc_stays(pages: 
 
     page.fill("#pcc", "0.7")  # typed: the verdict and the link follow the user
     page.wait_for_selector('#verdict[data-passed="false"]')
-    assert page.inner_text("#verdict-why") == f"PCC {pcc:.6f} < 0.7"
+    assert _reasons(page) == [f"PCC {pcc:.6f} < 0.7"]
     fragment = _hash(page)
     assert "pcc=0.7" in fragment
     again = pages.open("/" + fragment)
@@ -106,7 +111,7 @@ def test_the_failed_criteria_against_their_thresholds(pages: Pages, tmp_path: Pa
     page.select_option("#kind-select", "global")  # the accumulated error fails on SQNR, not PCC
     page.wait_for_selector('#verdict[data-passed="false"]')
     assert page.get_attribute("#verdict-why", "data-failed") == "sqnr_db"
-    assert page.inner_text("#verdict-why") == f"SQNR {global_sqnr:.1f} dB < 30 dB"
+    assert _reasons(page) == [f"SQNR {global_sqnr:.1f} dB < 30 dB"]
     assert "bad" in (page.get_attribute('#metrics dd[data-metric="sqnr_db"]', "class") or "")
     assert "bad" not in (page.get_attribute('#metrics dd[data-metric="pcc"]', "class") or "")
     assert float(page.get_attribute('#metrics dd[data-metric="sqnr_db"]', "title")) == pytest.approx(global_sqnr, abs=1e-9)
@@ -117,7 +122,7 @@ def test_the_failed_criteria_against_their_thresholds(pages: Pages, tmp_path: Pa
     _open_op(page, data.CULPRIT_OP, "run_a")
     page.wait_for_selector('#verdict[data-passed="false"]')  # the drift's verdict is not shown meanwhile
     assert page.get_attribute("#verdict-why", "data-failed") == "pcc,sqnr_db"
-    assert page.inner_text("#verdict-why").splitlines() == [f"PCC {data.pcc(a, g):.6f} < 0.99",
+    assert _reasons(page) == [f"PCC {data.pcc(a, g):.6f} < 0.99",
                                                             f"SQNR {data.sqnr_db(a, g):.1f} dB < 30 dB"]
 
 
@@ -125,7 +130,9 @@ def test_restored_pins_keep_their_core_and_the_error_view_is_in_the_url(pages: P
     page = pages.open()
     _open_op(page, 1, "sharded")
     page.wait_for_selector("#core-map .core[data-core]")
+    page.wait_for_selector('#verdict[data-passed="false"]')
     page.wait_for_function("() => document.querySelector('#panel-actual').dataset.region === '0:64,0:96'")
+    page.wait_for_function("() => document.querySelector('#panel-actual').dataset.cell === '1,1'")
     box = page.locator("#panel-actual .canvas-wrap canvas").bounding_box()
     for n, (fy, fx) in enumerate(((0.75, 0.85), (0.25, 0.15)), 1):  # on the wrong core (2, 1), then on core (0, 0)
         page.mouse.click(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
@@ -144,3 +151,17 @@ def test_restored_pins_keep_their_core_and_the_error_view_is_in_the_url(pages: P
     assert again.input_value("#error-kind") == "rel" and again.is_checked("#log-scale")
     assert _hash(again) == fragment
     shot(again, tmp_path, "pins-restored.png")
+
+
+def test_the_three_heatmaps_line_up_at_1280x800(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.set_viewport_size({"width": 1280, "height": 800})
+    _open_op(page, data.CULPRIT_OP)
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    page.wait_for_function("() => document.querySelector('#panel-error').dataset.cell")
+    page.wait_for_function("() => document.querySelector('#panel-error .panel-sub').textContent !== ''")
+    tops = [page.locator(f"#panel-{role} .canvas-wrap").bounding_box()["y"] for role in ("actual", "golden", "error")]
+    captions = [page.locator(f"#panel-{role} figcaption").bounding_box()["height"] for role in ("actual", "golden", "error")]
+    assert max(tops) - min(tops) <= 1, tops
+    assert max(captions) - min(captions) <= 1, captions
+    shot(page, tmp_path, "panels-1280.png")
