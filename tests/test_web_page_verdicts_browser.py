@@ -165,3 +165,49 @@ def test_the_three_heatmaps_line_up_at_1280x800(pages: Pages, tmp_path: Path) ->
     assert max(tops) - min(tops) <= 1, tops
     assert max(captions) - min(captions) <= 1, captions
     shot(page, tmp_path, "panels-1280.png")
+
+
+def _db(text: str) -> float:
+    """A local SQNR as the list shows it ("exact": no error)."""
+    return {"exact": float("inf"), "\u2212\u221e": float("-inf")}.get(text, None) or float(text)
+
+
+def test_worst_first_sorts_by_the_column_it_shows(pages: Pages, tmp_path: Path) -> None:
+    page = pages.open()
+    page.wait_for_selector("#op-table[data-pending=false]", state="attached")
+    page.click("#worst-first")
+    page.wait_for_selector('#worst-first[aria-pressed="true"]')
+    page.wait_for_function(f"() => document.querySelector('#op-table tbody tr').dataset.opId === '{data.CULPRIT_OP}'")
+    shown = [(int(tr.get_attribute("data-op-id")), tr.query_selector("td.local-db").inner_text())
+             for tr in page.query_selector_all("#op-table tbody tr[data-op-id]")]
+    values = [_db(text) for _, text in shown if text]
+    assert len(values) == len(shown) == data.OPS + 1 and values == sorted(values)
+    assert page.get_attribute('#op-table th[data-sort="error"]', "aria-sort") == "ascending"
+    chain = data.chain(0)
+    by_id = dict(shown)
+    for op in range(1, data.OPS + 1):
+        sqnr = data.sqnr_db(chain["device"][op], chain["local"][op]) if op == data.CULPRIT_OP else float("inf")
+        assert _db(by_id[op]) == (pytest.approx(sqnr, abs=0.05) if op == data.CULPRIT_OP else sqnr)
+    page.locator("#op-table").scroll_into_view_if_needed()
+    shot(page, tmp_path, "worst-first.png")
+
+
+def test_no_culprit_says_how_many_fail_globally_and_the_first_key_lands_on_op_1(pages: Pages, tmp_path: Path) -> None:
+    drift = data.drift_chain()
+    victims = sum(data.sqnr_db(drift["device"][op], drift["global"][op]) < 30 for op in range(1, data.DRIFT_OPS + 1))
+    assert 0 < victims < data.DRIFT_OPS
+    page = pages.open("/#report=drift")
+    page.wait_for_selector("#overview[data-ready=true][data-pending=false]")
+    page.wait_for_selector("#op-table[data-pending=false]", state="attached")
+    said = f"no culprit: every operation passes locally; {victims} fail globally (victims of their inputs)"
+    assert page.inner_text("#culprit-info") == said
+    assert said in page.inner_text("#overview .overview-first")
+    page.focus("#overview canvas")
+    page.keyboard.press("ArrowRight")
+    assert page.inner_text("#overview .overview-readout").startswith("#1 ttnn.add_1 ")
+    page.keyboard.press("ArrowRight")
+    assert page.inner_text("#overview .overview-readout").startswith("#2 ttnn.add_2 ")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('#op-title').textContent.startsWith('#2 ')")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    shot(page, tmp_path, "no-culprit.png")

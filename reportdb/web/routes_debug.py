@@ -29,6 +29,7 @@ from .reports import Served
 from .sources import pair, tensor_id_of
 
 if TYPE_CHECKING:
+    from ..numeric.metrics import Comparison
     from ..store.rows import TensorInfo
 
 
@@ -99,9 +100,22 @@ def roles_of(analysis: GoldenComparison | None, rank: int) -> dict[tuple[str, in
     return {
         (r.kind, r.tensor_id): {"role": r.role, "verdict": r.verdict, "failed": list(r.failed), "status": r.status,
                                 "pcc": None if r.metrics is None else r.metrics.pcc,
-                                "sqnr_db": None if r.metrics is None else r.metrics.sqnr_db}
+                                "sqnr_db": None if r.metrics is None else r.metrics.sqnr_db,
+                                "error_db": _error_db(r.metrics)}
         for r in analysis.records if r.rank == rank
     }  # fmt: skip
+
+
+def _error_db(m: Comparison | None) -> float | None:
+    """The SQNR the engine's worst-first order ranks a record by: +inf without error, -inf where SQNR cannot see
+    the error (a shape or NaN/Inf mismatch, errors on a zero golden); None when not compared."""
+    if m is None:
+        return None
+    if m.shape_mismatch or m.nonfinite_mismatch:
+        return -math.inf
+    if m.sqnr_db is None:
+        return -math.inf if m.max_abs_error else math.inf
+    return m.sqnr_db
 
 
 def error_rank(analysis: GoldenComparison | None, rank: int) -> dict[int, int]:

@@ -63,7 +63,8 @@ function wire() {
   }
   $("#worst-first").addEventListener("click", () => {
     const on = $("#worst-first").getAttribute("aria-pressed") === "true";
-    setSort(on ? "id" : state.ops.judged ? "error" : "pcc", "asc");
+    // by local error where the engine ranks by it (its column shows it), else by the PCC shown
+    setSort(on ? "id" : state.ops.judged && !state.ops.globalOnly ? "error" : "pcc", "asc");
   });
   $("#page-prev").addEventListener("click", () => { state.ops.offset = Math.max(0, state.ops.offset - state.ops.limit); loadOps(); });
   $("#page-next").addEventListener("click", () => { state.ops.offset += state.ops.limit; loadOps(); });
