@@ -110,10 +110,12 @@ def sharded_tensor() -> tuple[np.ndarray, np.ndarray]:
     return out, golden
 
 
-def build_sharded(path: Path) -> None:
+def build_sharded(path: Path, wrong: bool = True) -> None:
     """A report of an operation writing a TILE, block-sharded float32 tensor (L1, 32 x 32 shards on a 3 x 2 core
-    grid) with a local golden record, one shard of it wrong; and one writing HEIGHT_TENSOR, right, with its golden."""
+    grid) with a local golden record, one shard of it wrong (right, as the golden, without ``wrong``: a run to
+    compare the other with); and one writing HEIGHT_TENSOR, right, with its golden."""
     out, golden = sharded_tensor()
+    out = out if wrong else golden
     mc = {"memory_layout": "BLOCK_SHARDED", "buffer_type": "L1", "nd_shard_spec": None,
           "shard_spec": {"grid": [[[0, 0], [2, 1]]], "shape": [32, 32], "orientation": "ROW_MAJOR", "mode": "PHYSICAL",
                          "physical_shard_shape": None, "halo": None}}  # fmt: skip
