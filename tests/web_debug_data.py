@@ -181,3 +181,22 @@ def build_drift(path: Path) -> dict[str, dict[int, np.ndarray]]:
             w.add_rows(table, [{"tensor_id": op, "golden_tensor_id": base + op, "matches": 1, "desired_pcc": 0.99,
                                 "actual_pcc": 1.0} for op in range(1, DRIFT_OPS + 1)])
     return data
+
+
+#: build_long: LONG_OPS small operations; the second run's output of LONG_DIVERGE_OP differs (a flipped 16 x 16 block).
+LONG_OPS = 40
+LONG_DIVERGE_OP = 30
+
+
+def build_long(path: Path, variant: int) -> None:
+    """A run of LONG_OPS float32 operations on 32 x 32 tensors (op ``k`` reads tensor ``k - 1``, writes tensor ``k``);
+    ``variant`` 1 flips a block of LONG_DIVERGE_OP's output and carries it on (a run to compare with variant 0)."""
+    x = np.random.default_rng(29).standard_normal((32, 32)).astype(np.float32)
+    with reportdb.Writer(path) as w:
+        w.put_tensor(0, x)
+        for op in range(1, LONG_OPS + 1):
+            x = np.tanh(x + np.float32(0.01 * op)).astype(np.float32)
+            if variant == 1 and op == LONG_DIVERGE_OP:
+                x[:16, 16:] *= -1
+            w.put_tensor(op, x, role="output")
+            w.add_operation(op, f"ttnn.long_{op}", inputs=[op - 1], outputs=[op])

@@ -4,7 +4,8 @@
 // cell) and painted on canvases here, so the colour scale, legend, zoom and hover stay on the client.
 //
 // Modules: dom, api, format (plumbing) -> colour, state -> tables, panel, heatmaps, hover, histograms, where, pins,
-// coremap (the tensor view) -> opview, oplist, context, runs (views) -> hash (URL state) -> app (wiring).
+// coremap, verdict (the tensor view) -> opview, oplist, context, runs, runwhere (views) -> hash (URL state) -> app
+// (wiring).
 
 import { api, enc } from "./api.js";
 import { showCores } from "./coremap.js";
@@ -20,6 +21,7 @@ import { Panel } from "./panel.js";
 import { clearPins } from "./pins.js";
 import { mountPolicy } from "./policy.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
+import { wireRunWhere } from "./runwhere.js";
 import { panels, state, syncSlider } from "./state.js";
 import { refreshCompare, renderStats } from "./tables.js";
 import { goWorstTile, loadGoldenPart, showDevices } from "./where.js";
@@ -155,6 +157,7 @@ function wire() {
   $("#run-jump").addEventListener("click", jumpToDivergence);
   $("#jump-culprit").addEventListener("click", jumpToCulprit);
   $("#worst-tile").addEventListener("click", goWorstTile);
+  wireRunWhere();
   $("#run-zoom-in").addEventListener("click", () => zoomRunPair(2));
   $("#run-zoom-out").addEventListener("click", () => zoomRunPair(0.5));
   $("#run-zoom-reset").addEventListener("click", () => { if (runPair.row !== null) openRunPair(runPair.row); });

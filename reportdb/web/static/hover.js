@@ -154,7 +154,7 @@ const fetchPoint = debounce(async (r, c, clientX, clientY) => {
 
 /** Show the tooltip at (x, y): its rows' texts updated in place when it has the same rows as before (a pointer move
  * then changes text only, and the tooltip's size measured once, so no move waits for a layout of the page). */
-function showTooltip(index, rows, x, y) {
+export function showTooltip(index, rows, x, y) {
   const tip = $("#tooltip");
   const keys = rows.map((row) => row[2]).join(" ");
   if (tip.dataset.keys !== keys || tip.hidden) {
