@@ -3,19 +3,21 @@
 // the page, so the page works under any mount prefix. Heatmaps are JSON grids pooled by the server (max |value| per
 // cell) and painted on canvases here, so the colour scale, legend, zoom and hover stay on the client.
 //
-// Modules: dom, api, format (plumbing) -> colour, state -> tables, panel, heatmaps, hover, histograms, where, pins,
-// coremap, verdict (the tensor view) -> opview, oplist, context, runs, runwhere (views) -> hash (URL state) -> app
-// (wiring).
+// Modules: dom, api, format, store (plumbing; store: views say what changed, subscribers react) -> colour, state ->
+// tables, verdict, panel, heatmaps, points, hover, pins, histograms, leadfields, where, coremap (the tensor view) ->
+// opview, oplist, context, runs, runwhere (views) -> hash (the URL writer, subscribed to "view") -> app (wiring). No
+// module imports one that imports it back (tests/test_web_static_modules.py).
 
 import { api, enc } from "./api.js";
 import { showCores } from "./coremap.js";
 import { $, $$, debounce, reportError } from "./dom.js";
-import { hashParams, writeHash } from "./hash.js";
+import { keepUrl } from "./hash.js";
 import { fetchHeatmaps, recolour, resetView, setView, zoom } from "./heatmaps.js";
 import { refreshHistograms } from "./histograms.js";
 import { onHeatmapKey, wirePanel } from "./hover.js";
+import { setupLeadFields } from "./leadfields.js";
 import { jumpToCulprit, loadOps, loadReports, openOperationById, setSort, showReportSummary, switchTab } from "./oplist.js";
-import { onTolerance, openTensor, selectOp, setupLeadFields } from "./opview.js";
+import { onTolerance, openTensor, selectOp } from "./opview.js";
 import { mountOverview } from "./overview.js";
 import { Panel } from "./panel.js";
 import { clearPins } from "./pins.js";
@@ -23,6 +25,7 @@ import { mountPolicy } from "./policy.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
 import { wireRunWhere } from "./runwhere.js";
 import { panels, state, syncSlider } from "./state.js";
+import { changed, hashParams, subscribe } from "./store.js";
 import { refreshCompare, renderStats } from "./tables.js";
 import { goWorstTile, loadGoldenPart, showDevices } from "./where.js";
 
@@ -41,7 +44,7 @@ function wire() {
     $("#empty-detail").hidden = false;
     state.ops.offset = 0;
     showReportSummary();
-    writeHash();
+    changed("view");
     loadOps();
   });
   const filter = debounce(() => {
@@ -115,8 +118,8 @@ function wire() {
     state.pccTouched = true;
     onTolerance();
   });
-  $("#error-kind").addEventListener("change", () => { fetchHeatmaps(); refreshHistograms(); writeHash(); });
-  $("#log-scale").addEventListener("change", () => { recolour(); writeHash(); });
+  $("#error-kind").addEventListener("change", () => { fetchHeatmaps(); refreshHistograms(); changed("view"); });
+  $("#log-scale").addEventListener("change", () => { recolour(); changed("view"); });
   $("#mark-mismatch").addEventListener("change", () => fetchHeatmaps());
   $("#kind-select").addEventListener("change", (ev) => {
     const t = state.tensor;
@@ -138,7 +141,7 @@ function wire() {
     }
     if (state.tensor !== t) return;
     clearPins();
-    writeHash();
+    changed("view");
     renderStats(t);
     setupLeadFields(t);
     resetView();
@@ -151,8 +154,8 @@ function wire() {
   $("#zoom-reset").addEventListener("click", () => { const v = state.view; if (v) setView(0, v.H, 0, v.W); });
   $("#heatmaps").addEventListener("keydown", onHeatmapKey);
 
-  $("#tab-ops").addEventListener("click", () => { switchTab("ops"); writeHash(); });
-  $("#tab-runs").addEventListener("click", () => { switchTab("runs"); writeHash(); });
+  $("#tab-ops").addEventListener("click", () => { switchTab("ops"); changed("view"); });
+  $("#tab-runs").addEventListener("click", () => { switchTab("runs"); changed("view"); });
   $("#run-compare").addEventListener("click", compareRuns);
   $("#run-jump").addEventListener("click", jumpToDivergence);
   $("#jump-culprit").addEventListener("click", jumpToCulprit);
@@ -191,6 +194,8 @@ async function restoreRuns(hash) {
 }
 
 async function main() {
+  keepUrl();
+  subscribe("wanted-operation", ({ id }) => openOperationById(id));
   wire();
   syncSlider();
   await mountPolicy($("#policy-picker"));

@@ -6,8 +6,9 @@ import { SEQUENTIAL } from "./colour.js";
 import { $, el, reportError } from "./dom.js";
 import { fmt, fmtInt } from "./format.js";
 import { fetchHeatmaps, setView } from "./heatmaps.js";
-import { setupLeadFields } from "./opview.js";
+import { setupLeadFields } from "./leadfields.js";
 import { state } from "./state.js";
+import { changed } from "./store.js";
 import { located } from "./where.js";
 
 /** Show the core map of the open tensor when locate finds cores (a sharded memory config); hidden otherwise. */
@@ -35,7 +36,7 @@ export async function showCores(t) {
     return;
   }
   t.cores = found.cores;
-  document.dispatchEvent(new CustomEvent("reportdb:cores", { detail: t }));
+  changed("cores", t);
   map.replaceChildren(...coreCells(t, found.cores));
   $("#core-info").textContent = "hover a core; click it to see its shard";
 }

@@ -1,14 +1,12 @@
-// URL state: the view kept in the location hash, so it can be linked and reloaded.
+// URL state: the view kept in the location hash, so it can be linked and reloaded. Views never call the writer:
+// it subscribes to the store's "view" changes (keepUrl).
 
 import { $, debounce } from "./dom.js";
 import { requestRegion } from "./heatmaps.js";
 import { policyParams } from "./policy.js";
 import { runData, runPair, runTolerances } from "./runs.js";
 import { state } from "./state.js";
-
-export function hashParams() {
-  return new URLSearchParams(location.hash.slice(1));
-}
+import { hashParams, subscribe } from "./store.js";
 
 /** Keep the view in the URL: report, operation, tensor, golden kind, device, zoom window, the tolerances the user
  * chose (a PCC threshold only when typed: otherwise the policy's, so a link follows the policy), error kind, log
@@ -53,4 +51,11 @@ export function writeHash() {
   history.replaceState(null, "", `#${p}`);
 }
 
-export const writeHashSoon = debounce(writeHash, 200);
+const writeHashSoon = debounce(writeHash, 200);
+
+/** Keep the URL in step with the view: every change of the view (``soon``: as a zoom settles) rewrites it. */
+export function keepUrl() {
+  subscribe("view", ({ soon = false } = {}) => (soon ? writeHashSoon() : writeHash()));
+}
+
+export { hashParams };

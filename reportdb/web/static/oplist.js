@@ -3,10 +3,10 @@
 import { api, enc } from "./api.js";
 import { $, $$, el, reportError, showStatus } from "./dom.js";
 import { fmtBytes, fmtInt, fmtPcc, num } from "./format.js";
-import { hashParams } from "./hash.js";
 import { fetchHeatmaps } from "./heatmaps.js";
 import { selectOp } from "./opview.js";
 import { state } from "./state.js";
+import { hashParams } from "./store.js";
 import { badge, roleBadge } from "./tables.js";
 
 export async function loadReports() {

@@ -5,11 +5,12 @@ import { loadContext } from "./context.js";
 import { showCores } from "./coremap.js";
 import { $, $$, el, reportError } from "./dom.js";
 import { fmtPcc } from "./format.js";
-import { writeHash } from "./hash.js";
-import { fetchHeatmaps, fetchHeatmapsSoon, resetView } from "./heatmaps.js";
+import { fetchHeatmapsSoon, resetView } from "./heatmaps.js";
 import { refreshHistograms } from "./histograms.js";
+import { setupLeadFields } from "./leadfields.js";
 import { clearPins, restorePins } from "./pins.js";
-import { defaultTolerances, state, syncSlider, viewShape } from "./state.js";
+import { defaultTolerances, state, syncSlider } from "./state.js";
+import { changed } from "./store.js";
 import { badge, refreshCompare, renderSpec, renderStats, roleBadge } from "./tables.js";
 import { clearVerdictReasons } from "./verdict.js";
 import { loadGoldenPart, showDevices } from "./where.js";
@@ -50,7 +51,7 @@ export function selectOp(op, { tensorId = null } = {}) {
     state.restore = null;
   }
   loadContext(op.id);
-  writeHash();
+  changed("view");
 }
 
 function tensorChip(ref, label) {
@@ -136,7 +137,7 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
   showDevices(t);
   clearPins();
   const cores = showCores(t);
-  writeHash();
+  changed("view");
   if (restore?.pins) {
     await cores; // each pin names its core: the core map first
     if (state.tensor === t) restorePins(t, restore.pins);
@@ -178,41 +179,8 @@ function setupTensorControls(t) {
   setupLeadFields(t);
 }
 
-/** One number box per leading axis (all but the last two) to pick the 2-D slice shown. */
-export function setupLeadFields(t) {
-  const shape = viewShape(t);
-  const lead = shape.slice(0, Math.max(0, shape.length - 2));
-  t.lead = lead.map((_, i) => Math.min(t.lead[i] ?? 0, lead[i] - 1));
-  const box = $("#lead-fields");
-  box.replaceChildren();
-  const text = (t) => {
-    const span = document.createElement("span");
-    span.className = "mono";
-    span.textContent = t;
-    box.append(span);
-  };
-  if (lead.length) text("view [");
-  lead.forEach((n, i) => {
-    if (i) text(",");
-    const label = box;
-    const input = document.createElement("input");
-    input.title = `index along axis ${i} (size ${n})`;
-    Object.assign(input, { type: "number", min: 0, max: n - 1, step: 1, value: t.lead[i] });
-    input.setAttribute("aria-label", `index along axis ${i}`);
-    input.disabled = n <= 1;
-    input.addEventListener("change", () => {
-      const v = Math.max(0, Math.min(n - 1, Math.trunc(Number(input.value)) || 0));
-      input.value = v;
-      t.lead[i] = v;
-      state.hover = null;
-      fetchHeatmaps();
-    });
-    label.append(input);
-  });
-  if (lead.length) text(", :, :]");
-}
 export function onTolerance() {
   refreshCompare();
   fetchHeatmapsSoon();
-  writeHash();
+  changed("view");
 }

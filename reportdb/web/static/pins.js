@@ -5,9 +5,9 @@
 import { $, el, reportError } from "./dom.js";
 import { fmt } from "./format.js";
 import { drawAll } from "./heatmaps.js";
-import { writeHash } from "./hash.js";
-import { fullIndex, localPoint, serverPoint, tileRow } from "./hover.js";
+import { fullIndex, localPoint, serverPoint, tileRow } from "./points.js";
 import { coreAt, state, viewShape } from "./state.js";
+import { changed, subscribe } from "./store.js";
 
 const COLUMNS = [["actual", "actual"], ["golden", "golden"], ["abs_error", "|a\u2212g|"], ["value", "value"]];
 
@@ -120,8 +120,8 @@ function renderPins() {
   pins.forEach((p, i) => { p.n = i + 1; });
   $("#pins-table").replaceChildren(head, ...rows);
   drawAll();
-  writeHash();
+  changed("view");
 }
 
 // The core map may arrive after the pins: name their cores then.
-document.addEventListener("reportdb:cores", (ev) => { if (ev.detail === state.tensor && state.pins.length) renderPins(); });
+subscribe("cores", (t) => { if (t === state.tensor && state.pins.length) renderPins(); });

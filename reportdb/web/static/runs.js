@@ -4,9 +4,9 @@ import { api } from "./api.js";
 import { Scale, gridImage } from "./colour.js";
 import { $, $$, reportError, showStatus } from "./dom.js";
 import { fmt, fmtInt, fmtPcc, num } from "./format.js";
-import { writeHash } from "./hash.js";
 import { openOperationById, showReportSummary, switchTab } from "./oplist.js";
 import { dims2d, state } from "./state.js";
+import { changed } from "./store.js";
 import { badge } from "./tables.js";
 
 export let runData = null;
@@ -73,7 +73,7 @@ export async function compareRuns() {
   $("#run-summary").textContent = `${runData.items.length} outputs compared: ${counts.identical} identical, ` +
     `${counts.within_tolerance} within tolerance, ${counts.diverges} diverge` +
     (first ? ` \u00b7 first divergence: op ${first.operation_id_b} ${first.name}` : " \u00b7 no divergence");
-  writeHash();
+  changed("view");
 }
 
 /** Open the first diverging output's A-against-B view, its row kept in sight in the table above it. */
@@ -108,7 +108,7 @@ export async function openRunPair(i, view = null) {
   $("#run-pair").hidden = false;
   $("#run-pair-title").textContent = `#${row.operation_id_a} / #${row.operation_id_b} ${row.name} out${row.output_index}: ` +
     `t${row.tensor_a} (A) against t${row.tensor_b} (B) \u00b7 ${(row.verdict ?? "").replace("_", " ")}`;
-  document.dispatchEvent(new CustomEvent("reportdb:runpair", { detail: row }));
+  changed("run-pair", row);
   await fetchRunPair();
 }
 
@@ -179,7 +179,7 @@ async function fetchRunPair() {
   });
   Object.assign(runPair, { grids, scales: [values, values, errors] });
   $("#run-region").textContent = `rows ${v.y0}\u2013${v.y1 - 1} of ${v.H} \u00b7 cols ${v.x0}\u2013${v.x1 - 1} of ${v.W}`;
-  writeHash();
+  changed("view");
 }
 
 /** Open a run-vs-run row's operation of run B in the operations view. */

@@ -8,6 +8,7 @@ import { fmt } from "./format.js";
 import { showTooltip } from "./hover.js";
 import { runData, runPair, setRunView } from "./runs.js";
 import { coreAt } from "./state.js";
+import { subscribe } from "./store.js";
 
 const SIDES = ["a", "b", "error"];
 let located = null; // the open pair's locate answer (null while it is asked, or when it failed)
@@ -156,5 +157,5 @@ export function wireRunWhere() {
     });
   }
   $("#run-worst-tile").addEventListener("click", goRunWorstTile);
-  document.addEventListener("reportdb:runpair", (ev) => { locatePair(ev.detail).catch(reportError); });
+  subscribe("run-pair", (row) => { locatePair(row).catch(reportError); });
 }

@@ -5,6 +5,7 @@
 import { $, el } from "./dom.js";
 import { fmt, fmtInt, fmtPcc, num } from "./format.js";
 import { coreAt, state, tileShape, viewShape } from "./state.js";
+import { subscribe } from "./store.js";
 
 /** A value in dB: one decimal, more where one decimal would read as the threshold itself. */
 function dB(value, threshold = null) {
@@ -97,7 +98,6 @@ export function clearVerdictReasons() {
 }
 
 // The core map loads after the comparison: name the worst tile's core once it is there.
-document.addEventListener("reportdb:cores", (ev) => {
-  const t = state.tensor;
-  if (t && t === ev.detail && t.compared) renderVerdict(t, t.compared);
+subscribe("cores", (t) => {
+  if (t === state.tensor && t.compared) renderVerdict(t, t.compared);
 });
