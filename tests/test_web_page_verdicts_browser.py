@@ -5,10 +5,13 @@ pins keep their core; the error kind and log scale live in the URL. Numbers are 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+
+from reportdb.analysis.policy import Criteria
 
 import web_debug_data as data
 from served import Pages, serving, shot
@@ -53,8 +56,8 @@ def _open_op(page: Any, op: int, report: str | None = None) -> None:
 
 
 def _reasons(page: Any) -> list[str]:
-    """The verdict's reasons as shown, one a failed criterion (then the worst tile where named)."""
-    return [span.inner_text() for span in page.query_selector_all("#verdict-why span")]
+    """The verdict's reasons as shown, one a failed criterion (the worst tile, where named, left out)."""
+    return [span.inner_text() for span in page.query_selector_all("#verdict-why span.failed")]
 
 
 def _hash(page: Any) -> str:
@@ -121,8 +124,9 @@ def test_the_failed_criteria_against_their_thresholds(pages: Pages, tmp_path: Pa
     a, g = culprit["device"][data.CULPRIT_OP], culprit["local"][data.CULPRIT_OP]
     _open_op(page, data.CULPRIT_OP, "run_a")
     page.wait_for_selector('#verdict[data-passed="false"]')  # the drift's verdict is not shown meanwhile
-    assert page.get_attribute("#verdict-why", "data-failed") == "pcc,sqnr_db"
-    assert _reasons(page) == [f"PCC {data.pcc(a, g):.6f} < 0.99",
+    failed = page.get_attribute("#verdict-why", "data-failed").split(",")
+    assert failed[:2] == ["pcc", "sqnr_db"]  # (and tile_sqnr_db where the policy judges tiles)
+    assert _reasons(page)[:2] == [f"PCC {data.pcc(a, g):.6f} < 0.99",
                                                             f"SQNR {data.sqnr_db(a, g):.1f} dB < 30 dB"]
 
 
@@ -211,3 +215,19 @@ def test_no_culprit_says_how_many_fail_globally_and_the_first_key_lands_on_op_1(
     page.wait_for_function("() => document.querySelector('#op-title').textContent.startsWith('#2 ')")
     page.set_viewport_size({"width": 1280, "height": 800})
     shot(page, tmp_path, "no-culprit.png")
+
+
+def test_the_worst_tile_and_its_core_when_the_verdict_judges_tiles(pages: Pages, tmp_path: Path) -> None:
+    if "tile_sqnr_db" not in {f.name for f in dataclasses.fields(Criteria)}:
+        pytest.skip("the verdict judges no tiles yet (issue #31's tile_sqnr_db criterion)")
+    out, golden = data.sharded_tensor()
+    tile = (0, 0) + data.WRONG_SHARD  # the wrong shard is one 32 x 32 tile: tile row 1, column 2
+    tile_db = data.sqnr_db(out[tile], golden[tile])
+    page = pages.open()
+    _open_op(page, 1, "sharded")
+    page.wait_for_selector('#verdict[data-passed="false"]')
+    assert "tile_sqnr_db" in page.get_attribute("#verdict-why", "data-failed").split(",")
+    core = ", ".join(map(str, data.WRONG_CORE))
+    page.wait_for_function("(want) => [...document.querySelectorAll('#verdict-why span')].some((s) => s.textContent === want)",
+                           arg=f"worst tile (0, 1, 2), {tile_db:.1f} dB \u00b7 core ({core})")
+    shot(page, tmp_path, "verdict-worst-tile.png")

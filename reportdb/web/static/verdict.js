@@ -80,7 +80,7 @@ export function renderVerdict(t, data) {
   badge.dataset.passed = String(data.passed);
   badge.textContent = data.passed ? "PASS" : "FAIL";
   const lines = data.passed ? [] : (v.failed || []).map((name) => describeFailure(name, m, v));
-  const tile = describeWorstTile(t, m, v);
+  const tile = data.passed ? null : describeWorstTile(t, m, v); // where to look, once something failed
   if (tile) lines.push(tile);
   const why = $("#verdict-why");
   why.replaceChildren(...lines.map((line, i) => el("span", { className: i < (v.failed || []).length && !data.passed ? "failed" : "" }, line)));
@@ -88,7 +88,7 @@ export function renderVerdict(t, data) {
   why.hidden = !lines.length;
   const criteria = Object.entries(v.criteria || {}).filter(([, x]) => x !== null).map(([k, x]) => `${k} ${x}`).join(", ");
   badge.title = (lines.length ? lines.join("\n") + "\n" : "") + `criteria: ${criteria || "none"}` +
-    (m.notes?.length ? `\n${m.notes.join("\n")}` : "");
+    [...(v.notes || []), ...(m.notes || [])].map((note) => `\n${note}`).join("");
 }
 
 /** Clear the verdict's reasons (no comparison shown). */
