@@ -230,4 +230,5 @@ def test_the_worst_tile_and_its_core_when_the_verdict_judges_tiles(pages: Pages,
     core = ", ".join(map(str, data.WRONG_CORE))
     page.wait_for_function("(want) => [...document.querySelectorAll('#verdict-why span')].some((s) => s.textContent === want)",
                            arg=f"worst tile (0, 1, 2), {tile_db:.1f} dB \u00b7 core ({core})")
+    page.set_viewport_size({"width": 1280, "height": 800})
     shot(page, tmp_path, "verdict-worst-tile.png")
