@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.process, pytest.mark.service]
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Pairs of runs: the debug chain's, sharded ones (one core wrong in B) and long ones (B diverging at op 30)."""
     base = tmp_path_factory.mktemp("web-page-runs")
     data.build(base / "run_a", 0)
     data.build(base / "run_b", 1)
@@ -31,6 +32,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(root: Path) -> Iterator[str]:
+    """``reportdb serve`` of every run."""
     with serving(root / "run_a", root / "run_b", root / "sharded_ok", root / "sharded", root / "long_a", root / "long_b",
                  cwd=root) as url:
         yield url
@@ -38,6 +40,7 @@ def server(root: Path) -> Iterator[str]:
 
 @pytest.fixture()
 def pages(browser: Any, server: str) -> Iterator[Pages]:
+    """Fresh pages on the server, failing the test on a script error."""
     with Pages(browser, server) as found:
         yield found
 

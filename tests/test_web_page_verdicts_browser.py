@@ -23,6 +23,7 @@ LOOSE = '[[rules]]\nop = "*"\npcc = 0.5\n'  # PCC alone: the culprit's 0.63 pass
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run with a culprit, a sharded report, a report of victims only, and a PCC-only policy."""
     base = tmp_path_factory.mktemp("web-page-verdicts")
     data.build(base / "run_a", 0)
     data.build_sharded(base / "sharded")
@@ -33,6 +34,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(root: Path) -> Iterator[str]:
+    """``reportdb serve`` of the reports, offering the loose policy."""
     with serving(root / "run_a", root / "sharded", root / "drift", "--policy", f"loose={root / 'loose.toml'}",
                  cwd=root) as url:
         yield url
@@ -40,6 +42,7 @@ def server(root: Path) -> Iterator[str]:
 
 @pytest.fixture()
 def pages(browser: Any, server: str) -> Iterator[Pages]:
+    """Fresh pages on the server, failing the test on a script error."""
     with Pages(browser, server) as found:
         yield found
 
@@ -61,6 +64,7 @@ def _reasons(page: Any) -> list[str]:
 
 
 def _hash(page: Any) -> str:
+    """The page's URL fragment once the view settled."""
     page.wait_for_timeout(300)  # the URL is written a moment after the view settles
     return str(page.evaluate("location.hash"))
 

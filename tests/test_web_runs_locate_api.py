@@ -17,6 +17,7 @@ import web_debug_data as data
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runs of the sharded report: right, and with one core's shard wrong."""
     base = tmp_path_factory.mktemp("web-runs-locate")
     data.build_sharded(base / "right", wrong=False)
     data.build_sharded(base / "wrong")
@@ -25,6 +26,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(root: Path) -> Any:
+    """The API over both runs."""
     return web.create_app([root / "right", root / "wrong"]).test_client()
 
 

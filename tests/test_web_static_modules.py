@@ -26,6 +26,7 @@ def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
     state: dict[str, int] = {}  # 1: on the path, 2: done
 
     def visit(node: str, path: list[str]) -> list[str] | None:
+        """A cycle through ``node`` reached along ``path``, or None."""
         state[node] = 1
         for nxt in graph.get(node, []):
             if state.get(nxt) == 1:
