@@ -151,7 +151,7 @@ def test_runs_view_tolerances_verdicts_and_pair_heatmaps(pages: Pages, tmp_path:
     sides = {s: page.get_attribute(f'.run-panel[data-side="{s}"]', "data-region") for s in ("a", "b", "error")}
     assert set(sides.values()) == {"0:64,0:96"}
     assert float(page.get_attribute(".run-panel[data-side=error]", "data-max")) == pytest.approx(float(np.abs(a - b).max()), rel=1e-6)
-    size = page.evaluate("[...document.querySelectorAll('.run-panel canvas')].map(c => [c.width, c.height])")
+    size = page.evaluate("[...document.querySelectorAll('.run-panel > canvas')].map(c => [c.width, c.height])")
     assert all(w == 3 * 96 and h == 3 * 64 for w, h in size)  # square cells: 3 whole pixels per element each way
     page.click("#run-zoom-in")
     page.wait_for_function("() => document.querySelector('.run-panel[data-side=a]').dataset.region === '16:48,24:72'")

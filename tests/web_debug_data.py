@@ -110,10 +110,12 @@ def sharded_tensor() -> tuple[np.ndarray, np.ndarray]:
     return out, golden
 
 
-def build_sharded(path: Path) -> None:
+def build_sharded(path: Path, wrong: bool = True) -> None:
     """A report of an operation writing a TILE, block-sharded float32 tensor (L1, 32 x 32 shards on a 3 x 2 core
-    grid) with a local golden record, one shard of it wrong; and one writing HEIGHT_TENSOR, right, with its golden."""
+    grid) with a local golden record, one shard of it wrong (right, as the golden, without ``wrong``: a run to
+    compare the other with); and one writing HEIGHT_TENSOR, right, with its golden."""
     out, golden = sharded_tensor()
+    out = out if wrong else golden
     mc = {"memory_layout": "BLOCK_SHARDED", "buffer_type": "L1", "nd_shard_spec": None,
           "shard_spec": {"grid": [[[0, 0], [2, 1]]], "shape": [32, 32], "orientation": "ROW_MAJOR", "mode": "PHYSICAL",
                          "physical_shard_shape": None, "halo": None}}  # fmt: skip
@@ -132,3 +134,69 @@ def build_sharded(path: Path) -> None:
             {"tensor_id": t, "golden_tensor_id": 100 + t, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
             for t in (SHARDED_TENSOR, HEIGHT_TENSOR)
         ])  # fmt: skip
+
+
+#: build_drift: DRIFT_OPS operations, each adding its own small noise (SQNR ~34 dB against its local golden, which
+#: passes) so the error the chain accumulates fails the global SQNR criterion from DRIFT_FIRST_VICTIM on.
+DRIFT_OPS = 8
+DRIFT_NOISE = 0.02
+
+
+def drift_chain() -> dict[str, dict[int, np.ndarray]]:
+    """Per operation of build_drift: the device output, its local golden and its global golden (operation k adds
+    0.1 to its input; the device's result carries noise of standard deviation DRIFT_NOISE times the output's)."""
+    rng = np.random.default_rng(21)
+    x = (rng.standard_normal(SHAPE) + 1.0).astype(np.float32)
+    device, local, glob = {0: x}, {}, {}
+    g = x
+    for op in range(1, DRIFT_OPS + 1):
+        local[op] = (device[op - 1] + np.float32(0.1)).astype(np.float32)
+        g = (g + np.float32(0.1)).astype(np.float32)
+        glob[op] = g
+        scale = float(np.sqrt(np.mean(local[op].astype(np.float64) ** 2)))
+        noise = rng.standard_normal(SHAPE) * DRIFT_NOISE * scale
+        device[op] = (local[op] + noise).astype(np.float32)
+    return {"device": device, "local": local, "global": glob}
+
+
+def sqnr_db(a: np.ndarray, golden: np.ndarray) -> float:
+    """numpy's SQNR of ``a`` against ``golden`` in dB (golden energy over error energy)."""
+    g = np.asarray(golden, np.float64)
+    return float(10 * np.log10(np.sum(g**2) / np.sum((np.asarray(a, np.float64) - g) ** 2)))
+
+
+def build_drift(path: Path) -> dict[str, dict[int, np.ndarray]]:
+    """A float32 report whose every operation passes its local comparison while the later ones fail their global one
+    (victims of their inputs, with no culprit): op ``k`` reads tensor ``k - 1`` and writes tensor ``k``, its local
+    golden tensor ``100 + k``, its global golden ``200 + k``."""
+    data = drift_chain()
+    with reportdb.Writer(path) as w:
+        w.put_tensor(0, data["device"][0])
+        for op in range(1, DRIFT_OPS + 1):
+            w.put_tensor(op, data["device"][op], role="output")
+            w.put_tensor(100 + op, data["local"][op])
+            w.put_tensor(200 + op, data["global"][op])
+            w.add_operation(op, f"ttnn.add_{op}", inputs=[op - 1], outputs=[op])
+        for table, base in (("local_tensor_comparison_records", 100), ("global_tensor_comparison_records", 200)):
+            w.add_rows(table, [{"tensor_id": op, "golden_tensor_id": base + op, "matches": 1, "desired_pcc": 0.99,
+                                "actual_pcc": 1.0} for op in range(1, DRIFT_OPS + 1)])
+    return data
+
+
+#: build_long: LONG_OPS small operations; the second run's output of LONG_DIVERGE_OP differs (a flipped 16 x 16 block).
+LONG_OPS = 40
+LONG_DIVERGE_OP = 30
+
+
+def build_long(path: Path, variant: int) -> None:
+    """A run of LONG_OPS float32 operations on 32 x 32 tensors (op ``k`` reads tensor ``k - 1``, writes tensor ``k``);
+    ``variant`` 1 flips a block of LONG_DIVERGE_OP's output and carries it on (a run to compare with variant 0)."""
+    x = np.random.default_rng(29).standard_normal((32, 32)).astype(np.float32)
+    with reportdb.Writer(path) as w:
+        w.put_tensor(0, x)
+        for op in range(1, LONG_OPS + 1):
+            x = np.tanh(x + np.float32(0.01 * op)).astype(np.float32)
+            if variant == 1 and op == LONG_DIVERGE_OP:
+                x[:16, 16:] *= -1
+            w.put_tensor(op, x, role="output")
+            w.add_operation(op, f"ttnn.long_{op}", inputs=[op - 1], outputs=[op])

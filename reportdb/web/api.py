@@ -7,7 +7,8 @@ Endpoints (relative to the blueprint's prefix; ``report`` is a served report's n
 - ``GET api/reports/<report>/operations`` (``filter``, ``sort``, ``order``, ``offset``, ``limit``, ``rank``,
   ``wait``: with ``wait=0`` it and the overview answer at once with the recorded verdicts, ``pending`` true, while
   the golden analysis runs once per report and policy in the background; ``analysis`` says how long it has run,
-  ``analysis_error`` why it failed; the default waits for it)
+  ``analysis_error`` why it failed; the default waits for it): each operation with its worst PCC, verdict, role and
+  ``local_sqnr_db`` (what ``sort=error`` ranks by), and ``victims``, the operations failing only globally
 - ``GET api/reports/<report>/tensors/<id>`` and its ``/values`` (``slice``, ``format``) and ``/heatmap``
 - ``GET api/compare-tensor/<local|global>/<id>`` (``report``, ``rank``, ``device``, ``rtol``, ``atol``, ``pcc``) and
   its ``/heatmap``, ``/point``, ``/histogram``: the paths of ttnn-visualizer's tensor comparison proposal, whose
@@ -24,7 +25,8 @@ Endpoints (relative to the blueprint's prefix; ``report`` is a served report's n
 - ``GET api/reports/<report>/operations/<id>``: an operation's context (arguments, stack trace, duration,
   producers and consumers of its tensors, their comparisons)
 - ``GET api/locate/<local|global>/<id>`` (``report``, ``device``, ``top``): the worst tiles, the tile map, devices
-  and cores of a tensor's error
+  and cores of a tensor's error; ``api/runs/locate`` (``a``, ``b``, ``tensor_a``, ``tensor_b``, ``top``): the same
+  of run B's output against run A's (``reportdb locate --against``)
 
 Every endpoint that judges takes ``policy=NAME``: one of the tolerance policies the server was given (``GET
 api/policies`` lists them with their rules; ``default`` or none: the blueprint's own), or one pasted into the page

@@ -29,6 +29,7 @@ from .reports import Served
 from .sources import pair, tensor_id_of
 
 if TYPE_CHECKING:
+    from ..numeric.metrics import Comparison
     from ..store.rows import TensorInfo
 
 
@@ -99,9 +100,22 @@ def roles_of(analysis: GoldenComparison | None, rank: int) -> dict[tuple[str, in
     return {
         (r.kind, r.tensor_id): {"role": r.role, "verdict": r.verdict, "failed": list(r.failed), "status": r.status,
                                 "pcc": None if r.metrics is None else r.metrics.pcc,
-                                "sqnr_db": None if r.metrics is None else r.metrics.sqnr_db}
+                                "sqnr_db": None if r.metrics is None else r.metrics.sqnr_db,
+                                "error_db": _error_db(r.metrics)}
         for r in analysis.records if r.rank == rank
     }  # fmt: skip
+
+
+def _error_db(m: Comparison | None) -> float | None:
+    """The SQNR the engine's worst-first order ranks a record by: +inf without error, -inf where SQNR cannot see
+    the error (a shape or NaN/Inf mismatch, errors on a zero golden); None when not compared."""
+    if m is None:
+        return None
+    if m.shape_mismatch or m.nonfinite_mismatch:
+        return -math.inf
+    if m.sqnr_db is None:
+        return -math.inf if m.max_abs_error else math.inf
+    return m.sqnr_db
 
 
 def error_rank(analysis: GoldenComparison | None, rank: int) -> dict[int, int]:
@@ -170,19 +184,58 @@ def where(kind: str, tensor_id: str) -> Response:
     key = ("locate", str(one.path), kind, tid, rank, device, top)
     found = lookup().cached(key)
     if found is None:
-        info = one.report.tensor_info(tid, rank)
-        size = math.prod(info.shape or max((s.shape for s in info.shards), key=math.prod, default=()))
-        if size > limits.MAX_COMPARE_ELEMENTS:
-            raise ApiError(413, f"tensor {tid} holds {size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} a "
-                                "request locates in", "run `reportdb locate` on the command line; it has no such bound")
+        info = _locatable(one, tid, rank)
         with settings().budget.hold(2 * WINDOW_ELEMENTS * 64 + one.chunk_bytes(tid, rank), f"locating errors in tensor {tid}"):
             with one.engine() as own:
                 found = locate(own, tid, golden=kind, rank=rank, device=device, policy=policy(),
                                top=top).to_dict()
-        if found["cores"] and all(c["device"] is None for c in found["cores"]):
-            core_regions(info, tuple(found["shape"]), found["cores"])
+        _place_cores(info, found)
         lookup().keep(key, found)
     return answer({"report": one.name, **found})
+
+
+def runs_where() -> Response:
+    """Where run B's output (``b``, ``tensor_b``) differs from run A's (``a``, ``tensor_a``): its worst tiles and its
+    per-core entries, as ``reportdb locate B ID --against A:ID`` finds them (A is the reference)."""
+    args = request.args
+    served = {}
+    for side in ("a", "b"):
+        if not args.get(side) or not args.get(f"tensor_{side}"):
+            raise ApiError(400, f"parameter {side} or tensor_{side} is missing",
+                           "give a=<report>&b=<report>&tensor_a=<id>&tensor_b=<id>")
+        served[side] = lookup().get(args[side])
+    a, b = served["a"], served["b"]
+    tid_a, tid_b = tensor_id_of(args["tensor_a"]), tensor_id_of(args["tensor_b"])
+    rank = params.integer(args, "rank", 0)
+    top = params.integer(args, "top", 10, low=1, high=1000)
+    key = ("locate-runs", str(a.path), tid_a, str(b.path), tid_b, rank, top)
+    found = lookup().cached(key)
+    if found is None:
+        info = _locatable(b, tid_b, rank)
+        _locatable(a, tid_a, rank)
+        cost = 2 * WINDOW_ELEMENTS * 64 + a.chunk_bytes(tid_a, rank) + b.chunk_bytes(tid_b, rank)
+        with settings().budget.hold(cost, f"locating where tensor {tid_b} differs from run A's"):
+            with b.engine() as own, a.engine() as other:
+                found = locate(own, tid_b, against=(other, tid_a), rank=rank, policy=policy(), top=top).to_dict()
+        _place_cores(info, found)
+        lookup().keep(key, found)
+    return answer({"a": a.name, "b": b.name, **found})
+
+
+def _locatable(one: Served, tid: int, rank: int) -> TensorInfo:
+    """A tensor's info, refused (413) when it holds more elements than a request locates in."""
+    info = one.report.tensor_info(tid, rank)
+    size = math.prod(info.shape or max((s.shape for s in info.shards), key=math.prod, default=()))
+    if size > limits.MAX_COMPARE_ELEMENTS:
+        raise ApiError(413, f"tensor {tid} holds {size:,} elements, more than {limits.MAX_COMPARE_ELEMENTS:,} a "
+                            "request locates in", "run `reportdb locate` on the command line; it has no such bound")
+    return info
+
+
+def _place_cores(info: TensorInfo, found: dict[str, Any]) -> None:
+    """Give each core entry of a located tensor (one device's cores) its region of the 2-D view."""
+    if found["cores"] and all(c["device"] is None for c in found["cores"]):
+        core_regions(info, tuple(found["shape"]), found["cores"])
 
 
 def golden_part(kind: str, tensor_id: str) -> Response:
@@ -245,4 +298,5 @@ def register(bp: Blueprint) -> None:
     bp.add_url_rule("/api/reports/<report>/golden", view_func=golden)
     bp.add_url_rule("/api/reports/<report>/operations/<op_id>", view_func=operation)
     bp.add_url_rule("/api/locate/<kind>/<tensor_id>", view_func=where)
+    bp.add_url_rule("/api/runs/locate", view_func=runs_where)
     bp.add_url_rule("/api/golden-part/<kind>/<tensor_id>", view_func=golden_part)

@@ -149,6 +149,15 @@ class _Verdicts:
             "role": judged.get("role"), "failed": judged.get("failed", []),
         }  # fmt: skip
 
+    def local_error_db(self, op: Operation) -> float | str | None:
+        """The SQNR (dB) of an operation's worst local comparison as the worst-first order ranks it ("inf" without
+        error, "-inf" where SQNR cannot see it), or None without a local record."""
+        found = [db for t in op.outputs if (db := self.judged.get(("local", t), {}).get("error_db")) is not None]
+        if not found:
+            return None
+        worst = min(found)
+        return worst if math.isfinite(worst) else ("inf" if worst > 0 else "-inf")
+
     def role(self, op: Operation) -> str | None:
         """The operation's role: ``culprit`` when an output is one, else ``victim`` when one is, else ``pass`` when
         its outputs were judged, else None."""
@@ -204,11 +213,15 @@ def operations(report: str) -> Response:
 
     items = [
         {"id": op.id, "name": op.name, "inputs": [ref(t) for t in op.inputs], "outputs": [ref(t) for t in op.outputs],
-         "worst_pcc": summaries[op.id][0], "passed": summaries[op.id][1], "role": verdicts.role(op)}
+         "worst_pcc": summaries[op.id][0], "passed": summaries[op.id][1], "role": verdicts.role(op),
+         "local_sqnr_db": verdicts.local_error_db(op)}
         for op in page_ops
     ]  # fmt: skip
-    first = None if verdicts.analysis is None else verdicts.analysis.first_culprit
-    found = {"total": len(ops), "offset": offset, "limit": limit, "items": items, "judged": verdicts.analysis is not None,
+    analysis = verdicts.analysis
+    first = None if analysis is None else analysis.first_culprit
+    victims = 0 if analysis is None else sum(verdicts.role(op) == "victim" for op in one.operations(rank))
+    found = {"total": len(ops), "offset": offset, "limit": limit, "items": items, "judged": analysis is not None,
+             "global_only": bool(analysis is not None and analysis.global_only), "victims": victims,
              **golden.fields(waits), "first_culprit": None if first is None or first.rank != rank else first.to_dict()}
     if golden.pending:
         lookup().keep(pending, found)

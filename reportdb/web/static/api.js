@@ -1,6 +1,5 @@
 // The HTTP client: GET a JSON endpoint by a path relative to the page (so any mount prefix works).
 
-import { $ } from "./dom.js";
 import { policyParams } from "./policy.js";
 
 /** An error answer of the API: its message, the hint it gave and the HTTP status. */

@@ -3,24 +3,29 @@
 // the page, so the page works under any mount prefix. Heatmaps are JSON grids pooled by the server (max |value| per
 // cell) and painted on canvases here, so the colour scale, legend, zoom and hover stay on the client.
 //
-// Modules: dom, api, format (plumbing) -> colour, state -> tables, panel, heatmaps, hover, histograms, where, pins,
-// coremap (the tensor view) -> opview, oplist, context, runs (views) -> hash (URL state) -> app (wiring).
+// Modules: dom, api, format, store (plumbing; store: views say what changed, subscribers react) -> colour, state ->
+// tables, verdict, panel, heatmaps, points, hover, pins, histograms, leadfields, where, coremap (the tensor view) ->
+// opview, oplist, context, runs, runwhere (views) -> hash (the URL writer, subscribed to "view") -> app (wiring). No
+// module imports one that imports it back (tests/test_web_static_modules.py).
 
 import { api, enc } from "./api.js";
 import { showCores } from "./coremap.js";
 import { $, $$, debounce, reportError } from "./dom.js";
-import { hashParams, writeHash } from "./hash.js";
+import { keepUrl } from "./hash.js";
 import { fetchHeatmaps, recolour, resetView, setView, zoom } from "./heatmaps.js";
 import { refreshHistograms } from "./histograms.js";
 import { onHeatmapKey, wirePanel } from "./hover.js";
+import { setupLeadFields } from "./leadfields.js";
 import { jumpToCulprit, loadOps, loadReports, openOperationById, setSort, showReportSummary, switchTab } from "./oplist.js";
-import { onTolerance, openTensor, selectOp, setupLeadFields } from "./opview.js";
+import { onTolerance, openTensor, selectOp } from "./opview.js";
 import { mountOverview } from "./overview.js";
 import { Panel } from "./panel.js";
 import { clearPins } from "./pins.js";
 import { mountPolicy } from "./policy.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
+import { wireRunWhere } from "./runwhere.js";
 import { panels, state, syncSlider } from "./state.js";
+import { changed, hashParams, subscribe } from "./store.js";
 import { refreshCompare, renderStats } from "./tables.js";
 import { goWorstTile, loadGoldenPart, showDevices } from "./where.js";
 
@@ -39,7 +44,7 @@ function wire() {
     $("#empty-detail").hidden = false;
     state.ops.offset = 0;
     showReportSummary();
-    writeHash();
+    changed("view");
     loadOps();
   });
   const filter = debounce(() => {
@@ -63,7 +68,8 @@ function wire() {
   }
   $("#worst-first").addEventListener("click", () => {
     const on = $("#worst-first").getAttribute("aria-pressed") === "true";
-    setSort(on ? "id" : state.ops.judged ? "error" : "pcc", "asc");
+    // by local error where the engine ranks by it (its column shows it), else by the PCC shown
+    setSort(on ? "id" : state.ops.judged && !state.ops.globalOnly ? "error" : "pcc", "asc");
   });
   $("#page-prev").addEventListener("click", () => { state.ops.offset = Math.max(0, state.ops.offset - state.ops.limit); loadOps(); });
   $("#page-next").addEventListener("click", () => { state.ops.offset += state.ops.limit; loadOps(); });
@@ -101,14 +107,19 @@ function wire() {
   });
 
   for (const id of ["#rtol", "#atol"]) $(id).addEventListener("input", () => { state.tolTouched = true; onTolerance(); });
-  $("#pcc").addEventListener("input", () => { syncSlider(); onTolerance(); });
+  $("#pcc").addEventListener("input", () => {
+    state.pccTouched = $("#pcc").value.trim() !== ""; // emptied: the policy's threshold again
+    syncSlider();
+    onTolerance();
+  });
   $("#pcc-slider").addEventListener("input", (ev) => {
     const p = 1 - Math.pow(10, (-Number(ev.target.value) / 1000) * 6);
     $("#pcc").value = String(Number(p.toPrecision(6)));
+    state.pccTouched = true;
     onTolerance();
   });
-  $("#error-kind").addEventListener("change", () => { fetchHeatmaps(); refreshHistograms(); });
-  $("#log-scale").addEventListener("change", () => recolour());
+  $("#error-kind").addEventListener("change", () => { fetchHeatmaps(); refreshHistograms(); changed("view"); });
+  $("#log-scale").addEventListener("change", () => { recolour(); changed("view"); });
   $("#mark-mismatch").addEventListener("change", () => fetchHeatmaps());
   $("#kind-select").addEventListener("change", (ev) => {
     const t = state.tensor;
@@ -130,7 +141,7 @@ function wire() {
     }
     if (state.tensor !== t) return;
     clearPins();
-    writeHash();
+    changed("view");
     renderStats(t);
     setupLeadFields(t);
     resetView();
@@ -143,12 +154,13 @@ function wire() {
   $("#zoom-reset").addEventListener("click", () => { const v = state.view; if (v) setView(0, v.H, 0, v.W); });
   $("#heatmaps").addEventListener("keydown", onHeatmapKey);
 
-  $("#tab-ops").addEventListener("click", () => { switchTab("ops"); writeHash(); });
-  $("#tab-runs").addEventListener("click", () => { switchTab("runs"); writeHash(); });
+  $("#tab-ops").addEventListener("click", () => { switchTab("ops"); changed("view"); });
+  $("#tab-runs").addEventListener("click", () => { switchTab("runs"); changed("view"); });
   $("#run-compare").addEventListener("click", compareRuns);
   $("#run-jump").addEventListener("click", jumpToDivergence);
   $("#jump-culprit").addEventListener("click", jumpToCulprit);
   $("#worst-tile").addEventListener("click", goWorstTile);
+  wireRunWhere();
   $("#run-zoom-in").addEventListener("click", () => zoomRunPair(2));
   $("#run-zoom-out").addEventListener("click", () => zoomRunPair(0.5));
   $("#run-zoom-reset").addEventListener("click", () => { if (runPair.row !== null) openRunPair(runPair.row); });
@@ -182,6 +194,8 @@ async function restoreRuns(hash) {
 }
 
 async function main() {
+  keepUrl();
+  subscribe("wanted-operation", ({ id }) => openOperationById(id));
   wire();
   syncSlider();
   await mountPolicy($("#policy-picker"));

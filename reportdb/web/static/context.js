@@ -3,8 +3,8 @@
 import { api, enc } from "./api.js";
 import { $, el } from "./dom.js";
 import { fmt, fmtPcc } from "./format.js";
-import { openOperationById } from "./oplist.js";
 import { state } from "./state.js";
+import { changed } from "./store.js";
 import { roleBadge } from "./tables.js";
 
 let contextSeq = 0;
@@ -13,7 +13,7 @@ let contextSeq = 0;
 function opLink(ref) {
   const b = el("button", { className: "linkish mono" }, `#${ref.operation_id} ${ref.name}`);
   b.dataset.opLink = ref.operation_id;
-  b.addEventListener("click", () => openOperationById(ref.operation_id));
+  b.addEventListener("click", () => changed("wanted-operation", { id: ref.operation_id }));
   return b;
 }
 

@@ -6,18 +6,10 @@ import { SEQUENTIAL } from "./colour.js";
 import { $, el, reportError } from "./dom.js";
 import { fmt, fmtInt } from "./format.js";
 import { fetchHeatmaps, setView } from "./heatmaps.js";
-import { setupLeadFields } from "./opview.js";
+import { setupLeadFields } from "./leadfields.js";
 import { state } from "./state.js";
+import { changed } from "./store.js";
 import { located } from "./where.js";
-
-/** The core entry (with its region) whose shard holds element (r, c) of the view at the current leading indices. */
-export function coreAt(t, r, c) {
-  const lead = t.lead.join(",");
-  return (t.cores || []).find((k) => {
-    const g = k.region;
-    return g && g.index.join(",") === lead && r >= g.y[0] && r < g.y[1] && c >= g.x[0] && c < g.x[1];
-  }) || null;
-}
 
 /** Show the core map of the open tensor when locate finds cores (a sharded memory config); hidden otherwise. */
 export async function showCores(t) {
@@ -44,6 +36,7 @@ export async function showCores(t) {
     return;
   }
   t.cores = found.cores;
+  changed("cores", t);
   map.replaceChildren(...coreCells(t, found.cores));
   $("#core-info").textContent = "hover a core; click it to see its shard";
 }

@@ -1,7 +1,5 @@
 // Numbers as the API sends them ("nan", "inf") and as the page shows them.
 
-import { $ } from "./dom.js";
-
 /** A JSON number of the API as a JS number ("nan", "inf", "-inf" are how non-finite values travel). */
 export function num(v) {
   if (v === "nan") return NaN;

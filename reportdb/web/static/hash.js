@@ -1,16 +1,16 @@
-// URL state: the view kept in the location hash, so it can be linked and reloaded.
+// URL state: the view kept in the location hash, so it can be linked and reloaded. Views never call the writer:
+// it subscribes to the store's "view" changes (keepUrl).
 
 import { $, debounce } from "./dom.js";
 import { requestRegion } from "./heatmaps.js";
 import { policyParams } from "./policy.js";
 import { runData, runPair, runTolerances } from "./runs.js";
 import { state } from "./state.js";
+import { hashParams, subscribe } from "./store.js";
 
-export function hashParams() {
-  return new URLSearchParams(location.hash.slice(1));
-}
-
-/** Keep the view in the URL: report, operation, tensor, golden kind, device, zoom window and chosen tolerances; on
+/** Keep the view in the URL: report, operation, tensor, golden kind, device, zoom window, the tolerances the user
+ * chose (a PCC threshold only when typed: otherwise the policy's, so a link follows the policy), error kind, log
+ * scale and pins; on
  * the runs tab its reports, tolerances, the open output and its zoom window. */
 export function writeHash() {
   if (state.restore) return; // a pasted URL is still being opened
@@ -43,10 +43,19 @@ export function writeHash() {
       p.set("rtol", $("#rtol").value);
       p.set("atol", $("#atol").value);
     }
-    if (t.kind) p.set("pcc", $("#pcc").value);
+    if (t.kind && state.pccTouched) p.set("pcc", $("#pcc").value);
+    if (t.kind && $("#error-kind").value !== "abs") p.set("err", $("#error-kind").value);
+    if ($("#log-scale").checked) p.set("log", "1");
     if (state.pins.length) p.set("pins", state.pins.map((pin) => pin.index.join(".")).join("_"));
   }
   history.replaceState(null, "", `#${p}`);
 }
 
-export const writeHashSoon = debounce(writeHash, 200);
+const writeHashSoon = debounce(writeHash, 200);
+
+/** Keep the URL in step with the view: every change of the view (``soon``: as a zoom settles) rewrites it. */
+export function keepUrl() {
+  subscribe("view", ({ soon = false } = {}) => (soon ? writeHashSoon() : writeHash()));
+}
+
+export { hashParams };

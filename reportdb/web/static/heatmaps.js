@@ -4,9 +4,9 @@ import { ApiError, api, enc } from "./api.js";
 import { Scale } from "./colour.js";
 import { $, debounce, reportError } from "./dom.js";
 import { num } from "./format.js";
-import { writeHashSoon } from "./hash.js";
 import { placement } from "./panel.js";
 import { dims2d, panels, state, tol, viewShape } from "./state.js";
+import { changed } from "./store.js";
 
 export function currentErrorKind() {
   return $("#error-kind").value;
@@ -43,7 +43,7 @@ export function setView(y0, y1, x0, x1) {
   [v.x0, v.x1] = clampSpan(x0, x1, v.W);
   drawAll();
   fetchHeatmapsSoon();
-  writeHashSoon();
+  changed("view", { soon: true });
 }
 
 /** Zoom by `factor` (>1 in) keeping the source point at fractions (fy, fx) of the view where it is. */

@@ -2,11 +2,11 @@
 
 import { api, enc } from "./api.js";
 import { $, $$, el, reportError, showStatus } from "./dom.js";
-import { fmtBytes, fmtInt, fmtPcc } from "./format.js";
-import { hashParams } from "./hash.js";
+import { fmtBytes, fmtInt, fmtPcc, num } from "./format.js";
 import { fetchHeatmaps } from "./heatmaps.js";
 import { selectOp } from "./opview.js";
 import { state } from "./state.js";
+import { hashParams } from "./store.js";
 import { badge, roleBadge } from "./tables.js";
 
 export async function loadReports() {
@@ -72,6 +72,7 @@ export const loadOps = async () => {
 function takePage(data) {
   Object.assign(state.ops, {
     total: data.total, items: data.items, first: data.first_culprit, judged: data.judged,
+    globalOnly: !!data.global_only, victims: data.victims ?? 0,
     pending: !!data.pending, analysisError: data.analysis_error ?? null,
   });
   $("#op-table").dataset.pending = String(!!data.pending);
@@ -82,11 +83,18 @@ function showCulprit() {
   const o = state.ops;
   const first = o.first;
   $("#jump-culprit").disabled = !first;
-  $("#culprit-info").textContent = first
+  $("#culprit-info").title = $("#culprit-info").textContent = first
     ? `first culprit: #${first.operation_id} ${first.name} (t${first.tensor_id})`
     : o.pending ? "verdicts being recomputed\u2026 (recorded verdicts shown)"
     : o.analysisError ? `roles unknown: ${o.analysisError.error}`
-    : o.judged ? "no culprit: every local comparison passes" : "roles unknown (report too large for a request)";
+    : o.judged ? noCulprit(o.victims) : "roles unknown (report too large for a request)";
+}
+
+/** Why there is no culprit: every operation passes locally, and how many fail globally nonetheless. */
+function noCulprit(victims) {
+  if (!victims) return "no culprit: every comparison passes";
+  return `no culprit: every operation passes locally; ${fmtInt(victims)} fail${victims === 1 ? "s" : ""} globally ` +
+    "(victims of their inputs)";
 }
 
 /** Open the first culprit's operation and its culprit output. */
@@ -115,18 +123,20 @@ function renderOps() {
     const name = document.createElement("td");
     name.textContent = op.name;
     name.title = op.name;
+    const sqnr = el("td", { className: "num mono local-db" }, fmtDb(op.local_sqnr_db));
+    sqnr.dataset.value = String(op.local_sqnr_db ?? "");
     const role = document.createElement("td");
     role.className = "center";
     role.append(roleBadge(op.role));
     tr.classList.toggle("first-culprit", !!o.first && op.id === o.first.operation_id);
-    tr.append(id, name, pcc, status, role);
+    tr.append(id, name, pcc, sqnr, status, role);
     return tr;
   });
   tbody.replaceChildren(...rows);
   const focusRow = rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0];
   if (focusRow) focusRow.tabIndex = 0;
   if (!rows.length) {
-    tbody.append(el("tr", {}, el("td", { colSpan: 5, className: "muted" }, "No operation matches.")));
+    tbody.append(el("tr", {}, el("td", { colSpan: 6, className: "muted" }, "No operation matches.")));
   }
   const first = o.total ? o.offset + 1 : 0;
   $("#page-info").textContent = `${fmtInt(first)}\u2013${fmtInt(o.offset + o.items.length)} of ${fmtInt(o.total)}`;
@@ -136,6 +146,14 @@ function renderOps() {
     th.setAttribute("aria-sort", th.dataset.sort === o.sort ? (o.order === "asc" ? "ascending" : "descending") : "none");
   }
   $("#worst-first").setAttribute("aria-pressed", String((o.sort === "pcc" || o.sort === "error") && o.order === "asc"));
+}
+
+/** A local SQNR in the list: one decimal, "exact" without error, "\u2212\u221e" where SQNR cannot see the error. */
+function fmtDb(v) {
+  const x = num(v);
+  if (x === null) return "";
+  if (!Number.isFinite(x)) return x > 0 ? "exact" : "\u2212\u221e";
+  return x.toFixed(1);
 }
 
 export function setSort(sort, order) {

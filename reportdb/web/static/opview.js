@@ -5,12 +5,14 @@ import { loadContext } from "./context.js";
 import { showCores } from "./coremap.js";
 import { $, $$, el, reportError } from "./dom.js";
 import { fmtPcc } from "./format.js";
-import { writeHash } from "./hash.js";
-import { fetchHeatmaps, fetchHeatmapsSoon, resetView } from "./heatmaps.js";
+import { fetchHeatmapsSoon, resetView } from "./heatmaps.js";
 import { refreshHistograms } from "./histograms.js";
+import { setupLeadFields } from "./leadfields.js";
 import { clearPins, restorePins } from "./pins.js";
-import { defaultTolerances, state, syncSlider, viewShape } from "./state.js";
+import { defaultTolerances, state, syncSlider } from "./state.js";
+import { changed } from "./store.js";
 import { badge, refreshCompare, renderSpec, renderStats, roleBadge } from "./tables.js";
+import { clearVerdictReasons } from "./verdict.js";
 import { loadGoldenPart, showDevices } from "./where.js";
 
 export function selectOp(op, { tensorId = null } = {}) {
@@ -49,7 +51,7 @@ export function selectOp(op, { tensorId = null } = {}) {
     state.restore = null;
   }
   loadContext(op.id);
-  writeHash();
+  changed("view");
 }
 
 function tensorChip(ref, label) {
@@ -95,6 +97,9 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
   state.tensor = t;
   state.hover = null;
   $("#tensor-view").hidden = false;
+  Object.assign($("#verdict"), { textContent: "\u2026", title: "being compared" }); // never another tensor's verdict
+  $("#verdict").dataset.passed = "";
+  clearVerdictReasons();
   if (restore && (restore.rtol || restore.atol)) {
     $("#rtol").value = restore.rtol ?? $("#rtol").value;
     $("#atol").value = restore.atol ?? $("#atol").value;
@@ -111,7 +116,13 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
     return;
   }
   if (state.tensor !== t) return;
-  $("#pcc").value = restore?.pcc ?? (t.info.policy?.rule_pcc ? t.info.policy.pcc : null) ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  if (restore?.pcc) {
+    $("#pcc").value = restore.pcc;
+    state.pccTouched = true;
+  } else if (!state.pccTouched) {
+    $("#pcc").value = (t.info.policy?.rule_pcc ? t.info.policy.pcc : null) ?? t.record?.desired_pcc ?? t.info.policy?.pcc ?? 0.99;
+  }
+  if (restore) restoreErrorView(restore);
   defaultTolerances(t.info.policy);
   syncSlider();
   setupTensorControls(t);
@@ -124,10 +135,20 @@ export async function openTensor(ref, { kind: wantedKind = null } = {}) {
   refreshHistograms();
   $("#worst-tile").hidden = !t.kind;
   showDevices(t);
-  if (restore?.pins) restorePins(t, restore.pins);
-  else clearPins();
-  showCores(t);
-  writeHash();
+  clearPins();
+  const cores = showCores(t);
+  changed("view");
+  if (restore?.pins) {
+    await cores; // each pin names its core: the core map first
+    if (state.tensor === t) restorePins(t, restore.pins);
+  }
+}
+
+/** The error kind and colour scale a URL names (``err=``, ``log=1``). */
+function restoreErrorView(restore) {
+  const kinds = [...$("#error-kind").options].map((o) => o.value);
+  if (kinds.includes(restore.err)) $("#error-kind").value = restore.err;
+  $("#log-scale").checked = restore.log === "1";
 }
 function setupTensorControls(t) {
   const compare = !!t.kind;
@@ -140,9 +161,8 @@ function setupTensorControls(t) {
   $("#hist-error-fig").hidden = !compare;
   $("#heatmaps").classList.toggle("single", !compare);
   $("#kind-select").value = t.kind || "local";
-  const verdict = $("#verdict");
   if (!compare) {
-    verdict.dataset.passed = "";
+    const verdict = $("#verdict");
     verdict.textContent = "no golden";
     verdict.title = "this tensor has no local or global comparison record";
   }
@@ -159,41 +179,8 @@ function setupTensorControls(t) {
   setupLeadFields(t);
 }
 
-/** One number box per leading axis (all but the last two) to pick the 2-D slice shown. */
-export function setupLeadFields(t) {
-  const shape = viewShape(t);
-  const lead = shape.slice(0, Math.max(0, shape.length - 2));
-  t.lead = lead.map((_, i) => Math.min(t.lead[i] ?? 0, lead[i] - 1));
-  const box = $("#lead-fields");
-  box.replaceChildren();
-  const text = (t) => {
-    const span = document.createElement("span");
-    span.className = "mono";
-    span.textContent = t;
-    box.append(span);
-  };
-  if (lead.length) text("view [");
-  lead.forEach((n, i) => {
-    if (i) text(",");
-    const label = box;
-    const input = document.createElement("input");
-    input.title = `index along axis ${i} (size ${n})`;
-    Object.assign(input, { type: "number", min: 0, max: n - 1, step: 1, value: t.lead[i] });
-    input.setAttribute("aria-label", `index along axis ${i}`);
-    input.disabled = n <= 1;
-    input.addEventListener("change", () => {
-      const v = Math.max(0, Math.min(n - 1, Math.trunc(Number(input.value)) || 0));
-      input.value = v;
-      t.lead[i] = v;
-      state.hover = null;
-      fetchHeatmaps();
-    });
-    label.append(input);
-  });
-  if (lead.length) text(", :, :]");
-}
 export function onTolerance() {
   refreshCompare();
   fetchHeatmapsSoon();
-  writeHash();
+  changed("view");
 }

@@ -25,6 +25,12 @@ const STYLE = `
 .overview-readout { font-size: 12px; min-height: 1.3em; color: var(--muted, #667085); font-family: var(--mono, monospace); }
 `;
 
+/** Why the overview names no culprit: the operations failing globally though each passes locally, if any. */
+function noCulprit(victims) {
+  return victims ? `no culprit: every operation passes locally; ${victims.toLocaleString("en-US")} fail${victims === 1 ? "s" : ""} ` +
+    "globally (victims of their inputs)" : "no culprit";
+}
+
 function node(tag, props = {}, ...children) {
   const n = Object.assign(document.createElement(tag), props);
   n.append(...children);
@@ -169,7 +175,8 @@ export function mountOverview(container, { api, report, open }) {
     first.textContent = `${data.total.toLocaleString("en-US")} operations \u00b7 ` + (f ? `\u25bc first culprit #${f.operation_id} ${f.name ?? ""}`
       : data.pending ? "verdicts being recomputed\u2026 (recorded verdicts shown)"
       : err ? `roles unknown: ${err.error}`
-      : data.judged ? "no culprit" : "roles unknown (report too large for a request): recorded verdicts");
+      : data.judged ? noCulprit([...data.roles].filter((r) => r === "v").length)
+      : "roles unknown (report too large for a request): recorded verdicts");
     container.dataset.total = String(data.total);
     container.dataset.firstCulprit = f ? String(f.operation_id) : "";
     container.dataset.policy = data.policy;
@@ -191,7 +198,9 @@ export function mountOverview(container, { api, report, open }) {
     const step = { ArrowLeft: -1, ArrowRight: 1, Home: -n, End: n }[ev.key];
     if (step !== undefined) {
       ev.preventDefault();
-      cursor = Math.min(n - 1, Math.max(0, (cursor < 0 ? 0 : cursor) + step));
+      // the first key lands on the first operation (End on the last) when none is chosen yet
+      const from = cursor >= 0 ? cursor : step > 0 && step < n ? -1 : step < 0 && step > -n ? 1 : 0;
+      cursor = Math.min(n - 1, Math.max(0, from + step));
       readout.textContent = describe(cursor);
       draw();
     } else if (ev.key === "Enter" && cursor >= 0) {

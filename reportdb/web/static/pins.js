@@ -5,9 +5,9 @@
 import { $, el, reportError } from "./dom.js";
 import { fmt } from "./format.js";
 import { drawAll } from "./heatmaps.js";
-import { writeHash } from "./hash.js";
-import { coreRow, fullIndex, localPoint, serverPoint, tileRow } from "./hover.js";
-import { state, viewShape } from "./state.js";
+import { fullIndex, localPoint, serverPoint, tileRow } from "./points.js";
+import { coreAt, state, viewShape } from "./state.js";
+import { changed, subscribe } from "./store.js";
 
 const COLUMNS = [["actual", "actual"], ["golden", "golden"], ["abs_error", "|a\u2212g|"], ["value", "value"]];
 
@@ -49,9 +49,15 @@ async function addPin(t, index) {
   const values = Object.fromEntries(rows.map((row) => [row[2], row[4]]));
   const shown = Object.fromEntries(rows.map((row) => [row[2], row[1]]));
   const tile = tileRow(t, r, c)[1].split(" rows")[0];
-  const core = coreRow(t, r, c)[0]?.[1] ?? "";
-  state.pins.push({ index, lead, r, c, values, shown, tile, core, bad: rows.some((row) => row[3]) });
+  state.pins.push({ index, lead, r, c, values, shown, tile, bad: rows.some((row) => row[3]) });
   renderPins();
+}
+
+/** The core and shard holding a pin (from the open tensor's core map at the pin's own leading indices), or "". */
+function pinCore(p) {
+  const t = state.tensor;
+  const core = t ? coreAt(t, p.r, p.c, p.index.slice(0, Math.max(0, p.index.length - 2))) : null;
+  return core ? `(${core.core ? core.core.join(", ") : "?"}) shard ${core.shard}` : "";
 }
 
 /** Remove pin `i`. */
@@ -96,7 +102,7 @@ function renderPins() {
       td.dataset.key = key;
       tr.append(td);
     }
-    tr.append(el("td", { className: "mono" }, p.tile), el("td", { className: "mono" }, p.core));
+    tr.append(el("td", { className: "mono" }, p.tile), el("td", { className: "mono pin-core" }, pinCore(p)));
     if (pins.length > 1) {
       for (const [key] of cols) {
         const d = i === 0 || !(key in p.values) || !(key in first.values) ? null : p.values[key] - first.values[key];
@@ -114,5 +120,8 @@ function renderPins() {
   pins.forEach((p, i) => { p.n = i + 1; });
   $("#pins-table").replaceChildren(head, ...rows);
   drawAll();
-  writeHash();
+  changed("view");
 }
+
+// The core map may arrive after the pins: name their cores then.
+subscribe("cores", (t) => { if (t === state.tensor && state.pins.length) renderPins(); });

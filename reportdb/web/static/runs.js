@@ -4,13 +4,14 @@ import { api } from "./api.js";
 import { Scale, gridImage } from "./colour.js";
 import { $, $$, reportError, showStatus } from "./dom.js";
 import { fmt, fmtInt, fmtPcc, num } from "./format.js";
-import { writeHash } from "./hash.js";
 import { openOperationById, showReportSummary, switchTab } from "./oplist.js";
 import { dims2d, state } from "./state.js";
+import { changed } from "./store.js";
 import { badge } from "./tables.js";
 
 export let runData = null;
-export const runPair = { row: null, view: null, seq: 0 };
+/** The open pair: its row, view window, leading indices, the grids drawn and their scales (for hover). */
+export const runPair = { row: null, view: null, lead: [], seq: 0, grids: null, scales: null };
 
 /** Tolerances of run against run: the fields the user filled; empty ones stay the policy's for each dtype. */
 export function runTolerances() {
@@ -72,20 +73,21 @@ export async function compareRuns() {
   $("#run-summary").textContent = `${runData.items.length} outputs compared: ${counts.identical} identical, ` +
     `${counts.within_tolerance} within tolerance, ${counts.diverges} diverge` +
     (first ? ` \u00b7 first divergence: op ${first.operation_id_b} ${first.name}` : " \u00b7 no divergence");
-  writeHash();
+  changed("view");
 }
 
-/** Open the first diverging output's A-against-B view. */
-export function jumpToDivergence() {
+/** Open the first diverging output's A-against-B view, its row kept in sight in the table above it. */
+export async function jumpToDivergence() {
   const tr = $("#run-table tbody tr.divergence");
   if (!tr) return;
-  tr.scrollIntoView({ block: "center" });
-  tr.focus();
-  openRunPair(Number(tr.dataset.row));
+  tr.focus({ preventScroll: true });
+  await openRunPair(Number(tr.dataset.row));
+  tr.scrollIntoView({ block: "nearest" }); // once the pair's panels are drawn and took their room
 }
 
-/** Show matched output `i` of the runs as A, B and |A-B| heatmaps over one shared, zoomable view. */
-export function openRunPair(i, view = null) {
+/** Show matched output `i` of the runs as A, B and |A-B| heatmaps over one shared, zoomable view (resolved once
+ * they are drawn). */
+export async function openRunPair(i, view = null) {
   const row = runData?.items[i];
   if (!row) return;
   for (const tr of $$("#run-table tbody tr")) tr.setAttribute("aria-selected", String(Number(tr.dataset.row) === i));
@@ -97,6 +99,7 @@ export function openRunPair(i, view = null) {
   }
   const [H, W] = dims2d(row.shape);
   runPair.view = { y0: 0, y1: H, x0: 0, x1: W, H, W };
+  runPair.lead = row.shape.slice(0, -2).map(() => 0);
   const asked = (view || "").match(/^(\d+):(\d+),(\d+):(\d+)$/);
   if (asked) {
     const [y0, y1, x0, x1] = asked.slice(1).map(Number);
@@ -105,6 +108,14 @@ export function openRunPair(i, view = null) {
   $("#run-pair").hidden = false;
   $("#run-pair-title").textContent = `#${row.operation_id_a} / #${row.operation_id_b} ${row.name} out${row.output_index}: ` +
     `t${row.tensor_a} (A) against t${row.tensor_b} (B) \u00b7 ${(row.verdict ?? "").replace("_", " ")}`;
+  changed("run-pair", row);
+  await fetchRunPair();
+}
+
+/** Show the pair's window ``[y0, y1) x [x0, x1)`` at leading indices ``lead``. */
+export function setRunView(lead, y0, y1, x0, x1) {
+  runPair.lead = lead;
+  Object.assign(runPair.view, { y0, y1, x0, x1 });
   fetchRunPair();
 }
 
@@ -131,7 +142,7 @@ async function fetchRunPair() {
   const fit = room >= 1 ? Math.floor(room) : room; // whole pixels per element where they fit: square cells
   const cw = Math.max(1, Math.round(w * fit));
   const ch = Math.max(1, Math.round(h * fit));
-  const lead = row.shape.length > 2 ? row.shape.slice(0, -2).map(() => 0).join(",") : "";
+  const lead = runPair.lead.join(",");
   const base = {
     a: runData.a, b: runData.b, tensor_a: row.tensor_a, tensor_b: row.tensor_b, index: lead, y: `${v.y0}:${v.y1}`,
     x: `${v.x0}:${v.x1}`, width: Math.min(cw, w), height: Math.min(ch, h), format: "json",
@@ -163,10 +174,12 @@ async function fetchRunPair() {
     fig.dataset.region = `${grids[k].y[0]}:${grids[k].y[1]},${grids[k].x[0]}:${grids[k].x[1]}`;
     fig.dataset.cell = grids[k].cell.join(",");
     fig.dataset.max = String(num(grids[k].max));
-    $(".scale", fig).textContent = `${fmt(scale.lo, 3)} \u2026 ${fmt(scale.hi, 3)} \u00b7 ${grids[k].cell.join("\u00d7")} per cell`;
+    $(".scale", fig).textContent = `${grids[k].cell.join("\u00d7")} per cell`;
+    scale.legend(fig);
   });
+  Object.assign(runPair, { grids, scales: [values, values, errors] });
   $("#run-region").textContent = `rows ${v.y0}\u2013${v.y1 - 1} of ${v.H} \u00b7 cols ${v.x0}\u2013${v.x1 - 1} of ${v.W}`;
-  writeHash();
+  changed("view");
 }
 
 /** Open a run-vs-run row's operation of run B in the operations view. */

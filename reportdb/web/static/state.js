@@ -18,6 +18,7 @@ export const state = {
   pins: [], // pinned points of the open tensor: {n, r, c, lead, index, rows}
   compareSeq: 0,
   tolTouched: false, // the user chose rtol/atol (until then the server applies the policy's)
+  pccTouched: false, // the user typed a PCC threshold (until then the policy's, which the field shows)
 };
 
 
@@ -30,13 +31,21 @@ export function defaultTolerances(policy) {
   $("#rtol").title = $("#atol").title = `the tolerance policy's for ${policy.dtype}` + (policy.operation ? ` (${policy.operation})` : "") + "; edit to override";
 }
 
-/** The tolerances requests carry: rtol/atol only once the user chose them (until then the server applies the
- * policy's exact values, which the fields show rounded), and the PCC threshold. */
+/** The tolerances requests carry: rtol/atol and the PCC threshold only once the user chose them (until then the
+ * server applies the policy's, which the fields show), so choosing another policy changes the verdicts. */
 export const tol = () => ({
   rtol: state.tolTouched ? $("#rtol").value || null : null,
   atol: state.tolTouched ? $("#atol").value || null : null,
-  pcc: $("#pcc").value || "0.99",
+  pcc: state.pccTouched ? $("#pcc").value || null : null,
 });
+
+/** Show the PCC threshold a comparison was judged at in the field, unless the user typed one. */
+export function showPolicyPcc(pcc) {
+  if (state.pccTouched || pcc === null || pcc === undefined) return;
+  $("#pcc").value = String(pcc);
+  $("#pcc").title = "the tolerance policy's threshold; edit to override";
+  syncSlider();
+}
 
 export const panels = {};
 /** The shape of the 2-D view's source: the selected shard's shape, or the whole tensor's. */
@@ -46,6 +55,16 @@ export function viewShape(t) {
     if (shard) return shard.shape;
   }
   return t.info.shape || [];
+}
+
+/** The core entry (with its region) whose shard holds element (r, c) of the view at leading indices ``lead`` (the
+ * view's own by default), from the open tensor's core map. */
+export function coreAt(t, r, c, lead = t.lead) {
+  const key = lead.join(",");
+  return (t.cores || []).find((k) => {
+    const g = k.region;
+    return g && g.index.join(",") === key && r >= g.y[0] && r < g.y[1] && c >= g.x[0] && c < g.x[1];
+  }) || null;
 }
 
 /** H x W of the 2-D view: the last two axes (a 1-D tensor is a 1 x N view, a scalar 1 x 1). */

@@ -2,8 +2,9 @@
 
 import { ApiError, api } from "./api.js";
 import { $, debounce, el, reportError } from "./dom.js";
-import { fmt, fmtBytes, fmtInt, fmtPcc } from "./format.js";
-import { state, tol } from "./state.js";
+import { fmt, fmtBytes, fmtInt, fmtPcc, num } from "./format.js";
+import { showPolicyPcc, state, tol } from "./state.js";
+import { clearVerdictReasons, renderVerdict } from "./verdict.js";
 
 /** The badge of an output's role (culprit, victim, pass) as the API's golden analysis gives it. */
 export function roleBadge(role) {
@@ -110,6 +111,8 @@ const METRICS = [
   ["pcc", "PCC", fmtPcc],
   ["recorded_pcc", "recorded PCC", fmtPcc],
   ["pcc_ttmetal", "PCC (tt-metal)", fmtPcc],
+  ["sqnr_db", "SQNR", (v) => (num(v) === null ? "\u2014" : `${fmt(v, 4)} dB`)],
+  ["tile_sqnr_db", "worst tile SQNR", (v) => (num(v) === null ? "\u2014" : `${fmt(v, 4)} dB`)],
   ["cosine", "cosine", fmtPcc],
   ["max_abs_error", "max |a\u2212g|", fmt],
   ["mean_abs_error", "mean |a\u2212g|", fmt],
@@ -121,6 +124,8 @@ const METRICS = [
   ["nonfinite", "NaN / Inf mismatch", null],
   ["fit", "fit g \u2248 k\u00b7a + c", null],
 ];
+/** The metric a failed criterion reads, where its name is not the metric's. */
+const FAILED_METRIC = { max_ulp: "ulp_max", max_mismatch_fraction: "allclose_mismatches", "rtol/atol": "allclose_mismatches" };
 const FLAG_NAMES = ["shape_mismatch", "nonfinite_mismatch", "constant_input", "scale_or_offset_error"];
 
 export const refreshCompare = debounce(async () => {
@@ -133,11 +138,14 @@ export const refreshCompare = debounce(async () => {
       report: state.report, rank: t.ref.rank, device: t.device, ...tol(),
     });
     if (seq !== state.compareSeq || state.tensor !== t) return;
+    showPolicyPcc(data.tolerances?.pcc);
+    renderVerdict(t, data);
     renderMetrics(data);
   } catch (err) {
     if (seq === state.compareSeq && err?.name !== "AbortError") {
       $("#verdict").dataset.passed = "";
       $("#verdict").textContent = "n/a";
+      clearVerdictReasons();
       const dl = $("#metrics");
       dl.replaceChildren();
       const div = document.createElement("div");
@@ -152,12 +160,10 @@ export const refreshCompare = debounce(async () => {
   }
 }, 200);
 
+/** The metrics grid of a compare-tensor answer, each failed criterion's metric marked. */
 function renderMetrics(data) {
   const m = data.metrics || {};
-  const verdict = $("#verdict");
-  verdict.dataset.passed = String(data.passed);
-  verdict.textContent = data.passed ? "PASS" : "FAIL";
-  verdict.title = `PCC ${fmtPcc(m.pcc)} against threshold ${data.tolerances?.pcc}` + (m.notes?.length ? `\n${m.notes.join("\n")}` : "");
+  const failed = new Set((data.verdict?.failed || []).map((name) => FAILED_METRIC[name] ?? name));
   const dl = $("#metrics");
   dl.replaceChildren();
   const values = {
@@ -185,7 +191,8 @@ function renderMetrics(data) {
       if (!(key in values)) continue;
       text = f(values[key]);
       title = values[key] === null || values[key] === undefined ? "" : String(values[key]);
-      if (key === "pcc") cls = data.passed ? "good" : "bad";
+      if (key === "pcc" || key === "sqnr_db") cls = failed.has(key) ? "bad" : data.passed ? "good" : "";
+      else if (failed.has(key)) cls = "bad";
       if (key === "ulp_max" && m.ulp_dtype) title = `in ${m.ulp_dtype} units`;
     }
     const div = document.createElement("div");

@@ -4,7 +4,7 @@ import { api } from "./api.js";
 import { $, el, reportError, showStatus } from "./dom.js";
 import { fmt, fmtPcc } from "./format.js";
 import { fetchHeatmaps, setView } from "./heatmaps.js";
-import { setupLeadFields } from "./opview.js";
+import { setupLeadFields } from "./leadfields.js";
 import { state } from "./state.js";
 import { badge } from "./tables.js";
 
