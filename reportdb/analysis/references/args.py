@@ -171,6 +171,55 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "empty": parse_empty, "word": parse_word,
 }  # fmt: skip
 
+# Parsers of the placement, shape and creation references (``placement``, ``shapes``, ``creation``).
+
+#: The ttnn dtypes a text may name where a placement's positional argument is either a dtype or a placement setting.
+_DTYPE_NAMES = frozenset({"bfloat16", "float32", "bfloat8_b", "bfloat4_b", "uint8", "uint16", "uint32", "int32"})
+_PAIR = re.compile(r"[\[(]\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*[\])]")
+
+
+def parse_dtype_or_placement(text: str) -> str | None:
+    """A positional argument that is an output dtype in one overload and a placement setting (grid, shard shape,
+    scheme, orientation, memory config) in another: the dtype's lower-case name, or None for any other text."""
+    match = re.fullmatch(r"(?:DataType\.|ttnn\.)([A-Za-z0-9_]+)", text.strip())
+    name = match.group(1).lower() if match else ""
+    return name if name in _DTYPE_NAMES else None
+
+
+def parse_pairs_or_ints(text: str) -> tuple[Any, ...]:
+    """ttnn.pad's ``padding``: a list of (before, after) pairs (``[(0, 0), (0, 28)]``, or ttnn 0.6x's
+    ``(0, 0), (0, 28)``) as a tuple of pairs, or an output shape (a sequence of integers) as a tuple of ints."""
+    value = text.strip()
+    pairs = _PAIR.findall(value)
+    if pairs:
+        rest = _PAIR.sub("", value)
+        if not re.fullmatch(r"[\[(]?[\s,]*[\])]?", rest):
+            raise ValueError(f"not a list of pairs: {text!r}")
+        return tuple((_int(text, a), _int(text, b)) for a, b in pairs)
+    return parse_ints(text)
+
+
+def parse_float_or_ints(text: str) -> float | tuple[int, ...]:
+    """A number, or else a sequence of integers (ttnn.pad's third positional argument: a value or a start)."""
+    try:
+        return parse_float(text)
+    except ValueError:
+        return parse_ints(text)
+
+
+def parse_bool_or_int(text: str) -> int:
+    """A count given as a bool or an integer (ttnn.var's ``correction``: ``True`` is 1)."""
+    try:
+        return int(parse_bool(text))
+    except ValueError:
+        return parse_int(text)
+
+
+PARSERS.update({
+    "dtype_or_placement": parse_dtype_or_placement, "pairs_or_ints": parse_pairs_or_ints,
+    "float_or_ints": parse_float_or_ints, "bool_or_int": parse_bool_or_int,
+})
+
 
 @dataclass(frozen=True)
 class Param:

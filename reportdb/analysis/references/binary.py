@@ -1,5 +1,7 @@
 """The elementwise binary operations add, subtract, multiply and divide in float32, with numpy's (= torch's)
-broadcasting; either operand may be a scalar."""
+broadcasting; either operand may be a scalar. The in-place forms (``add_``, ``sub_``, ``mul_``...) give the same values:
+ttnn 0.81.1's golden of each (tt-metal ``ttnn/ttnn/operations/binary.py``, ``inplace_golden_function``) is its
+out-of-place golden, written back into the first operand, which is the output a report records."""
 
 from __future__ import annotations
 
@@ -40,12 +42,12 @@ def _binary(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[...,
     return run
 
 
-reference("ttnn.add", params=_PARAMS, size=_size)(_binary(np.add))
-reference("ttnn.subtract", "ttnn.sub", params=_PARAMS, size=_size)(_binary(np.subtract))
-reference("ttnn.multiply", "ttnn.mul", params=_PARAMS, size=_size)(_binary(np.multiply))
+reference("ttnn.add", "ttnn.add_", params=_PARAMS, size=_size)(_binary(np.add))
+reference("ttnn.subtract", "ttnn.sub", "ttnn.subtract_", "ttnn.sub_", params=_PARAMS, size=_size)(_binary(np.subtract))
+reference("ttnn.multiply", "ttnn.mul", "ttnn.multiply_", "ttnn.mul_", params=_PARAMS, size=_size)(_binary(np.multiply))
 
 
-@reference("ttnn.divide", "ttnn.div", params=_PARAMS + (Param("rounding_mode", "word", 2),), size=_size)
+@reference("ttnn.divide", "ttnn.div", "ttnn.divide_", "ttnn.div_", params=_PARAMS + (Param("rounding_mode", "word", 2),), size=_size)
 def divide(input_tensor_a: Any, input_tensor_b: Any, rounding_mode: str | None = None, **_: Any) -> np.ndarray:
     """ttnn.divide: true division, or rounded toward zero (``trunc``) or down (``floor``)."""
     out = _binary(np.divide)(input_tensor_a, input_tensor_b)

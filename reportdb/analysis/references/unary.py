@@ -1,5 +1,6 @@
-"""The elementwise unary operations in float32: relu, gelu (exact or tanh), silu, sigmoid, tanh, exp, log, sqrt,
-rsqrt, reciprocal, neg, abs, clamp and pow. A fast/approximate device mode leaves the reference exact: it is the
+"""The elementwise unary operations in float32: relu, relu6, gelu (exact or tanh), silu and swish, sigmoid and
+sigmoid_accurate, softplus, tanh, exp, log, sqrt, rsqrt, reciprocal, neg, abs, sin, cos, floor, clamp and pow, as ttnn
+0.81.1's golden functions (tt-metal ``ttnn/ttnn/operations/unary.py``) map them onto torch's. A fast/approximate device mode leaves the reference exact: it is the
 value the approximation aims at, and the tolerance policy judges how far the device may be from it."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ _SIMPLE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": ACTIVATIONS["relu"], "silu": ACTIVATIONS["silu"], "sigmoid": ACTIVATIONS["sigmoid"], "tanh": np.tanh,
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "neg": np.negative, "abs": np.abs,
     "rsqrt": lambda x: np.float32(1) / np.sqrt(x), "reciprocal": lambda x: np.float32(1) / x,
+    "sin": np.sin, "cos": np.cos, "floor": np.floor, "relu6": lambda x: np.minimum(np.maximum(x, 0), 6),
+    "swish": ACTIVATIONS["silu"], "sigmoid_accurate": ACTIVATIONS["sigmoid"],
 }  # fmt: skip
 
 for _name, _function in _SIMPLE.items():
@@ -71,3 +74,15 @@ def pow(input_tensor: Any, exponent: Any, **_: Any) -> np.ndarray:
     e = floats("exponent", exponent) if isinstance(exponent, np.ndarray) else np.float32(exponent)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.power(floats("input_tensor", input_tensor), e).astype(np.float32)
+
+
+@reference("ttnn.softplus", params=_BASE + (Param("beta", "float", default=1.0), Param("threshold", "float", default=20.0)))
+def softplus(input_tensor: Any, beta: float, threshold: float, **_: Any) -> np.ndarray:
+    """ttnn.softplus as torch.nn.functional.softplus: ``log(1 + exp(beta * x)) / beta``, and ``x`` itself where
+    ``beta * x`` exceeds ``threshold`` (golden ``_golden_function_softplus``), in float64 rounded once."""
+    if beta == 0:
+        raise UnsupportedArguments(["beta"], "a beta of 0")
+    x = floats("input_tensor", input_tensor).astype(np.float64)
+    with np.errstate(over="ignore"):
+        smooth = np.logaddexp(0.0, beta * x) / beta
+    return np.where(beta * x > threshold, x, smooth).astype(np.float32)
