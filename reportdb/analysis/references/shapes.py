@@ -18,9 +18,12 @@ _IN = Param("input_tensor", "tensor", 0, required=True)
 
 def _pad_pairs(dims: tuple[int, ...], padding: tuple[Any, ...], start: Any) -> list[tuple[int, int]]:
     """ttnn.pad's (before, after) per axis from either overload: a list of pairs (the leading axes unpadded when it is
-    shorter than the rank), or an output shape with the input's start in it."""
+    shorter than the rank; ttnn 0.6x's texts flatten it to ``0, 0, 0, 2`` when no start follows), or an output shape
+    with the input's start in it."""
     if padding and isinstance(padding[0], tuple):
         pairs = list(padding)
+    elif start is None and len(padding) % 2 == 0:
+        pairs = list(zip(padding[::2], padding[1::2]))
     else:
         if not isinstance(start, tuple) or len(start) != len(dims) or len(padding) != len(dims):
             raise UnsupportedArguments(["padding"], f"an output shape {padding} and start {start} for rank {len(dims)}")
@@ -34,7 +37,8 @@ def _pad_size(values: Mapping[str, Any]) -> int:
     """The padded output's elements (a hostile padding is refused before it sizes anything)."""
     dims = shape(values["input_tensor"])
     try:
-        pairs = _pad_pairs(dims, values["padding"], values.get("arg2"))
+        start = values.get("arg2")
+        pairs = _pad_pairs(dims, values["padding"], start if isinstance(start, tuple) else values.get("input_tensor_start"))
     except UnsupportedArguments:
         return elements(dims)
     return elements([d + a + b for d, (a, b) in zip(dims, pairs)])
@@ -42,14 +46,15 @@ def _pad_size(values: Mapping[str, Any]) -> int:
 
 @reference("ttnn.pad", params=(
     _IN, Param("padding", "pairs_or_ints", 1, required=True), Param("arg2", "float_or_ints", 2),
-    Param("arg3", "float", 3), Param("value", "float"), Param("use_multicore", "ignored"),
+    Param("arg3", "float", 3), Param("value", "float"), Param("input_tensor_start", "ints"),
+    Param("use_multicore", "ignored"),
 ), size=_pad_size)
 def pad(input_tensor: Any, padding: tuple[Any, ...], arg2: Any, arg3: float | None, value: float | None,
-        **_: Any) -> np.ndarray:
+        input_tensor_start: tuple[int, ...] | None, **_: Any) -> np.ndarray:
     """ttnn.pad(input, padding_pairs, value) or ttnn.pad(input, output_shape, input_start, value): the input with
     ``value`` before and after it on each axis (golden: torch.nn.functional.pad, mode constant)."""
     x = np.asarray(input_tensor)
-    start = arg2 if isinstance(arg2, tuple) else None
+    start = arg2 if isinstance(arg2, tuple) else input_tensor_start
     fill = value if value is not None else arg3 if start is not None else arg2
     if fill is None:
         raise UnsupportedArguments(["value"], "required but not recorded")
