@@ -207,6 +207,27 @@ def placement_shapes_creation_comparison_sampling_cases(x4: np.ndarray) -> list[
         ("ttnn.plus_one", [RNG.integers(0, 1000, (1, 32)).astype(np.int64)], {}),
         ("ttnn.topk", [distinct, 8], {}),  # two outputs: values and indices
         ("ttnn.topk", [distinct, 4, 2], {"largest": False}),
+        ("ttnn.sort", [distinct, -1], {}),
+        ("ttnn.sort", [distinct], {"dim": 2, "descending": True}),
+        # the operations one or two models call
+        ("ttnn.bcast", [x4, normal(1, 1, 32, 64), ttnn.BcastOpMath.ADD, ttnn.BcastOpDim.H], {}),
+        ("ttnn.bcast", [x4, normal(1, 1, 32, 32), ttnn.BcastOpMath.MUL, ttnn.BcastOpDim.HW], {}),
+        ("ttnn.bcast", [x4, normal(1, 1, 32, 32), ttnn.BcastOpMath.SUB, ttnn.BcastOpDim.W], {}),
+        ("ttnn.elu", [x4 * 3], {"alpha": 0.5}),
+        ("ttnn.erf", [x4 * 2], {}),
+        ("ttnn.eqz", [whole], {}),
+        ("ttnn.alt_complex_rotate90", [x4], {}),
+        ("ttnn.bitwise_and", [RNG.integers(0, 1 << 20, (1, 32)).astype(np.int64), 0xF0F], {}),
+        ("ttnn.bitwise_or", [RNG.integers(0, 1 << 20, (1, 32)).astype(np.int64), 0x101], {}),
+        ("ttnn.bitwise_not", [RNG.integers(-1000, 1000, (1, 32)).astype(np.int64)], {}),
+        ("ttnn.lerp", [x4, normal(1, 1, 32, 64), 0.25], {}),
+        ("ttnn.lerp", [x4, normal(1, 1, 32, 64), normal(1, 1, 32, 64)], {}),
+        ("ttnn.addcmul", [x4, normal(1, 1, 32, 64), normal(1, 1, 32, 64)], {"value": 0.5}),
+        ("ttnn.experimental.broadcast_to", [normal(1, 1, 1, 64), [2, 3, 32, 64]], {}),
+        ("ttnn.fill", [x4, 1.75], {}),
+        ("ttnn.moreh_full", [[1, 32, 32], 0.3], {}),
+        ("ttnn.fill_rm", [1, 2, 32, 32, 5, 7, normal(1, 2, 32, 32), 2.0, -1.0], {}),
+        ("ttnn.fill_ones_rm", [1, 1, 32, 32, 3, 40, normal(1, 1, 32, 32)], {}),
     ]
 
 

@@ -122,6 +122,32 @@ HAND = [  # (op, inputs, arguments, expected outputs)
     ("ttnn.topk", [np.array([[3.0, 1.0, 4.0, 1.0, 5.0]], F)], [A("1", "3")], [[[5, 4, 3]], [[4, 2, 0]]]),
     ("ttnn.topk", [np.array([[3.0, 1.0, 4.0, 1.0, 5.0]], F)], [A("1", "2"), A("largest", "False")],
      [[[1, 1]], [[1, 3]]]),  # a tie: the lower index first
+    ("ttnn.sort", [np.array([[3.0, 1.0, 4.0, 1.0]], F)], [], [[[1, 1, 3, 4]], [[1, 3, 0, 2]]]),
+    ("ttnn.sort", [np.array([[3.0, np.nan, 4.0]], F)], [A("descending", "True")], [[[np.nan, 4, 3]], [[1, 2, 0]]]),
+    ("ttnn.bcast", [X, np.array([[10.0, 20.0, 30.0], [7.0, 7.0, 7.0]], F)], [A("2", "BcastOpMath.ADD"),
+                                                                             A("3", "BcastOpDim.H")],
+     [[[11, 22, 33], [14, 25, 36]]]),  # only b's first row
+    ("ttnn.bcast", [X, np.array([[2.0, 5.0], [3.0, 5.0]], F)], [A("2", "ttnn.BcastOpMath.MUL"), A("3", "BcastOpDim::W")],
+     [[[2, 4, 6], [12, 15, 18]]]),  # only b's first column
+    ("ttnn.bcast", [X, np.array([[1.0, 5.0], [5.0, 5.0]], F)], [A("2", "BcastOpMath.SUB"), A("3", "BcastOpDim.HW")],
+     [X - 1]),
+    ("ttnn.elu", [np.array([-1.0, 2.0], F)], [A("alpha", "0.5")], [[0.5 * (math.exp(-1) - 1), 2]]),
+    ("ttnn.erf", [np.array([0.0, 1.0], F)], [], [[0, math.erf(1)]]),
+    ("ttnn.eqz", [np.array([0.0, -0.0, 1.0], F)], [], [[1, 1, 0]]),
+    ("ttnn.alt_complex_rotate90", [np.array([1.0, 2.0, 3.0, 4.0], F)], [], [[-2, 1, -4, 3]]),
+    ("ttnn.bitwise_and", [np.array([0b1100, 0b1010], np.int32)], [A("1", "6")], [[0b0100, 0b0010]]),
+    ("ttnn.bitwise_or", [np.array([0b1100, 0b1010], np.int32)], [A("1", "1")], [[0b1101, 0b1011]]),
+    ("ttnn.bitwise_not", [np.array([0, 5], np.int32)], [], [[-1, -6]]),
+    ("ttnn.lerp", [np.array([0.0, 10.0], F), np.array([4.0, 20.0], F)], [A("2", "0.25")], [[1, 12.5]]),
+    ("ttnn.addcmul", [np.array([1.0], F), np.array([2.0], F), np.array([3.0], F)], [A("value", "0.5")], [[4]]),
+    ("ttnn.experimental.broadcast_to", [np.array([[1.0, 2.0]], F)], [A("1", "[2, 2]")], [[[1, 2], [1, 2]]]),
+    ("ttnn.fill", [X], [A("1", "-3")], [np.full((2, 3), -3.0)]),
+    ("ttnn.moreh_full", [], [A("0", "[2]"), A("1", "0.1"), A("2", "MeshDevice(1x1)")], [[0.10009765625] * 2]),
+    ("ttnn.fill_rm", [np.zeros((1, 1, 2, 3), F)], [*(A(str(i), v) for i, v in enumerate("1 1 2 3 1 2".split())),
+                                                   A("6", T.format(1)), A("7", "5"), A("8", "-1")],
+     [[[[[5, 5, -1], [-1, -1, -1]]]]]),
+    ("ttnn.fill_ones_rm", [np.zeros((1, 1, 2, 2), F)], [*(A(str(i), v) for i, v in enumerate("1 1 2 2 2 1".split())),
+                                                        A("6", T.format(1))], [[[[[1, 0], [1, 0]]]]]),
 ]
 
 
@@ -132,7 +158,7 @@ def test_hand_checked(op: str, inputs: list[np.ndarray], args: list[A], expected
     for out, want in zip(outputs, expected):
         wanted = np.asarray(want, dtype=np.float64)
         assert out.shape == wanted.shape
-        np.testing.assert_allclose(out.astype(np.float64), wanted, rtol=2e-7, atol=1e-7)
+        np.testing.assert_allclose(out.astype(np.float64), wanted, rtol=2e-7, atol=1e-7, equal_nan=True)
 
 
 def test_placements_keep_the_values_and_the_dtype() -> None:

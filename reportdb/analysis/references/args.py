@@ -187,16 +187,18 @@ def parse_dtype_or_placement(text: str) -> str | None:
 
 
 def parse_pairs_or_ints(text: str) -> tuple[Any, ...]:
-    """ttnn.pad's ``padding``: a list of (before, after) pairs (``[(0, 0), (0, 28)]``, or ttnn 0.6x's
-    ``(0, 0), (0, 28)``) as a tuple of pairs, or an output shape (a sequence of integers) as a tuple of ints."""
+    """ttnn.pad's ``padding``: a sequence of integers (an output shape; ttnn 0.6x's text of one pair, ``(0, 28)``, too)
+    as a tuple of ints, else a list of (before, after) pairs (``[(0, 0), (0, 28)]``, or ttnn 0.6x's
+    ``(0, 0), (0, 28)``) as a tuple of pairs."""
+    try:
+        return parse_ints(text)
+    except ValueError:
+        pass
     value = text.strip()
     pairs = _PAIR.findall(value)
-    if pairs:
-        rest = _PAIR.sub("", value)
-        if not re.fullmatch(r"[\[(]?[\s,]*[\])]?", rest):
-            raise ValueError(f"not a list of pairs: {text!r}")
-        return tuple((_int(text, a), _int(text, b)) for a, b in pairs)
-    return parse_ints(text)
+    if not pairs or not re.fullmatch(r"[\[(]?[\s,]*[\])]?", _PAIR.sub("", value)):
+        raise ValueError(f"not a list of pairs: {text!r}")
+    return tuple((_int(text, a), _int(text, b)) for a, b in pairs)
 
 
 def parse_float_or_ints(text: str) -> float | tuple[int, ...]:
@@ -215,9 +217,18 @@ def parse_bool_or_int(text: str) -> int:
         return parse_int(text)
 
 
+def parse_enum(text: str) -> str:
+    """An enum value as Python or C++ prints it (``BcastOpMath.ADD``, ``ttnn.BcastOpDim.HW``, ``BcastOpDim::W``) as
+    its lower-case member name."""
+    match = re.fullmatch(r"(?:ttnn\.)?(?:[A-Za-z_][A-Za-z_0-9]*(?:::|\.))?([A-Za-z_][A-Za-z_0-9]*)", text.strip())
+    if not match:
+        raise ValueError(f"not an enum value: {text!r}")
+    return match.group(1).lower()
+
+
 PARSERS.update({
     "dtype_or_placement": parse_dtype_or_placement, "pairs_or_ints": parse_pairs_or_ints,
-    "float_or_ints": parse_float_or_ints, "bool_or_int": parse_bool_or_int,
+    "float_or_ints": parse_float_or_ints, "bool_or_int": parse_bool_or_int, "enum": parse_enum,
 })
 
 

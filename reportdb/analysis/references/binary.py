@@ -1,7 +1,8 @@
 """The elementwise binary operations add, subtract, multiply and divide in float32, with numpy's (= torch's)
 broadcasting; either operand may be a scalar. The in-place forms (``add_``, ``sub_``, ``mul_``...) give the same values:
 ttnn 0.81.1's golden of each (tt-metal ``ttnn/ttnn/operations/binary.py``, ``inplace_golden_function``) is its
-out-of-place golden, written back into the first operand, which is the output a report records."""
+out-of-place golden, written back into the first operand, which is the output a report records. ttnn.bcast is the
+legacy add, subtract or multiply whose second operand broadcasts one column, row or element of itself."""
 
 from __future__ import annotations
 
@@ -56,3 +57,30 @@ def divide(input_tensor_a: Any, input_tensor_b: Any, rounding_mode: str | None =
     if rounding_mode not in ("trunc", "floor"):
         raise UnsupportedArguments(["rounding_mode"], f"unknown rounding mode {rounding_mode!r}")
     return (np.trunc if rounding_mode == "trunc" else np.floor)(out)
+
+
+_BCAST_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply,
+}
+
+
+@reference("ttnn.bcast", params=(
+    Param("input_tensor_a", "tensor", 0, required=True), Param("input_tensor_b", "tensor", 1, required=True),
+    Param("math_op", "enum", 2, required=True), Param("dim", "enum", 3, required=True), Param("output_tensor", "output"),
+))
+def bcast(input_tensor_a: Any, input_tensor_b: Any, math_op: str, dim: str, **_: Any) -> np.ndarray:
+    """ttnn.bcast: ``a op b`` with only b's first column (``dim`` W), first row (H) or first element of both (HW)
+    broadcast, the result cut to a's shape (golden in tt-metal ``ttnn/ttnn/experimental_loader/golden_functions.py``:
+    the device reads that part of b's tile whatever b's size)."""
+    a, b = _operand("input_tensor_a", input_tensor_a), _operand("input_tensor_b", input_tensor_b)
+    if math_op not in _BCAST_OPS or dim not in ("w", "h", "hw"):
+        raise UnsupportedArguments(["math_op" if math_op not in _BCAST_OPS else "dim"], f"{math_op} over {dim}")
+    if a.ndim < 2 or b.ndim < 2 or b.ndim > a.ndim:
+        raise UnsupportedArguments(["input_tensor_b"], f"operands of shapes {a.shape} and {b.shape}")
+    b = b[..., :1] if "w" in dim else b
+    b = b[..., :1, :] if "h" in dim else b
+    try:
+        out = _BCAST_OPS[math_op](a, b)
+    except ValueError as exc:
+        raise UnsupportedArguments(["input_tensor_b"], str(exc)) from None
+    return np.ascontiguousarray(out[tuple(slice(0, n) for n in a.shape)], dtype=np.float32)

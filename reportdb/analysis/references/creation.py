@@ -1,6 +1,6 @@
-"""Operations that create a tensor from their arguments alone: zeros, ones, full and arange (a shape, a fill value, a
-range, a dtype: BFLOAT16 when none is given), and zeros_like, ones_like and full_like (the template's shape and, by
-default, its dtype), as ttnn 0.81.1's golden functions define them (tt-metal ``ttnn/ttnn/operations/creation.py``).
+"""Operations that create a tensor from their arguments alone: zeros, ones, full, moreh_full and arange (a shape, a fill
+value, a range, a dtype: BFLOAT16 when none is given), zeros_like, ones_like, full_like and fill (the template's shape
+and, by default, its dtype), and fill_rm / fill_ones_rm (a corner of one value in another), as ttnn 0.81.1's golden functions define them (tt-metal ``ttnn/ttnn/operations/creation.py``).
 The values are written in the output dtype as ttnn stores them (a fill value of 0.1 is bfloat16's 0.10009765625)."""
 
 from __future__ import annotations
@@ -58,17 +58,28 @@ def full(shape: tuple[int, ...], fill_value: float, dtype: str | None, **_: Any)
     return _filled(shape, fill_value, dtype)
 
 
+@reference("ttnn.moreh_full", params=(
+    Param("shape", "ints", 0, required=True), Param("fill_value", "float", 1, required=True),
+    Param("device", "ignored", 2), Param("dtype", "dtype"), Param("layout", "ignored"), Param("memory_config", "ignored"),
+), size=_shape_size)
+def moreh_full(shape: tuple[int, ...], fill_value: float, dtype: str | None, **_: Any) -> np.ndarray:
+    """ttnn.moreh_full(shape, fill_value, device): as ttnn.full (golden ``_golden_full``, tt-metal
+    ``ttnn/ttnn/operations/moreh.py``: ``torch.full`` in the dtype, BFLOAT16 by default)."""
+    return _filled(shape, fill_value, dtype)
+
+
 _LIKE = (Param("tensor", "tensor", 0, required=True), Param("dtype", "dtype", 1), *_positional_place(2))
 
 
+def _template_dtype(tensor: Any, input_dtypes: Mapping[int, str | None] | None) -> str:
+    """A template tensor's ttnn dtype as the report recorded it, else its stored dtype."""
+    recorded = ((input_dtypes or {}).get(id(tensor)) or "").rsplit(".", 1)[-1].lower()
+    return recorded or np.asarray(tensor).dtype.name
+
+
 def _like(tensor: Any, value: float, dtype: str | None, input_dtypes: Mapping[int, str | None] | None) -> np.ndarray:
-    """``value`` in a tensor of ``tensor``'s shape, written in ``dtype``, by default the template's ttnn dtype as the
-    report recorded it, else its stored dtype."""
-    template = np.asarray(tensor)
-    if dtype is None:
-        recorded = ((input_dtypes or {}).get(id(tensor)) or "").rsplit(".", 1)[-1].lower()
-        dtype = recorded or template.dtype.name
-    return stored_as(np.full(template.shape, value, dtype=np.float32), dtype)
+    """``value`` in a tensor of ``tensor``'s shape, written in ``dtype``, by default the template's dtype."""
+    return stored_as(np.full(np.shape(tensor), value, dtype=np.float32), dtype or _template_dtype(tensor, input_dtypes))
 
 
 @reference("ttnn.zeros_like", params=_LIKE, input_dtypes=True)
@@ -85,12 +96,13 @@ def ones_like(tensor: Any, dtype: str | None, input_dtypes: Mapping[int, str | N
     return _like(tensor, 1.0, dtype, input_dtypes)
 
 
-@reference("ttnn.full_like", params=(Param("tensor", "tensor", 0, required=True),
+@reference("ttnn.full_like", "ttnn.fill", params=(Param("tensor", "tensor", 0, required=True),
                                      Param("fill_value", "float", 1, required=True), Param("dtype", "dtype", 2),
                                      *_positional_place(3)), input_dtypes=True)
 def full_like(tensor: Any, fill_value: float, dtype: str | None, input_dtypes: Mapping[int, str | None] | None = None,
               **_: Any) -> np.ndarray:
-    """ttnn.full_like: ``fill_value`` in the template's shape (golden ``torch.full_like``, then the dtype)."""
+    """ttnn.full_like and ttnn.fill: ``fill_value`` in the template's shape (goldens ``torch.full_like``, then the
+    dtype)."""
     return _like(tensor, fill_value, dtype, input_dtypes)
 
 
@@ -132,3 +144,41 @@ def arange(dtype: str | None, **values: Any) -> np.ndarray:
         numbers = np.arange(start, end, step, dtype=np.float64).astype(np.float32)
     return stored_as(numbers.astype(np.float64) if dtype in (None, "bfloat16", "float32") else numbers,
                      dtype or "bfloat16")
+
+
+def _corner_size(values: Mapping[str, Any]) -> int:
+    """The created [N, C, H, W] tensor's elements."""
+    dims = [values.get(name) for name in "NCHW"]
+    return elements([d for d in dims if isinstance(d, int) and d >= 0]) if None not in dims else 0
+
+
+def _corner(values: Mapping[str, Any], high: float, low: float,
+            input_dtypes: Mapping[int, str | None] | None) -> np.ndarray:
+    """An [N, C, H, W] tensor of ``low`` with ``high`` in rows < hOnes and columns < wOnes, in the dtype of the
+    template ``any``."""
+    dims = tuple(values[name] for name in "NCHW")
+    if any(d < 0 for d in dims) or values["hOnes"] < 0 or values["wOnes"] < 0:
+        raise UnsupportedArguments(["N"], f"a shape {dims} with a corner of {values['hOnes']} x {values['wOnes']}")
+    out = np.full(dims, low, dtype=np.float32)
+    out[:, :, : values["hOnes"], : values["wOnes"]] = high
+    return stored_as(out, _template_dtype(values["any"], input_dtypes))
+
+
+_CORNER = (*(Param(name, "int", i, required=True) for i, name in enumerate(("N", "C", "H", "W", "hOnes", "wOnes"))),
+           Param("any", "tensor", 6, required=True))
+
+
+@reference("ttnn.fill_rm", params=_CORNER + (Param("val_hi", "float", 7, required=True),
+                                             Param("val_lo", "float", 8, required=True)),
+           input_dtypes=True, size=_corner_size)
+def fill_rm(val_hi: float, val_lo: float, input_dtypes: Mapping[int, str | None] | None = None,
+            **values: Any) -> np.ndarray:
+    """ttnn.fill_rm: ``val_lo`` everywhere but ``val_hi`` in the [hOnes, wOnes] corner of each [H, W] plane (golden
+    in tt-metal ``ttnn/ttnn/operations/data_movement.py``; ``any`` gives only the dtype)."""
+    return _corner(values, val_hi, val_lo, input_dtypes)
+
+
+@reference("ttnn.fill_ones_rm", params=_CORNER, input_dtypes=True, size=_corner_size)
+def fill_ones_rm(input_dtypes: Mapping[int, str | None] | None = None, **values: Any) -> np.ndarray:
+    """ttnn.fill_ones_rm: fill_rm with 1 in the corner and 0 elsewhere (golden in data_movement.py)."""
+    return _corner(values, 1.0, 0.0, input_dtypes)

@@ -55,7 +55,7 @@ def pad(input_tensor: Any, padding: tuple[Any, ...], arg2: Any, arg3: float | No
     ``value`` before and after it on each axis (golden: torch.nn.functional.pad, mode constant)."""
     x = np.asarray(input_tensor)
     start = arg2 if isinstance(arg2, tuple) else input_tensor_start
-    fill = value if value is not None else arg3 if start is not None else arg2
+    fill = value if value is not None else arg3 if isinstance(arg2, tuple) else arg2
     if fill is None:
         raise UnsupportedArguments(["value"], "required but not recorded")
     pairs = _pad_pairs(x.shape, padding, start)
@@ -121,9 +121,12 @@ def _expand_size(values: Mapping[str, Any]) -> int:
         return elements(shape(values["input_tensor"]))
 
 
-@reference("ttnn.expand", params=(_IN, Param("output_shape", "ints", 1, required=True)), size=_expand_size)
+@reference("ttnn.expand", "ttnn.experimental.broadcast_to", params=(
+    _IN, Param("output_shape", "ints", 1, required=True), Param("output", "output"),
+), size=_expand_size)
 def expand(input_tensor: Any, output_shape: tuple[int, ...], **_: Any) -> np.ndarray:
-    """ttnn.expand as torch.expand (golden ``input_tensor.expand(output_shape)``), copied as ttnn copies it."""
+    """ttnn.expand as torch.expand (golden ``input_tensor.expand(output_shape)``) and ttnn.experimental.broadcast_to as
+    torch.broadcast_to (golden ``_broadcast_to_golden_function``), copied as ttnn copies them."""
     x = np.asarray(input_tensor)
     return np.ascontiguousarray(np.broadcast_to(x, _expand_shape(x.shape, output_shape)))
 
