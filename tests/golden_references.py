@@ -228,6 +228,9 @@ def placement_shapes_creation_comparison_sampling_cases(x4: np.ndarray) -> list[
         ("ttnn.moreh_full", [[1, 32, 32], 0.3], {}),
         ("ttnn.fill_rm", [1, 2, 32, 32, 5, 7, normal(1, 2, 32, 32), 2.0, -1.0], {}),
         ("ttnn.fill_ones_rm", [1, 1, 32, 32, 3, 40, normal(1, 1, 32, 32)], {}),
+        ("ttnn.moreh_cumsum", [x4, 2], {}),
+        ("ttnn.experimental.slice_write", [normal(1, 8, 8, 16), normal(1, 16, 16, 16), [0, 4, 0, 0], [1, 12, 16, 16],
+                                           [1, 1, 2, 1]], {}),
     ]
 
 

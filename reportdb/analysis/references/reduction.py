@@ -114,12 +114,14 @@ def prod(input_tensor: Any, dim: int | None, keepdim: bool, dims: tuple[int, ...
     return np.asarray(out, dtype=np.float32)
 
 
-@reference("ttnn.cumsum", params=(
+@reference("ttnn.cumsum", "ttnn.moreh_cumsum", params=(
     Param("input_tensor", "tensor", 0, required=True), Param("dim", "int", 1, required=True), Param("dtype", "dtype"),
     Param("reverse_order", "bool", default=False), Param("output_tensor", "output"), Param("out", "output"),
+    Param("output", "output"),
 ))
 def cumsum(input_tensor: Any, dim: int, dtype: str | None, reverse_order: bool, **_: Any) -> np.ndarray:
-    """ttnn.cumsum as torch.cumsum along ``dim`` (from the end with ``reverse_order``): float inputs accumulated in
+    """ttnn.cumsum and ttnn.moreh_cumsum (golden moreh.py's ``_golden_cumsum``) as torch.cumsum along ``dim`` (from
+    the end with ``reverse_order``): float inputs accumulated in
     float64 and rounded once, integer ones in their own width (wrapping as the device's adder does)."""
     x = np.asarray(input_tensor)
     (axis,) = _axes((dim,), x.ndim) or (0,)

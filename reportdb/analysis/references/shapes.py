@@ -1,6 +1,6 @@
 """Operations that rearrange values into a new shape without arithmetic, as ttnn 0.81.1's golden functions define them
 (tt-metal ``ttnn/ttnn/operations/data_movement.py`` unless named): pad and unpad, squeeze, unsqueeze, expand, repeat,
-repeat_interleave, stack, narrow, reshape_on_device and tril. Values keep their stored dtype (a pad value is written in
+repeat_interleave, stack, narrow, reshape_on_device, tril and experimental.slice_write. Values keep their stored dtype (a pad value is written in
 it), so integer tensors are covered too."""
 
 from __future__ import annotations
@@ -226,3 +226,23 @@ def tril(input_tensor: Any, diagonal: int, **_: Any) -> np.ndarray:
         raise UnsupportedArguments(["input_tensor"], f"a tensor of rank {x.ndim}")
     keep = np.tri(x.shape[-2], x.shape[-1], k=diagonal, dtype=bool)
     return np.where(keep, x, np.zeros((), dtype=x.dtype))
+
+
+@reference("ttnn.experimental.slice_write", params=(
+    _IN, Param("output_tensor", "tensor", 1, required=True), Param("slice_start", "ints", 2, required=True),
+    Param("slice_end", "ints", 3, required=True), Param("slice_step", "ints", 4),
+))
+def slice_write(input_tensor: Any, output_tensor: Any, slice_start: tuple[int, ...], slice_end: tuple[int, ...],
+                slice_step: tuple[int, ...] | None, **_: Any) -> np.ndarray:
+    """ttnn.experimental.slice_write: the output tensor (as it was before the call) with ``output[start:end:step]``
+    replaced by the input (golden ``_slice_write_golden_function``, tt-metal
+    ``ttnn/ttnn/experimental_loader/golden_functions.py``)."""
+    x, out = np.asarray(input_tensor), np.array(output_tensor)
+    step = slice_step or (1,) * len(slice_start)
+    if not len(slice_start) == len(slice_end) == len(step) == out.ndim or any(s <= 0 for s in step):
+        raise UnsupportedArguments(["slice_start"], f"bounds {slice_start}, {slice_end}, {step} for rank {out.ndim}")
+    window = tuple(slice(b, e, s) for b, e, s in zip(slice_start, slice_end, step))
+    if out[window].shape != x.shape:
+        raise UnsupportedArguments(["input_tensor"], f"a slice of shape {out[window].shape} for an input of {x.shape}")
+    out[window] = x.astype(out.dtype)
+    return out
