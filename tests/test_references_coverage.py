@@ -11,7 +11,7 @@ from conftest import FIXTURES
 from reportdb.analysis import references
 
 #: The model-weighted coverage reached (rounded down to 0.1%): raise it as references are added, never lower it.
-FLOOR = 0.800
+FLOOR = 0.801
 #: The operations used by 3 or more models that other work (convolution and pooling, attention, caches, norms,
 #: collectives) still has to cover; one that gets a reference fails the test until it is struck from here.
 STILL_MISSING = frozenset({
@@ -25,7 +25,7 @@ STILL_MISSING = frozenset({
     "ttnn.experimental.nlp_create_qkv_heads_decode", "ttnn.transformer.attention_softmax_", "ttnn.mesh_partition",
     "ttnn.fold", "ttnn.transformer.chunked_scaled_dot_product_attention", "ttnn.adaptive_avg_pool2d", "ttnn.conv1d",
     "ttnn.experimental.nlp_concat_heads_decode", "ttnn.avg_pool2d", "ttnn.grid_sample", "ttnn.global_avg_pool2d",
-    "ttnn.conv_transpose2d", "ttnn.experimental.minimal_matmul", "ttnn.experimental.typecast",
+    "ttnn.conv_transpose2d", "ttnn.experimental.minimal_matmul",
     "ttnn.update_cache", "ttnn.reduce_scatter", "ttnn.experimental.convert_to_chw",
 })
 

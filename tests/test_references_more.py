@@ -149,6 +149,9 @@ HAND = [  # (op, inputs, arguments, expected outputs)
     ("ttnn.fill_ones_rm", [np.zeros((1, 1, 2, 2), F)], [*(A(str(i), v) for i, v in enumerate("1 1 2 2 2 1".split())),
                                                         A("6", T.format(1))], [[[[[1, 0], [1, 0]]]]]),
     ("ttnn.moreh_cumsum", [X], [A("1", "0")], [[[1, 2, 3], [5, 7, 9]]]),
+    ("ttnn.experimental.typecast", [np.array([1.0 + 2.0**-8 + 2.0**-9, 7.0], F)], [A("1", "DataType.BFLOAT16")],
+     [[1.0 + 2.0**-7, 7.0]]),  # 3/4 of a bfloat16 step above 1 rounds up
+    ("ttnn.experimental.typecast", [np.array([3.0, 250.0], F)], [A("1", "DataType.UINT32")], [[3, 250]]),
     ("ttnn.experimental.slice_write", [np.array([[7.0, 8.0]], F), np.zeros((3, 4), F)],
      [A("2", "[1, 0]"), A("3", "[2, 4]"), A("4", "[1, 2]")], [[[0, 0, 0, 0], [7, 0, 8, 0], [0, 0, 0, 0]]]),
 ]

@@ -80,6 +80,18 @@ def copy(input_tensor: Any, output: Any, input_dtypes: Mapping[int, str | None] 
     return stored_as(a, target, "output")
 
 
+@reference("ttnn.experimental.typecast", params=(
+    _IN, Param("dtype", "dtype", 1, required=True), Param("output_mem_config", "ignored", 2),
+    Param("output_tensor", "output"),
+))
+def experimental_typecast(input_tensor: Any, dtype: str, **_: Any) -> np.ndarray:
+    """ttnn.experimental.typecast: the input written in ``dtype``. It has no golden function; its device operation is
+    ttnn.copy's (tt-metal ``ttnn/cpp/ttnn/operations/experimental/copy/typecast/typecast.cpp`` calls
+    ``ttnn::prim::copy`` with the dtype), whose golden writes the values in the destination's dtype
+    (``input_a.to(input_b.dtype)``, data_movement.py)."""
+    return stored_as(input_tensor, dtype)
+
+
 @reference("ttnn.tilize_with_val_padding", params=(
     _IN, Param("output_tensor_shape", "ignored", 1), Param("pad_value", "ignored", 2), Param("memory_config", "ignored", 3),
     Param("output_dtype", "dtype", 4), Param("dtype", "dtype"), Param("use_multicore", "ignored"),
