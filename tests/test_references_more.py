@@ -32,6 +32,9 @@ HAND = [  # (op, inputs, arguments, expected outputs)
     ("ttnn.interleaved_to_sharded", [X], [A("1", "CoreGrid(x=2, y=1)"), A("2", "[1, 3]"),
                                           A("3", "TensorMemoryLayout.HEIGHT_SHARDED"), A("4", "ShardOrientation.ROW_MAJOR")],
      [X]),
+    ("ttnn.interleaved_to_sharded", [X], [A("grid", "CoreGrid(x=2, y=1)"), A("shard_shape", "[1, 3]"),
+                                          A("shard_scheme", "TensorMemoryLayout.HEIGHT_SHARDED"),
+                                          A("shard_orientation", "ShardOrientation.ROW_MAJOR")], [X]),
     ("ttnn.reshard", [X], [A("1", "MemoryConfig(...)")], [X]),
     ("ttnn.reallocate", [X], [], [X]),
     ("ttnn.move", [X], [A("memory_config", "MemoryConfig(...)")], [X]),
@@ -48,6 +51,8 @@ HAND = [  # (op, inputs, arguments, expected outputs)
     ("ttnn.pad", [X], [A("1", "[3, 4]"), A("2", "[1, 1]"), A("3", "0")],
      [[[0, 0, 0, 0], [0, 1, 2, 3], [0, 4, 5, 6]]]),
     ("ttnn.pad", [X], [A("1", "1, 0, 0, 0"), A("2", "5")], [[[5, 5, 5], [1, 2, 3], [4, 5, 6]]]),  # ttnn 0.6x's text
+    ("ttnn.pad", [X], [A("output_padded_shape", "[2, 4]"), A("input_tensor_start", "[0, 1]"), A("value", "2")],
+     [[[2, 1, 2, 3], [2, 4, 5, 6]]]),
     ("ttnn.untilize_with_unpadding", [X], [A("1", "[0, 1]")], [[[1, 2]]]),
     ("ttnn.squeeze", [X.reshape(1, 2, 1, 3)], [], [X]),
     ("ttnn.squeeze", [X.reshape(1, 2, 1, 3)], [A("1", "2")], [X.reshape(1, 2, 3)]),
@@ -235,6 +240,7 @@ REFUSED = [  # (op, inputs, arguments, names in the error)
     ("ttnn.interleaved_to_sharded_partial", [X], [A("3", "2"), A("4", "2")], ("slice_index",)),
     ("ttnn.sharded_to_interleaved", [X], [A("2", "DataType.BFLOAT16"), A("output_dtype", "DataType.FLOAT32")],
      ("output_dtype",)),
+    ("ttnn.pad", [X], [A("value", "0")], ("padding",)),
 ]
 
 

@@ -34,7 +34,9 @@ def _positional_dtypes(first: int, last: int) -> tuple[Param, ...]:
 
 
 _CONVERSION = (_IN, *_positional_dtypes(1, 5), _OUTPUT_DTYPE, Param("keep_l1_aligned", "ignored"),
-               Param("is_l1_aligned", "ignored"), Param("output_tensor", "output"))
+               Param("is_l1_aligned", "ignored"), Param("output_tensor", "output"),
+               *(Param(name, "ignored") for name in ("grid", "shard_shape", "shard_scheme", "shard_orientation",
+                                                     "sharded_memory_config")))
 
 
 @reference("ttnn.sharded_to_interleaved", "ttnn.interleaved_to_sharded", params=_CONVERSION)

@@ -36,24 +36,29 @@ def _pad_pairs(dims: tuple[int, ...], padding: tuple[Any, ...], start: Any) -> l
 def _pad_size(values: Mapping[str, Any]) -> int:
     """The padded output's elements (a hostile padding is refused before it sizes anything)."""
     dims = shape(values["input_tensor"])
+    padding = values["padding"] if values["padding"] is not None else values.get("output_padded_shape")
     try:
         start = values.get("arg2")
-        pairs = _pad_pairs(dims, values["padding"], start if isinstance(start, tuple) else values.get("input_tensor_start"))
+        pairs = _pad_pairs(dims, padding or (), start if isinstance(start, tuple) else values.get("input_tensor_start"))
     except UnsupportedArguments:
         return elements(dims)
     return elements([d + a + b for d, (a, b) in zip(dims, pairs)])
 
 
 @reference("ttnn.pad", params=(
-    _IN, Param("padding", "pairs_or_ints", 1, required=True), Param("arg2", "float_or_ints", 2),
-    Param("arg3", "float", 3), Param("value", "float"), Param("input_tensor_start", "ints"),
+    _IN, Param("padding", "pairs_or_ints", 1), Param("arg2", "float_or_ints", 2), Param("arg3", "float", 3),
+    Param("value", "float"), Param("output_padded_shape", "ints"), Param("input_tensor_start", "ints"),
     Param("use_multicore", "ignored"),
 ), size=_pad_size)
-def pad(input_tensor: Any, padding: tuple[Any, ...], arg2: Any, arg3: float | None, value: float | None,
-        input_tensor_start: tuple[int, ...] | None, **_: Any) -> np.ndarray:
-    """ttnn.pad(input, padding_pairs, value) or ttnn.pad(input, output_shape, input_start, value): the input with
-    ``value`` before and after it on each axis (golden: torch.nn.functional.pad, mode constant)."""
+def pad(input_tensor: Any, padding: tuple[Any, ...] | None, arg2: Any, arg3: float | None, value: float | None,
+        output_padded_shape: tuple[int, ...] | None, input_tensor_start: tuple[int, ...] | None,
+        **_: Any) -> np.ndarray:
+    """ttnn.pad(input, padding_pairs, value) or ttnn.pad(input, output_padded_shape, input_tensor_start, value): the
+    input with ``value`` before and after it on each axis (golden: torch.nn.functional.pad, mode constant)."""
     x = np.asarray(input_tensor)
+    padding = padding if padding is not None else output_padded_shape
+    if padding is None:
+        raise UnsupportedArguments(["padding"], "required but not recorded")
     start = arg2 if isinstance(arg2, tuple) else input_tensor_start
     fill = value if value is not None else arg3 if isinstance(arg2, tuple) else arg2
     if fill is None:
