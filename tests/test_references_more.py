@@ -6,12 +6,14 @@ the arguments they refuse. tests/golden_references.py runs every one of them aga
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Callable
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import reportdb
 from reportdb.analysis import references as refs
 from reportdb.analysis.references import Argument as A
 from reportdb.analysis.references import UnsupportedArguments
@@ -350,3 +352,34 @@ def test_creation_against_torch() -> None:
     np.testing.assert_array_equal(ours.astype(F), theirs)
     (ours,) = run("ttnn.full", args=[A("0", "[3, 4]"), A("1", "-1.2345")])
     np.testing.assert_array_equal(ours.astype(F), torch.full((3, 4), -1.2345).to(torch.bfloat16).float().numpy())
+
+
+def test_replay_judges_the_new_families_and_catches_a_planted_fault(tmp_path: Path) -> None:
+    """A Writer report whose operations the new references cover (a creation with no input, a sharding conversion,
+    a pad, an in-place add, a top-k's two outputs, a comparison): each correct output passes, the one planted wrong
+    fails, by operation and output."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((32, 64)).astype(F)
+    scores = rng.permutation(64).astype(F).reshape(1, 64)
+    wrong_pad = np.pad(x, ((0, 0), (0, 32)))
+    wrong_pad[:, 64:] = 1.0  # the planted fault: padded with 1, not the 0 asked for
+    path = tmp_path / "r.sqlite"
+    with reportdb.Writer(path) as w:
+        for tensor_id, array in ((1, x), (2, np.zeros((2, 32), ml_dtypes.bfloat16)), (3, x.astype(ml_dtypes.bfloat16)),
+                                 (4, wrong_pad), (5, 2 * x), (6, np.sort(scores)[:, ::-1][:, :4].copy()),
+                                 (7, np.argsort(-scores, kind="stable")[:, :4].astype(np.uint16)),
+                                 (8, (x > 0).astype(F)), (9, scores)):
+            w.put_tensor(tensor_id, array)
+        w.add_operation(1, "ttnn.zeros", arguments={"0": "Shape([2, 32])"}, outputs=[2])
+        w.add_operation(2, "ttnn.sharded_to_interleaved", arguments={"1": "MemoryConfig(...)",
+                                                                      "output_dtype": "DataType.BFLOAT16"},
+                        inputs=[1], outputs=[3])
+        w.add_operation(3, "ttnn.pad", arguments={"1": "[(0, 0), (0, 32)]", "2": "0.0"}, inputs=[1], outputs=[4])
+        w.add_operation(4, "ttnn.add_", inputs=[1, 1], outputs=[5])
+        w.add_operation(5, "ttnn.topk", arguments={"1": "4"}, inputs=[9], outputs=[6, 7])
+        w.add_operation(6, "ttnn.gt", arguments={"1": "0.0"}, inputs=[1], outputs=[8])
+    rows = reportdb.replay(path).rows
+    verdicts = {(r.operation_id, r.output_index): (r.status, r.passed) for r in rows}
+    assert verdicts == {(1, 0): ("compared", True), (2, 0): ("compared", True), (3, 0): ("compared", False),
+                        (4, 0): ("compared", True), (5, 0): ("compared", True), (5, 1): ("compared", True),
+                        (6, 0): ("compared", True)}
