@@ -11,7 +11,7 @@ from conftest import FIXTURES
 from reportdb.analysis import references
 
 #: The model-weighted coverage reached (rounded down to 0.1%): raise it as references are added, never lower it.
-FLOOR = 0.801
+FLOOR = 0.802
 #: The operations used by 3 or more models that other work (convolution and pooling, attention, caches, norms,
 #: collectives) still has to cover; one that gets a reference fails the test until it is struck from here.
 STILL_MISSING = frozenset({

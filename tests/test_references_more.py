@@ -156,6 +156,9 @@ HAND = [  # (op, inputs, arguments, expected outputs)
     ("ttnn.fill_ones_rm", [np.zeros((1, 1, 2, 2), F)], [*(A(str(i), v) for i, v in enumerate("1 1 2 2 2 1".split())),
                                                         A("6", T.format(1))], [[[[[1, 0], [1, 0]]]]]),
     ("ttnn.moreh_cumsum", [X], [A("1", "0")], [[[1, 2, 3], [5, 7, 9]]]),
+    ("ttnn.experimental.view", [X], [A("1", "[3, 1, 2]")], [[[[1, 2]], [[3, 4]], [[5, 6]]]]),
+    ("ttnn.experimental.repeat_and_interleave_eltwise_mul", [np.full((1, 1, 32, 32), 2, F), np.full((1, 1, 32, 32), 3, F)],
+     [], [np.full((1, 1, 32, 32 * 32), 6)]),
     ("ttnn.experimental.typecast", [np.array([1.0 + 2.0**-8 + 2.0**-9, 7.0], F)], [A("1", "DataType.BFLOAT16")],
      [[1.0 + 2.0**-7, 7.0]]),  # 3/4 of a bfloat16 step above 1 rounds up
     ("ttnn.experimental.typecast", [np.array([3.0, 250.0], F)], [A("1", "DataType.UINT32")], [[3, 250]]),
@@ -383,3 +386,15 @@ def test_replay_judges_the_new_families_and_catches_a_planted_fault(tmp_path: Pa
     assert verdicts == {(1, 0): ("compared", True), (2, 0): ("compared", True), (3, 0): ("compared", False),
                         (4, 0): ("compared", True), (5, 0): ("compared", True), (5, 1): ("compared", True),
                         (6, 0): ("compared", True)}
+
+
+def test_repeat_and_interleave_eltwise_mul_follows_its_docstring() -> None:
+    a = np.arange(32 * 32, dtype=F).reshape(1, 1, 32, 32)
+    b = np.arange(32 * 64, dtype=F).reshape(1, 1, 32, 64) / 7
+    (out,) = run("ttnn.experimental.repeat_and_interleave_eltwise_mul", a, b)
+    assert out.shape == (1, 1, 32, 64 * 32)
+    # element [r, c]: A[r, c % 32] * B[r, c // 32], worked out for two positions by hand
+    assert out[0, 0, 3, 5] == a[0, 0, 3, 5] * b[0, 0, 3, 0] and out[0, 0, 31, 2047] == a[0, 0, 31, 31] * b[0, 0, 31, 63]
+    torch = pytest.importorskip("torch")
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    np.testing.assert_array_equal(out, (ta.repeat(1, 1, 1, 64) * tb.repeat_interleave(32, dim=-1)).numpy())

@@ -2,7 +2,8 @@
 broadcasting; either operand may be a scalar. The in-place forms (``add_``, ``sub_``, ``mul_``...) give the same values:
 ttnn 0.81.1's golden of each (tt-metal ``ttnn/ttnn/operations/binary.py``, ``inplace_golden_function``) is its
 out-of-place golden, written back into the first operand, which is the output a report records. ttnn.bcast is the
-legacy add, subtract or multiply whose second operand broadcasts one column, row or element of itself."""
+legacy add, subtract or multiply whose second operand broadcasts one column, row or element of itself;
+ttnn.experimental.repeat_and_interleave_eltwise_mul is the state-space models' product of repeats."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, broadcast, floats, reference, shape
+from . import Param, UnsupportedArguments, broadcast, elements, floats, reference, shape
 
 _PARAMS = (
     Param("input_tensor_a", "number", 0, required=True), Param("input_tensor_b", "number", 1, required=True),
@@ -84,3 +85,16 @@ def bcast(input_tensor_a: Any, input_tensor_b: Any, math_op: str, dim: str, **_:
     except ValueError as exc:
         raise UnsupportedArguments(["input_tensor_b"], str(exc)) from None
     return np.ascontiguousarray(out[tuple(slice(0, n) for n in a.shape)], dtype=np.float32)
+
+
+@reference("ttnn.experimental.repeat_and_interleave_eltwise_mul", params=(
+    Param("input_tensor_a", "tensor", 0, required=True), Param("input_tensor_b", "tensor", 1, required=True),
+    Param("dtype", "dtype"), Param("math_fidelity", "ignored"),
+), size=lambda values: 32 * elements(shape(values["input_tensor_b"])))
+def repeat_and_interleave_eltwise_mul(input_tensor_a: Any, input_tensor_b: Any, **_: Any) -> np.ndarray:
+    """``A.repeat(1, 1, 1, W) * B.repeat_interleave(32, dim=-1)`` for A [1, 1, 32, 32] and B [1, 1, 32, W], as ttnn's
+    docstring of the operation defines it (it has no golden function)."""
+    a, b = _operand("input_tensor_a", input_tensor_a), _operand("input_tensor_b", input_tensor_b)
+    if a.shape != (1, 1, 32, 32) or b.ndim != 4 or b.shape[:3] != (1, 1, 32) or b.shape[-1] % 32:
+        raise UnsupportedArguments(["input_tensor_a"], f"operands of shapes {a.shape} and {b.shape}")
+    return np.tile(a, (1, 1, 1, b.shape[-1])) * np.repeat(b, 32, axis=-1)

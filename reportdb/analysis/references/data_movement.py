@@ -41,10 +41,12 @@ def permute(input_tensor: Any, dims: tuple[int, ...], **_: Any) -> np.ndarray:
     return np.transpose(x, _rank_check("dims", dims, x.ndim))
 
 
-@reference("ttnn.reshape", "ttnn.view", params=(_IN, Param("shape", "ints", 1, required=True),
+@reference("ttnn.reshape", "ttnn.view", "ttnn.experimental.view", params=(_IN, Param("shape", "ints", 1, required=True),
                                                 Param("padded_shape", "ignored", 2)))  # fmt: skip
 def reshape(input_tensor: Any, shape: tuple[int, ...], **_: Any) -> np.ndarray:
-    """ttnn.reshape: the same values in C order under ``shape`` (one -1 inferred)."""
+    """ttnn.reshape: the same values in C order under ``shape`` (one -1 inferred); ttnn.view and
+    ttnn.experimental.view are that reshape done without a copy where the layout allows it (the latter has no golden
+    function: its docstring says ttnn.reshape calls it for this)."""
     x = np.asarray(input_tensor)
     try:
         return x.reshape(shape)
