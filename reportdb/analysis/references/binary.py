@@ -13,7 +13,7 @@ import numpy as np
 
 from . import Param, UnsupportedArguments, broadcast, elements, floats, reference, shape
 
-_PARAMS = (
+PARAMS = (
     Param("input_tensor_a", "number", 0, required=True), Param("input_tensor_b", "number", 1, required=True),
     Param("dtype", "dtype"), Param("activations", "empty"), Param("input_tensor_a_activations", "empty"),
     Param("input_tensor_b_activations", "empty"), Param("output_tensor", "output"), Param("use_legacy", "ignored"),
@@ -21,7 +21,7 @@ _PARAMS = (
 )  # fmt: skip
 
 
-def _size(values: Mapping[str, Any]) -> int:
+def operands_size(values: Mapping[str, Any]) -> int:
     """The result's elements: the operands broadcast (``[N, 1] + [1, N]`` builds N^2)."""
     return broadcast(shape(values["input_tensor_a"]), shape(values["input_tensor_b"]))
 
@@ -44,12 +44,15 @@ def _binary(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[...,
     return run
 
 
-reference("ttnn.add", "ttnn.add_", params=_PARAMS, size=_size)(_binary(np.add))
-reference("ttnn.subtract", "ttnn.sub", "ttnn.subtract_", "ttnn.sub_", params=_PARAMS, size=_size)(_binary(np.subtract))
-reference("ttnn.multiply", "ttnn.mul", "ttnn.multiply_", "ttnn.mul_", params=_PARAMS, size=_size)(_binary(np.multiply))
+reference("ttnn.add", "ttnn.add_", params=PARAMS, size=operands_size)(_binary(np.add))
+reference("ttnn.subtract", "ttnn.sub", "ttnn.subtract_", "ttnn.sub_", params=PARAMS,
+          size=operands_size)(_binary(np.subtract))
+reference("ttnn.multiply", "ttnn.mul", "ttnn.multiply_", "ttnn.mul_", params=PARAMS,
+          size=operands_size)(_binary(np.multiply))
 
 
-@reference("ttnn.divide", "ttnn.div", "ttnn.divide_", "ttnn.div_", params=_PARAMS + (Param("rounding_mode", "word", 2),), size=_size)
+@reference("ttnn.divide", "ttnn.div", "ttnn.divide_", "ttnn.div_", params=PARAMS + (Param("rounding_mode", "word", 2),),
+           size=operands_size)
 def divide(input_tensor_a: Any, input_tensor_b: Any, rounding_mode: str | None = None, **_: Any) -> np.ndarray:
     """ttnn.divide: true division, or rounded toward zero (``trunc``) or down (``floor``)."""
     out = _binary(np.divide)(input_tensor_a, input_tensor_b)

@@ -1,9 +1,9 @@
-"""Elementwise comparisons and logic (lt, gt, le, ge, eq, ne, logical_and, logical_or, logical_xor, logical_not,
-isnan) as 1.0 / 0.0, bitwise_and and bitwise_or of integers, and the elementwise binary functions maximum, minimum, atan2 and remainder in float32, with
-numpy's (= torch's) broadcasting; the second operand may be a scalar. Integer tensors compare as integers (token ids
-beyond 2^24 stay exact). ttnn 0.81.1's golden functions (tt-metal
-``ttnn/ttnn/operations/binary.py``, ``unary.py``) are torch's functions of the same names; a comparison's true is
-stored as 1 in the output's dtype, which the golden's bool is too."""
+"""Elementwise comparisons and logic (lt, gt, le, ge, eq, ne, logical_and, logical_or, logical_xor, logical_not, isnan)
+as 1.0 / 0.0, bitwise_and and bitwise_or of integers, and the elementwise binary functions maximum, minimum, atan2 and
+remainder in float32, with numpy's (= torch's) broadcasting; the second operand may be a scalar. Integer tensors compare
+as integers (token ids beyond 2^24 stay exact). ttnn 0.81.1's golden functions (tt-metal
+``ttnn/ttnn/operations/binary.py``, ``unary.py``) are torch's functions of the same names; a comparison's true is stored
+as 1 in the output's dtype, which the golden's bool is too."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from . import Param, UnsupportedArguments, broadcast, floats, reference, shape
-from .binary import _PARAMS, _size
+from .binary import PARAMS, operands_size
 
 
 def _size_of_value(values: Mapping[str, Any]) -> int:
@@ -50,7 +50,7 @@ def _elementwise(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable
 
 
 for _name, _function in _COMPARISONS.items():
-    reference(f"ttnn.{_name}", params=_PARAMS, size=_size)(_elementwise(_function))
+    reference(f"ttnn.{_name}", params=PARAMS, size=operands_size)(_elementwise(_function))
 
 
 _UNARY = (Param("input_tensor", "tensor", 0, required=True), Param("output_tensor", "output"), Param("dtype", "dtype"))

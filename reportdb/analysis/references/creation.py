@@ -1,7 +1,8 @@
 """Operations that create a tensor from their arguments alone: zeros, ones, full, moreh_full and arange (a shape, a fill
 value, a range, a dtype: BFLOAT16 when none is given), zeros_like, ones_like, full_like and fill (the template's shape
-and, by default, its dtype), and fill_rm / fill_ones_rm (a corner of one value in another), as ttnn 0.81.1's golden functions define them (tt-metal ``ttnn/ttnn/operations/creation.py``).
-The values are written in the output dtype as ttnn stores them (a fill value of 0.1 is bfloat16's 0.10009765625)."""
+and, by default, its dtype), and fill_rm / fill_ones_rm (a corner of one value in another), as ttnn 0.81.1's golden
+functions define them (tt-metal ``ttnn/ttnn/operations/creation.py``). The values are written in the output dtype as
+ttnn stores them (a fill value of 0.1 is bfloat16's 0.10009765625)."""
 
 from __future__ import annotations
 

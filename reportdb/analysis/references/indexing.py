@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import Param, UnsupportedArguments, reference
-from .data_movement import _rank_check
+from .data_movement import rank_check
 
 
 def _indices(name: str, value: Any, length: int) -> np.ndarray:
@@ -48,7 +48,7 @@ def gather(input_tensor: Any, dim: int, index: Any, **_: Any) -> np.ndarray:
     """ttnn.gather as torch.gather: ``out[i][j][k] = input[index[i][j][k]][j][k]`` for ``dim`` 0, and so on; the
     output has the index's shape."""
     x = np.asarray(input_tensor)
-    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    (axis,) = rank_check("dim", (dim,), x.ndim)
     idx = _indices("index", index, x.shape[axis])
     _check_shapes(idx, x.shape, axis, "index")
     return x[_positions(idx, axis)]
@@ -63,7 +63,7 @@ def scatter(input_tensor: Any, dim: int, index: Any, src: Any, **_: Any) -> np.n
     so on. Two source elements aimed at one position are refused: which one lands is unspecified in torch and on
     the device."""
     x, values = np.asarray(input_tensor), np.asarray(src)
-    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    (axis,) = rank_check("dim", (dim,), x.ndim)
     idx = _indices("index", index, x.shape[axis])
     _check_shapes(idx, x.shape, axis, "index")
     if values.ndim != idx.ndim or any(i > s for i, s in zip(idx.shape, values.shape)):

@@ -1,9 +1,9 @@
 """Operations that place a tensor and keep its values: conversions between interleaved and sharded memory, reshards,
-reallocation, moves, clones and copies, and tilizing with padding. reportdb stores every tensor in its logical shape
-(tile padding removed, shards assembled), so each of them is the identity on the stored values, written in the output
-dtype where one is asked for; ttnn 0.81.1's golden functions (tt-metal ``ttnn/ttnn/experimental_loader/
-golden_functions.py``, ``ttnn/ttnn/operations/core.py``, ``ttnn/ttnn/operations/data_movement.py``) say the same.
-The partial conversions move one slice of rows."""
+reallocation, moves, clones, copies, experimental.typecast, and tilizing with padding. reportdb stores every tensor in
+its logical shape (tile padding removed, shards assembled), so each of them is the identity on the stored values,
+written in the output dtype where one is asked for; ttnn 0.81.1's golden functions (tt-metal
+``ttnn/ttnn/experimental_loader/golden_functions.py``, ``ttnn/ttnn/operations/core.py``,
+``ttnn/ttnn/operations/data_movement.py``) say the same. The partial conversions move one slice of rows."""
 
 from __future__ import annotations
 

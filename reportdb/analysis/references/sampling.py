@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import Param, UnsupportedArguments, reference
-from .data_movement import _rank_check
+from .data_movement import rank_check
 
 
 def _order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
@@ -37,7 +37,7 @@ def topk(input_tensor: Any, k: int, dim: int, largest: bool, sorted: bool, indic
     """ttnn.topk: the ``k`` largest (or smallest) values along ``dim``, in order, and their indices (or the labels
     ``indices_tensor`` holds at them); ties as the module says."""
     x = np.asarray(input_tensor)
-    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    (axis,) = rank_check("dim", (dim,), x.ndim)
     if not sorted:
         raise UnsupportedArguments(["sorted"], "an unsorted top-k, whose order is the device's own")
     if not 0 <= k <= x.shape[axis]:
@@ -60,7 +60,7 @@ def sort(input_tensor: Any, dim: int, descending: bool, **_: Any) -> tuple[np.nd
     """ttnn.sort as torch.sort: the values along ``dim`` in ascending (or descending) order and their indices
     (golden ``_golden_function_sort``); ties as the module says."""
     x = np.asarray(input_tensor)
-    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    (axis,) = rank_check("dim", (dim,), x.ndim)
     order = _order(x, axis, descending)
     return np.take_along_axis(x, order, axis), order.astype(np.int64)
 

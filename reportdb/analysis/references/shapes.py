@@ -1,7 +1,7 @@
 """Operations that rearrange values into a new shape without arithmetic, as ttnn 0.81.1's golden functions define them
 (tt-metal ``ttnn/ttnn/operations/data_movement.py`` unless named): pad and unpad, squeeze, unsqueeze, expand, repeat,
-repeat_interleave, stack, narrow, reshape_on_device, tril and experimental.slice_write. Values keep their stored dtype (a pad value is written in
-it), so integer tensors are covered too."""
+repeat_interleave, stack, narrow, reshape_on_device, tril and experimental.slice_write. Values keep their stored dtype
+(a pad value is written in it), so integer tensors are covered too."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import Param, UnsupportedArguments, elements, reference, shape
-from .data_movement import _rank_check
+from .data_movement import rank_check
 
 _IN = Param("input_tensor", "tensor", 0, required=True)
 
@@ -87,7 +87,7 @@ def squeeze(input_tensor: Any, dim: tuple[int, ...] | None, **_: Any) -> np.ndar
     """ttnn.squeeze as torch.squeeze: every axis of size 1 removed, or those of ``dim`` that have size 1 (an axis
     of another size is kept)."""
     x = np.asarray(input_tensor)
-    axes = range(x.ndim) if dim is None else _rank_check("dim", dim, max(x.ndim, 1)) if x.ndim else ()
+    axes = range(x.ndim) if dim is None else rank_check("dim", dim, max(x.ndim, 1)) if x.ndim else ()
     return x.reshape(tuple(d for i, d in enumerate(x.shape) if not (i in axes and d == 1)))
 
 
@@ -95,7 +95,7 @@ def squeeze(input_tensor: Any, dim: tuple[int, ...] | None, **_: Any) -> np.ndar
 def unsqueeze(input_tensor: Any, dim: int, **_: Any) -> np.ndarray:
     """ttnn.unsqueeze as torch.unsqueeze: an axis of size 1 inserted at ``dim`` (-1 is after the last axis)."""
     x = np.asarray(input_tensor)
-    (axis,) = _rank_check("dim", (dim,), x.ndim + 1)
+    (axis,) = rank_check("dim", (dim,), x.ndim + 1)
     return np.expand_dims(x, axis)
 
 
@@ -172,7 +172,7 @@ def _repeat_interleave_size(values: Mapping[str, Any]) -> int:
 def repeat_interleave(input_tensor: Any, repeats: int, dim: int, **_: Any) -> np.ndarray:
     """ttnn.repeat_interleave as torch.repeat_interleave: each element ``repeats`` times in a row along ``dim``."""
     x = np.asarray(input_tensor)
-    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    (axis,) = rank_check("dim", (dim,), x.ndim)
     if repeats < 0:
         raise UnsupportedArguments(["repeats"], f"{repeats} repeats")
     return np.repeat(x, repeats, axis=axis)
@@ -185,7 +185,7 @@ def stack(tensors: list[np.ndarray], dim: int, **_: Any) -> np.ndarray:
     arrays = [np.asarray(t) for t in tensors]
     if len({a.shape for a in arrays}) != 1:
         raise UnsupportedArguments(["tensors"], f"tensors of shapes {[a.shape for a in arrays]}")
-    (axis,) = _rank_check("dim", (dim,), arrays[0].ndim + 1)
+    (axis,) = rank_check("dim", (dim,), arrays[0].ndim + 1)
     if len({a.dtype for a in arrays}) > 1:
         arrays = [a.astype(np.float32) for a in arrays]
     return np.stack(arrays, axis=axis)
@@ -199,7 +199,7 @@ def narrow(input_tensor: Any, dim: int, start: int, length: int, **_: Any) -> np
     """ttnn.narrow as torch.narrow: ``length`` elements from ``start`` along ``dim`` (a negative start counts from the
     end)."""
     x = np.asarray(input_tensor)
-    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    (axis,) = rank_check("dim", (dim,), x.ndim)
     first = start + x.shape[axis] if start < 0 else start
     if length < 0 or not 0 <= first <= first + length <= x.shape[axis]:
         raise UnsupportedArguments(["start"], f"{length} elements from {start} on an axis of {x.shape[axis]}")

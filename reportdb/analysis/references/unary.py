@@ -1,8 +1,8 @@
 """The elementwise unary operations in float32: relu, relu6, gelu (exact or tanh), silu and swish, sigmoid and
 sigmoid_accurate, softplus, elu, erf, tanh, exp, log, sqrt, rsqrt, reciprocal, neg, abs, sin, cos, floor, eqz, clamp,
 pow and alt_complex_rotate90, and bitwise_not of integers, as ttnn 0.81.1's golden functions (tt-metal
-``ttnn/ttnn/operations/unary.py``) map them onto torch's. A fast/approximate device mode leaves the reference exact: it is the
-value the approximation aims at, and the tolerance policy judges how far the device may be from it."""
+``ttnn/ttnn/operations/unary.py``) map them onto torch's. A fast/approximate device mode leaves the reference exact: it
+is the value the approximation aims at, and the tolerance policy judges how far the device may be from it."""
 
 from __future__ import annotations
 
