@@ -103,7 +103,7 @@ def ones_like(tensor: Any, dtype: str | None, input_dtypes: Mapping[int, str | N
 def full_like(tensor: Any, fill_value: float, dtype: str | None, input_dtypes: Mapping[int, str | None] | None = None,
               **_: Any) -> np.ndarray:
     """ttnn.full_like and ttnn.fill: ``fill_value`` in the template's shape (goldens ``torch.full_like``, then the
-    dtype)."""
+    dtype; fill's is in ``ttnn/ttnn/operations/unary.py``)."""
     return _like(tensor, fill_value, dtype, input_dtypes)
 
 

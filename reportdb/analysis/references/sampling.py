@@ -1,6 +1,6 @@
 """Sampling operations: top-k and sort (values and indices, two outputs) and plus_one (the token counter), as ttnn
-0.81.1's golden functions define them (tt-metal ``ttnn/ttnn/operations/reduction.py`` for topk and sort,
-``data_movement.py`` for plus_one). Among equal values the lower index comes first (a stable sort); the device's
+0.81.1's golden functions define them (tt-metal ``ttnn/ttnn/operations/reduction.py`` for topk,
+``data_movement.py`` for sort and plus_one). Among equal values the lower index comes first (a stable sort); the device's
 unstable network may pick another of the tied indices (the goldens then mask those positions), so an index mismatch
 at a tie is no fault. NaN sorts as the largest value, as in torch."""
 
