@@ -115,6 +115,122 @@ def cases() -> list[tuple[str, list, dict]]:
          {"attn_mask": np.triu(np.full((1, 1, 32, 32), -1e9, np.float32), 1), "is_causal": False, "scale": 0.25}),
         # ttnn's rotary golden requires token_idx (it cannot express the prefill call without one): decode calls only
         ("ttnn.experimental.rotary_embedding", [normal(1, 8, 1, 64), normal(1, 1, 128, 64), normal(1, 1, 128, 64), 5], {}),
+    ] + placement_shapes_creation_comparison_sampling_cases(x4)
+
+
+def placement_shapes_creation_comparison_sampling_cases(x4: np.ndarray) -> list[tuple[str, list, dict]]:
+    """The cases of the placement, shapes, creation, comparison, indexing and sampling references."""
+    whole = np.round(normal(1, 1, 32, 64) * 2)  # small whole numbers: equal pairs occur
+    other = np.round(normal(1, 1, 32, 64) * 2)
+    with_nan = normal(1, 1, 32, 64)
+    with_nan[0, 0, ::3, ::5] = np.nan
+    distinct = RNG.permutation(32 * 64).reshape(1, 1, 32, 64).astype(np.float32)  # no ties for topk's indices
+    targets = np.argsort(RNG.random((1, 1, 32, 64)), axis=-1)[..., :16].astype(np.int64)  # no two on one position
+    return [
+        # placement
+        ("ttnn.sharded_to_interleaved", [x4, ttnn.DRAM_MEMORY_CONFIG], {}),
+        ("ttnn.sharded_to_interleaved", [x4, ttnn.DRAM_MEMORY_CONFIG], {"output_dtype": ttnn.bfloat16}),
+        ("ttnn.interleaved_to_sharded", [x4, ttnn.L1_MEMORY_CONFIG], {}),
+        ("ttnn.reshard", [x4, ttnn.L1_MEMORY_CONFIG], {}),
+        ("ttnn.reallocate", [x4], {}),
+        ("ttnn.move", [x4], {}),
+        ("ttnn.clone", [x4], {"dtype": ttnn.bfloat16}),
+        ("ttnn.copy", [x4, normal(1, 1, 32, 64)], {}),
+        ("ttnn.tilize_with_val_padding", [normal(1, 1, 30, 60), [1, 1, 32, 64], 0.0], {}),
+        ("ttnn.interleaved_to_sharded_partial", [normal(1, 1, 64, 32), ttnn.CoreGrid(y=1, x=1), [32, 32], 2, 1,
+                                                 ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.ShardOrientation.ROW_MAJOR], {}),
+        ("ttnn.sharded_to_interleaved_partial", [normal(1, 1, 32, 32), normal(1, 1, 64, 32), 2, 1], {}),
+        # shapes
+        ("ttnn.pad", [normal(1, 1, 30, 60), [(0, 0), (0, 0), (0, 2), (0, 4)], 0.5], {}),
+        ("ttnn.pad", [normal(1, 1, 30, 60), [1, 1, 32, 64], [0, 0, 1, 2], -1.0], {}),
+        ("ttnn.untilize_with_unpadding", [x4, [0, 0, 15, 31]], {}),
+        ("ttnn.squeeze", [normal(1, 1, 32, 64), 0], {}),
+        ("ttnn.squeeze", [normal(1, 1, 32, 64)], {}),
+        ("ttnn.unsqueeze", [normal(32, 64), 0], {}),
+        ("ttnn.unsqueeze_to_4D", [normal(32, 64)], {}),
+        ("ttnn.repeat", [normal(1, 1, 32, 64), ttnn.Shape([1, 2, 1, 1])], {}),
+        ("ttnn.repeat", [normal(1, 1, 32, 64), [2, 1]], {}),  # fewer repetitions than axes
+        ("ttnn.expand", [normal(1, 1, 1, 64), [1, 4, 32, -1]], {}),
+        ("ttnn.stack", [[normal(2, 32), normal(2, 32)], 1], {}),
+        ("ttnn.repeat_interleave", [normal(1, 4, 32, 32), 2], {"dim": 1}),
+        ("ttnn.narrow", [x4, 3, 8, 16], {}),
+        ("ttnn.reshape_on_device", [normal(1, 1, 32, 64), 1, 2, 16, 64], {}),
+        ("ttnn.tril", [normal(1, 1, 32, 32)], {"diagonal": 1}),
+        # creation
+        ("ttnn.zeros", [[1, 1, 32, 64]], {}),
+        ("ttnn.ones", [[2, 32]], {"dtype": ttnn.float32}),
+        ("ttnn.full", [[1, 32, 32], 0.1], {}),  # 0.1 as bfloat16 stores it
+        ("ttnn.zeros_like", [x4], {}),
+        ("ttnn.ones_like", [x4], {}),
+        ("ttnn.full_like", [x4, -2.5], {}),
+        ("ttnn.arange", [0, 600, 3], {}),  # bfloat16 by default: above 256 the odd values round
+        ("ttnn.arange", [50], {"dtype": ttnn.int32}),
+        # comparison and logic
+        ("ttnn.lt", [whole, other], {}),
+        ("ttnn.gt", [x4, 0.0], {}),
+        ("ttnn.le", [whole, other], {}),
+        ("ttnn.ge", [whole, 1.0], {}),
+        ("ttnn.eq", [whole, other], {}),
+        ("ttnn.ne", [whole, other], {}),
+        ("ttnn.logical_and", [whole, other], {}),
+        ("ttnn.logical_or", [whole, other], {}),
+        ("ttnn.logical_xor", [whole, other], {}),
+        ("ttnn.logical_not", [whole], {}),
+        ("ttnn.isnan", [with_nan], {}),
+        ("ttnn.maximum", [x4, normal(1, 1, 32, 64)], {}),
+        ("ttnn.minimum", [x4, 0.5], {}),
+        ("ttnn.atan2", [x4, normal(1, 1, 32, 64)], {}),
+        ("ttnn.remainder", [x4 * 4, normal(1, 1, 32, 64, away=True)], {}),
+        # unary
+        ("ttnn.sin", [x4 * 3], {}),
+        ("ttnn.cos", [x4 * 3], {}),
+        ("ttnn.floor", [x4 * 3], {}),
+        ("ttnn.relu6", [x4 * 5], {}),
+        ("ttnn.swish", [x4], {}),
+        ("ttnn.sigmoid_accurate", [x4], {}),
+        ("ttnn.softplus", [x4 * 10], {"beta": 2.0, "threshold": 10.0}),
+        # in place: the values of the out-of-place operation
+        ("ttnn.add_", [x4, normal(1, 1, 32, 64)], {}),
+        ("ttnn.sub_", [x4, normal(1, 1, 1, 64)], {}),
+        ("ttnn.subtract_", [x4, 0.5], {}),
+        ("ttnn.mul_", [x4, normal(1, 1, 32, 64)], {}),
+        ("ttnn.multiply_", [x4, 2.0], {}),
+        ("ttnn.div_", [x4, normal(1, 1, 32, 64, away=True)], {}),
+        ("ttnn.divide_", [x4, 4.0], {}),
+        # indexing, reduction, sampling
+        ("ttnn.gather", [x4, 3, RNG.integers(0, 64, (1, 1, 32, 16)).astype(np.int64)], {}),
+        ("ttnn.scatter", [x4, 3, targets, normal(1, 1, 32, 16)], {}),
+        ("ttnn.cumsum", [x4, 3], {}),
+        ("ttnn.var", [x4], {"dim": -1}),
+        ("ttnn.std", [x4], {"dim": 2, "keepdim": True}),
+        ("ttnn.prod", [normal(1, 1, 4, 8, away=True)], {"dim": -1}),
+        ("ttnn.plus_one", [RNG.integers(0, 1000, (1, 32)).astype(np.int64)], {}),
+        ("ttnn.topk", [distinct, 8], {}),  # two outputs: values and indices
+        ("ttnn.topk", [distinct, 4, 2], {"largest": False}),
+        ("ttnn.sort", [distinct, -1], {}),
+        ("ttnn.sort", [distinct], {"dim": 2, "descending": True}),
+        # the operations one or two models call
+        ("ttnn.bcast", [x4, normal(1, 1, 32, 64), ttnn.BcastOpMath.ADD, ttnn.BcastOpDim.H], {}),
+        ("ttnn.bcast", [x4, normal(1, 1, 32, 32), ttnn.BcastOpMath.MUL, ttnn.BcastOpDim.HW], {}),
+        ("ttnn.bcast", [x4, normal(1, 1, 32, 32), ttnn.BcastOpMath.SUB, ttnn.BcastOpDim.W], {}),
+        ("ttnn.elu", [x4 * 3], {"alpha": 0.5}),
+        ("ttnn.erf", [x4 * 2], {}),
+        ("ttnn.eqz", [whole], {}),
+        ("ttnn.alt_complex_rotate90", [x4], {}),
+        ("ttnn.bitwise_and", [RNG.integers(0, 1 << 20, (1, 32)).astype(np.int64), 0xF0F], {}),
+        ("ttnn.bitwise_or", [RNG.integers(0, 1 << 20, (1, 32)).astype(np.int64), 0x101], {}),
+        ("ttnn.bitwise_not", [RNG.integers(-1000, 1000, (1, 32)).astype(np.int64)], {}),
+        ("ttnn.lerp", [x4, normal(1, 1, 32, 64), 0.25], {}),
+        ("ttnn.lerp", [x4, normal(1, 1, 32, 64), normal(1, 1, 32, 64)], {}),
+        ("ttnn.addcmul", [x4, normal(1, 1, 32, 64), normal(1, 1, 32, 64)], {"value": 0.5}),
+        ("ttnn.experimental.broadcast_to", [normal(1, 1, 1, 64), [2, 3, 32, 64]], {}),
+        ("ttnn.fill", [x4, 1.75], {}),
+        ("ttnn.moreh_full", [[1, 32, 32], 0.3], {}),
+        ("ttnn.fill_rm", [1, 2, 32, 32, 5, 7, normal(1, 2, 32, 32), 2.0, -1.0], {}),
+        ("ttnn.fill_ones_rm", [1, 1, 32, 32, 3, 40, normal(1, 1, 32, 32)], {}),
+        ("ttnn.moreh_cumsum", [x4, 2], {}),
+        ("ttnn.experimental.slice_write", [normal(1, 8, 8, 16), normal(1, 16, 16, 16), [0, 4, 0, 0], [1, 12, 16, 16],
+                                           [1, 1, 2, 1]], {}),
     ]
 
 

@@ -74,7 +74,10 @@ def test_the_golden_cases_cover_every_reference(goldens: tuple[Path, list[dict]]
     aliases = {"ttnn.sub", "ttnn.mul", "ttnn.div", "ttnn.clip", "ttnn.view", "ttnn.tilize", "ttnn.untilize",
                "ttnn.tilize_with_zero_padding", "ttnn.to_memory_config",
                "ttnn.experimental.split_query_key_value_and_split_heads"}  # one function with a covered name
-    assert set(references.names()) - aliases <= covered, set(references.names()) - aliases - covered
+    # no golden function in ttnn 0.81.1 (tests/test_references_more.py checks them by hand and against torch)
+    without_golden = {"ttnn.experimental.typecast", "ttnn.experimental.view",
+                      "ttnn.experimental.repeat_and_interleave_eltwise_mul"}
+    assert set(references.names()) - aliases - without_golden <= covered, set(references.names()) - aliases - covered
     assert all("database" in c["rows"] for c in cases) or legacy_database_py() is None
 
 

@@ -171,6 +171,66 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "empty": parse_empty, "word": parse_word,
 }  # fmt: skip
 
+# Parsers of the placement, shape and creation references (``placement``, ``shapes``, ``creation``).
+
+#: The ttnn dtypes a text may name where a placement's positional argument is either a dtype or a placement setting.
+_DTYPE_NAMES = frozenset({"bfloat16", "float32", "bfloat8_b", "bfloat4_b", "uint8", "uint16", "uint32", "int32"})
+_PAIR = re.compile(r"[\[(]\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*[\])]")
+
+
+def parse_dtype_or_placement(text: str) -> str | None:
+    """A positional argument that is an output dtype in one overload and a placement setting (grid, shard shape,
+    scheme, orientation, memory config) in another: the dtype's lower-case name, or None for any other text."""
+    match = re.fullmatch(r"(?:DataType\.|ttnn\.)([A-Za-z0-9_]+)", text.strip())
+    name = match.group(1).lower() if match else ""
+    return name if name in _DTYPE_NAMES else None
+
+
+def parse_pairs_or_ints(text: str) -> tuple[Any, ...]:
+    """ttnn.pad's ``padding``: a sequence of integers (an output shape; ttnn 0.6x's text of one pair, ``(0, 28)``, too)
+    as a tuple of ints, else a list of (before, after) pairs (``[(0, 0), (0, 28)]``, or ttnn 0.6x's
+    ``(0, 0), (0, 28)``) as a tuple of pairs."""
+    try:
+        return parse_ints(text)
+    except ValueError:
+        pass
+    value = text.strip()
+    pairs = _PAIR.findall(value)
+    if not pairs or not re.fullmatch(r"[\[(]?[\s,]*[\])]?", _PAIR.sub("", value)):
+        raise ValueError(f"not a list of pairs: {text!r}")
+    return tuple((_int(text, a), _int(text, b)) for a, b in pairs)
+
+
+def parse_float_or_ints(text: str) -> float | tuple[int, ...]:
+    """A number, or else a sequence of integers (ttnn.pad's third positional argument: a value or a start)."""
+    try:
+        return parse_float(text)
+    except ValueError:
+        return parse_ints(text)
+
+
+def parse_bool_or_int(text: str) -> int:
+    """A count given as a bool or an integer (ttnn.var's ``correction``: ``True`` is 1)."""
+    try:
+        return int(parse_bool(text))
+    except ValueError:
+        return parse_int(text)
+
+
+def parse_enum(text: str) -> str:
+    """An enum value as Python or C++ prints it (``BcastOpMath.ADD``, ``ttnn.BcastOpDim.HW``, ``BcastOpDim::W``) as
+    its lower-case member name."""
+    match = re.fullmatch(r"(?:ttnn\.)?(?:[A-Za-z_][A-Za-z_0-9]*(?:::|\.))?([A-Za-z_][A-Za-z_0-9]*)", text.strip())
+    if not match:
+        raise ValueError(f"not an enum value: {text!r}")
+    return match.group(1).lower()
+
+
+PARSERS.update({
+    "dtype_or_placement": parse_dtype_or_placement, "pairs_or_ints": parse_pairs_or_ints,
+    "float_or_ints": parse_float_or_ints, "bool_or_int": parse_bool_or_int, "enum": parse_enum,
+})
+
 
 @dataclass(frozen=True)
 class Param:

@@ -17,7 +17,7 @@ _IN = Param("input_tensor", "tensor", 0, required=True)
 PIECE_ELEMENTS = 128
 
 
-def _rank_check(name: str, axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+def rank_check(name: str, axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
     """Axes counted from the end made non-negative; one outside the rank is refused."""
     if any(not -ndim <= a < ndim for a in axes):
         raise UnsupportedArguments([name], f"{axes} is outside a tensor of rank {ndim}")
@@ -28,7 +28,7 @@ def _rank_check(name: str, axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
 def transpose(input_tensor: Any, dim1: int, dim2: int, **_: Any) -> np.ndarray:
     """ttnn.transpose: two axes swapped."""
     x = np.asarray(input_tensor)
-    a, b = _rank_check("dim1", (dim1, dim2), x.ndim)
+    a, b = rank_check("dim1", (dim1, dim2), x.ndim)
     return np.swapaxes(x, a, b)
 
 
@@ -38,13 +38,15 @@ def permute(input_tensor: Any, dims: tuple[int, ...], **_: Any) -> np.ndarray:
     x = np.asarray(input_tensor)
     if len(dims) != x.ndim:
         raise UnsupportedArguments(["dims"], f"{len(dims)} axes for a tensor of rank {x.ndim}")
-    return np.transpose(x, _rank_check("dims", dims, x.ndim))
+    return np.transpose(x, rank_check("dims", dims, x.ndim))
 
 
-@reference("ttnn.reshape", "ttnn.view", params=(_IN, Param("shape", "ints", 1, required=True),
+@reference("ttnn.reshape", "ttnn.view", "ttnn.experimental.view", params=(_IN, Param("shape", "ints", 1, required=True),
                                                 Param("padded_shape", "ignored", 2)))  # fmt: skip
 def reshape(input_tensor: Any, shape: tuple[int, ...], **_: Any) -> np.ndarray:
-    """ttnn.reshape: the same values in C order under ``shape`` (one -1 inferred)."""
+    """ttnn.reshape: the same values in C order under ``shape`` (one -1 inferred); ttnn.view and
+    ttnn.experimental.view are that reshape done without a copy where the layout allows it (the latter has no golden
+    function: its docstring says ttnn.reshape calls it for this)."""
     x = np.asarray(input_tensor)
     try:
         return x.reshape(shape)
@@ -66,7 +68,7 @@ def concat(tensors: list[np.ndarray], dim: int, groups: int, **_: Any) -> np.nda
     if groups != 1:
         raise UnsupportedArguments(["groups"], "grouped concatenation")
     arrays = [np.asarray(t) for t in tensors]
-    _rank_check("dim", (dim,), arrays[0].ndim)  # checked here: numpy overflows on an axis beyond a C long
+    rank_check("dim", (dim,), arrays[0].ndim)  # checked here: numpy overflows on an axis beyond a C long
     if len({a.dtype for a in arrays}) > 1:
         arrays = [a.astype(np.float32) for a in arrays]
     try:
@@ -157,7 +159,7 @@ def split(input_tensor: Any, split_size: tuple[int, ...], dim: int, **_: Any) ->
     """ttnn.split as torch.split: pieces of ``split_size`` along ``dim`` (the last one shorter), or pieces of the
     listed sizes when they add up to the axis."""
     x = np.asarray(input_tensor)
-    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    (axis,) = rank_check("dim", (dim,), x.ndim)
     n = x.shape[axis]
     if len(split_size) == 1 and split_size[0] > 0:  # one size (a one-element list of the whole axis is the same)
         sizes = [min(split_size[0], n - start) for start in range(0, n, split_size[0])] or [0]
@@ -179,7 +181,7 @@ def _chunk_size(values: Mapping[str, Any]) -> int:
 def chunk(input_tensor: Any, chunks: int, dim: int, **_: Any) -> tuple[np.ndarray, ...]:
     """ttnn.chunk as torch.chunk: pieces of ceil(n / chunks) along ``dim`` (so possibly fewer than ``chunks``)."""
     x = np.asarray(input_tensor)
-    (axis,) = _rank_check("dim", (dim,), x.ndim)
+    (axis,) = rank_check("dim", (dim,), x.ndim)
     if chunks < 1:
         raise UnsupportedArguments(["chunks"], f"{chunks} chunks")
     n = x.shape[axis]

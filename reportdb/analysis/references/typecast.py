@@ -117,3 +117,24 @@ def block_float(values: np.ndarray, bits: int) -> np.ndarray:
     out = np.where(sign == 1, -1.0, 1.0) * mag * scale
     out = np.where(mag == 0, 0.0, out)
     return out.reshape(rows.shape[0], -1)[:, :cols].astype(np.float32).reshape(shape)
+
+
+def stored_as(values: Any, dtype: str | None, name: str = "dtype") -> np.ndarray:
+    """The values ttnn stores for ``values`` written as ``dtype`` (ttnn 0.81.1's ``golden_to_output_dtype``,
+    ``ttnn/operations/golden_common.py``: torch's ``.to`` for the float and integer dtypes, a block float's packing
+    for BFLOAT8_B / BFLOAT4_B); None keeps the values. Float values are written to an integer dtype only when they
+    are whole numbers in its range (torch's conversion of others is not the device's); other dtypes are refused."""
+    x = np.asarray(values)
+    if dtype is None:
+        return x
+    if dtype in _FLOATS:
+        return (x.astype(np.float32) if x.dtype.kind == "f" and x.dtype.itemsize > 4 else x).astype(_FLOATS[dtype])
+    if dtype in _BLOCK_FLOATS:
+        return block_float(x.astype(np.float32), _BLOCK_FLOATS[dtype])
+    if dtype in _INTEGERS and x.dtype.kind in "iub":
+        return x.astype(dtype)
+    if dtype in _INTEGERS:
+        whole, info = x.astype(np.float64), np.iinfo(dtype)
+        if np.all(np.mod(whole, 1) == 0) and (not x.size or (whole.min() >= info.min and whole.max() <= info.max)):
+            return whole.astype(np.int64).astype(dtype)
+    raise UnsupportedArguments([name], f"values of dtype {x.dtype.name} written as {dtype}")
