@@ -196,7 +196,12 @@ def parse_floats(text: str) -> tuple[float, ...]:
     return tuple(parse_float(p) for p in parts)
 
 
-PARSERS.update({"conv_config": parse_conv_config, "floats": parse_floats})
+def parse_absent(text: str) -> None:
+    """An argument a reference accepts only as None (ttnn's default): any recorded value is refused."""
+    raise ValueError(f"a value the reference does not model: {text[:60]!r}")
+
+
+PARSERS.update({"conv_config": parse_conv_config, "floats": parse_floats, "none": parse_absent})
 
 
 @dataclass(frozen=True)
