@@ -189,10 +189,11 @@ def parse_conv_config(text: str) -> str | None:
 
 
 def parse_floats(text: str) -> tuple[float, ...]:
-    """One number or a sequence of them: ``2``, ``1.5``, ``[2, 2]``, ``(1.5, 2.0)``."""
+    """One number or a sequence of them: ``2``, ``1.5``, ``[2, 2]``, ``(1.5, 2.0)``, or ``2, 3`` (ttnn 0.6x's
+    ``database.py`` joins a list's elements with ", ", brackets dropped)."""
     value = text.strip()
     inner = re.fullmatch(r"[\[(]\s*(.*?)\s*,?\s*[\])]", value)
-    parts = inner.group(1).split(",") if inner else [value]
+    parts = (inner.group(1) if inner else value).split(",")
     return tuple(parse_float(p) for p in parts)
 
 
