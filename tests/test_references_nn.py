@@ -17,6 +17,31 @@ TENSOR = "ttnn.Tensor(shape=Shape([1]), dtype=DataType.BFLOAT16, layout=Layout.T
 RELU = "Conv2dConfig(weights_dtype=std::nullopt,activation=UnaryWithParam(op_type=UnaryOpType::RELU),padding_mode=PaddingMode::Zeros)"
 
 
+#: The operations this module checks (tests/test_references.py counts them as hand-checked), and the names that are
+#: one function with a checked name.
+COVERED = frozenset({
+    "ttnn.conv2d", "ttnn.conv1d", "ttnn.max_pool2d", "ttnn.avg_pool2d", "ttnn.adaptive_avg_pool2d",
+    "ttnn.global_avg_pool2d", "ttnn.upsample", "ttnn.experimental.nlp_create_qkv_heads",
+    "ttnn.experimental.nlp_create_qkv_heads_decode", "ttnn.experimental.nlp_concat_heads",
+    "ttnn.experimental.nlp_concat_heads_decode", "ttnn.transformer.concatenate_heads",
+    "ttnn.experimental.rotary_embedding_llama", "ttnn.transformer.scaled_dot_product_attention_decode",
+    "ttnn.transformer.paged_scaled_dot_product_attention_decode", "ttnn.fill_cache", "ttnn.update_cache",
+    "ttnn.experimental.paged_update_cache", "ttnn.experimental.paged_fill_cache", "ttnn.softmax_in_place",
+    "ttnn.scale_mask_softmax_in_place", "ttnn.transformer.attention_softmax_", "ttnn.rms_norm_post_all_gather",
+    "ttnn.layer_norm_post_all_gather", "ttnn.group_norm",
+})
+ALIASES = frozenset({
+    "ttnn.experimental.concatenate_heads", "ttnn.scale_mask_softmax", "ttnn.scale_causal_mask_hw_dims_softmax_in_place",
+    "ttnn.transformer.attention_softmax",
+})
+
+
+def test_every_covered_operation_is_run_here() -> None:
+    source = open(__file__, encoding="utf-8").read()
+    assert all(source.count(f'"{name}"') >= 2 for name in COVERED)  # listed above, and run by a test below
+    assert all(refs.lookup(name) is not None for name in COVERED | ALIASES)
+
+
 def run(op: str, *inputs: np.ndarray, args: list[A] | None = None) -> tuple[np.ndarray, ...]:
     """Every reference output of ``op`` for inputs numbered 1, 2, ... and the recorded arguments."""
     return refs.compute_outputs(op, list(enumerate(inputs, start=1)), args or [])

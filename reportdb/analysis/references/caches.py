@@ -34,7 +34,7 @@ def _rank4(**tensors: Any) -> list[np.ndarray]:
     return arrays
 
 
-def _written(cache: np.ndarray, rows: np.ndarray, source: np.ndarray) -> np.ndarray:
+def _written(cache: np.ndarray, rows: Any, source: np.ndarray) -> np.ndarray:
     """A copy of ``cache`` with ``source`` written where ``rows`` index it, in the cache's dtype."""
     out = cache.copy()
     out[rows] = source.astype(out.dtype)

@@ -92,7 +92,7 @@ def _conv_size(values: Mapping[str, Any]) -> int:
     the batch, the spatial sizes and the channel counts the arguments name, not by the stored arrays."""
     batch, out_channels = values.get("batch_size") or 1, values.get("out_channels") or 1
     height = values.get("input_height") or 1
-    width = values.get("input_width") if values.get("input_width") is not None else values.get("input_length") or 1
+    width = values.get("input_width") or values.get("input_length") or 1
     try:
         top, bottom, left, right = sides(values.get("padding"))
     except UnsupportedArguments:

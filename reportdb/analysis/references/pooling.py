@@ -94,8 +94,8 @@ def max_pool2d(input_tensor: Any, batch_size: int, input_h: int, input_w: int, c
     x = nhwc("input_tensor", input_tensor, batch_size, input_h, input_w, None)
     if x.shape[-1] != channels:
         raise UnsupportedArguments(["channels"], f"{channels} channels in an input of {x.shape[-1]}")
-    window, _ = _windows(x, pair("kernel_size", kernel_size, 1), pair("stride", stride, 1), padding,
-                         pair("dilation", dilation, 1), ceil_mode, -np.inf)
+    window = _windows(x, pair("kernel_size", kernel_size, 1), pair("stride", stride, 1), padding,
+                      pair("dilation", dilation, 1), ceil_mode, -np.inf)[0]
     return _flat(window.max(axis=-1)).astype(np.float32)
 
 
