@@ -152,6 +152,11 @@ def cases() -> list[tuple[str, list, dict]]:
         ("ttnn.layer_norm_post_all_gather", [normal(1, 1, 32, 128), np.concatenate(
             [np.stack([normal(1, 1, 32, positive=True) * 200, normal(1, 1, 32)], axis=-1).repeat(32, -1)] * 2, axis=-1)],
          {"epsilon": 1e-5, "weight": normal(128), "bias": normal(128)}),
+        ("ttnn.transformer.chunked_scaled_dot_product_attention",
+         [normal(2, 4, 32, 32), normal(8, 2, 32, 32), normal(8, 2, 32, 32),
+          np.array([[3, 0, 5, 1], [7, 2, 6, 4]], dtype=np.int64), 64], {"scale": 0.2}),
+        ("ttnn.fold", [normal(2, 8, 6, 4), 2, 3], {}),
+        ("ttnn.fold", [normal(1, 6, 4, 8), 4, 2], {"padding": [1, 1, 0, 2], "collapse_output": True}),
         ("ttnn.group_norm", [normal(2, 1, 64, 64) * 2 + 1], {"num_groups": 8, "epsilon": 1e-5, "weight": normal(64),
                                                            "bias": normal(64)}),
     ]

@@ -28,7 +28,9 @@ COVERED = frozenset({
     "ttnn.transformer.paged_scaled_dot_product_attention_decode", "ttnn.fill_cache", "ttnn.update_cache",
     "ttnn.experimental.paged_update_cache", "ttnn.experimental.paged_fill_cache", "ttnn.softmax_in_place",
     "ttnn.scale_mask_softmax_in_place", "ttnn.transformer.attention_softmax_", "ttnn.rms_norm_post_all_gather",
-    "ttnn.layer_norm_post_all_gather", "ttnn.group_norm",
+    "ttnn.layer_norm_post_all_gather", "ttnn.group_norm", "ttnn.fold", "ttnn.experimental.convert_to_chw",
+    "ttnn.experimental.convert_to_hwc", "ttnn.experimental.fast_reduce_nc", "ttnn.experimental.minimal_matmul",
+    "ttnn.transformer.chunked_scaled_dot_product_attention",
 })
 ALIASES = frozenset({
     "ttnn.experimental.concatenate_heads", "ttnn.scale_mask_softmax", "ttnn.scale_causal_mask_hw_dims_softmax_in_place",
@@ -388,3 +390,63 @@ def test_group_norm_against_torch_and_refuses_packed_weights() -> None:
     assert np.allclose(out, expected, atol=1e-5)
     with pytest.raises(UnsupportedArguments, match="weight"):
         run("ttnn.group_norm", x, normal(1, 1, 2, 32), bias, args=args)
+
+
+# --- layouts around convolutions, reductions, matmul, chunked attention -----------------------------------------
+
+
+def test_fold_and_channel_order_by_hand() -> None:
+    x = np.arange(2 * 4 * 4 * 3, dtype=F).reshape(2, 4, 4, 3)
+    (out,) = run("ttnn.fold", x, args=[A("0", TENSOR.format(1)), A("1", "2"), A("2", "2")])
+    # output pixel (1, 0) of image 1 packs input pixels (2, 0), (2, 1), (3, 0), (3, 1), channels in order
+    assert out.shape == (2, 2, 2, 12) and np.array_equal(out[1, 1, 0], np.concatenate([x[1, 2, 0], x[1, 2, 1],
+                                                                                       x[1, 3, 0], x[1, 3, 1]]))
+    (collapsed,) = run("ttnn.fold", x, args=[A("0", TENSOR.format(1)), A("1", "2"), A("2", "2"),
+                                             A("padding", "[0, 0, 1, 1]"), A("collapse_output", "True")])
+    assert collapsed.shape == (1, 1, 2 * 2 * 3, 12) and np.array_equal(collapsed[0, 0, 0, :3], [0, 0, 0])
+    with pytest.raises(UnsupportedArguments, match="use_transpose_as_fold"):
+        run("ttnn.fold", x, args=[A("0", TENSOR.format(1)), A("1", "2"), A("2", "2"), A("3", "True")])
+    hwc = np.arange(2 * 6 * 3, dtype=F).reshape(1, 2, 6, 3)  # [1, B, HW, C]
+    (chw,) = run("ttnn.experimental.convert_to_chw", hwc)
+    assert chw.shape == (1, 2, 3, 6) and chw[0, 1, 2, 4] == hwc[0, 1, 4, 2]
+    (back,) = run("ttnn.experimental.convert_to_hwc", chw)
+    assert np.array_equal(back, hwc.reshape(1, 1, 12, 3))
+
+
+def test_fast_reduce_nc_by_hand() -> None:
+    x = np.arange(2 * 3 * 2 * 2, dtype=F).reshape(2, 3, 2, 2)
+    (one,) = run("ttnn.experimental.fast_reduce_nc", x, args=[A("0", TENSOR.format(1)), A("dims", "[1]")])
+    assert one.shape == (2, 1, 2, 2) and one[1, 0, 1, 0] == x[1, :, 1, 0].sum() == 14 + 18 + 22
+    (both,) = run("ttnn.experimental.fast_reduce_nc", x, args=[A("0", TENSOR.format(1)), A("dims", "[0, 1]")])
+    assert both.shape == (1, 1, 2, 2) and both[0, 0, 0, 0] == sum(range(0, 24, 4))
+    with pytest.raises(UnsupportedArguments, match="dims"):
+        run("ttnn.experimental.fast_reduce_nc", x, args=[A("0", TENSOR.format(1)), A("dims", "[2]")])
+
+
+def test_minimal_matmul_by_hand() -> None:
+    a = np.array([[[[1, 2], [3, 4]]], [[[-1, 0], [0, -1]]]], F)  # [2, 1, 2, 2]
+    b = np.array([[[[5, 6], [7, 8]]]], F)  # [1, 1, 2, 2]
+    (out,) = run("ttnn.experimental.minimal_matmul", a, b, np.array([[1, -100]], F),
+                 args=tensors("input_tensor", "weight_tensor", "bias_tensor")
+                 + [A("fused_activation", "UnaryWithParam(op_type=UnaryOpType::RELU)")])
+    assert out.shape == (2, 1, 2, 2) and np.array_equal(out[0, 0], [[20, 0], [44, 0]]) and not out[1].any()
+    with pytest.raises(UnsupportedArguments, match="fuse_swiglu"):
+        run("ttnn.experimental.minimal_matmul", a, b, args=tensors("input_tensor", "weight_tensor")
+            + [A("fuse_swiglu", "True")])
+
+
+def test_chunked_sdpa_against_torch() -> None:
+    torch = pytest.importorskip("torch")
+    b, heads, kv_heads, chunk, d, block = 2, 4, 2, 16, 8, 16
+    q, k, v = normal(b, heads, chunk, d), normal(b, kv_heads, 64, d), normal(b, kv_heads, 64, d)
+    table = np.array([[3, 0, 5, 1], [7, 2, 6, 4]])
+    kc, vc = np.zeros((8, kv_heads, block, d), F), np.zeros((8, kv_heads, block, d), F)
+    for user in range(b):
+        for j, page in enumerate(table[user]):
+            kc[page], vc[page] = k[user, :, j * block : (j + 1) * block], v[user, :, j * block : (j + 1) * block]
+    (out,) = run("ttnn.transformer.chunked_scaled_dot_product_attention", q, kc, vc, table.astype(np.int32),
+                 args=[A(str(i), TENSOR.format(i + 1)) for i in range(4)] + [A("4", "32")])
+    allowed = np.arange(48)[None, :] <= np.arange(32, 48)[:, None]  # queries at 32..47 over keys 0..47
+    kk, vv = (torch.tensor(t[:, :, :48]).repeat_interleave(2, 1) for t in (k, v))
+    expected = torch.nn.functional.scaled_dot_product_attention(torch.tensor(q), kk, vv, attn_mask=torch.tensor(allowed))
+    assert np.allclose(out, expected.numpy(), atol=1e-6)

@@ -26,7 +26,7 @@ __all__ = [
 
 _FAMILIES = (
     "matmul", "binary", "unary", "reduction", "normalization", "data_movement", "typecast", "ternary", "transformer",
-    "conv", "pooling", "attention", "caches",
+    "conv", "pooling", "attention", "caches", "reduce_nc",
 )
 
 #: Arguments that place or schedule an operation and never change its output's values: accepted by every reference.

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import Param, UnsupportedArguments, broadcast, elements, float64s, reference, shape
+from .transformer import scaled_dot_product_attention
 
 #: The tile edge: rotary_embedding_llama applies its transformation matrix to each 32-wide tile of a head.
 TILE = 32
@@ -282,3 +283,39 @@ def paged_scaled_dot_product_attention_decode(
         raise UnsupportedArguments(["page_table_tensor"], f"{len(keys)} users' pages for {q.shape[1]} queries")
     positions = _positions(None, cur_pos_tensor, q.shape[1], keys[0].shape[1])
     return _decode_attention(q, keys, values, positions, is_causal, mask, scale)
+
+
+def _chunked_size(values: Mapping[str, Any]) -> int:
+    """The contiguous copy of every user's pages and the score matrix of the chunk's queries over them."""
+    q, k, table = (shape(values.get(n)) for n in ("input_tensor_q", "input_tensor_k", "page_table_tensor"))
+    if len(q) != 4 or len(k) != 4 or len(table) != 2:
+        return max(elements(q), elements(k))
+    keys = table[1] * k[2]
+    return max(elements(table) * k[1] * k[2] * k[3], q[0] * q[1] * q[2] * keys, q[0] * q[1] * keys * k[3])
+
+
+@reference("ttnn.transformer.chunked_scaled_dot_product_attention", params=(
+    Param("input_tensor_q", "tensor", 0, required=True), Param("input_tensor_k", "tensor", 1, required=True),
+    Param("input_tensor_v", "tensor", 2, required=True), Param("page_table_tensor", "tensor", 3, required=True),
+    Param("chunk_start_idx", "int", 4), Param("chunk_start_idx_tensor", "tensor"), Param("scale", "float"),
+    Param("program_config", "ignored"), Param("paged_cache_geometry", "none"), Param("sliding_window_size", "none"),
+    Param("attention_sink", "none"),
+), size=_chunked_size)
+def chunked_scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: Any, input_tensor_v: Any,
+                                         page_table_tensor: Any, chunk_start_idx: int | None, chunk_start_idx_tensor: Any,
+                                         scale: float | None, **_: Any) -> np.ndarray:
+    """ttnn.transformer.chunked_scaled_dot_product_attention as its golden (tt-metal ``transformer_golden.py``,
+    ``chunked_scaled_dot_product_attention_golden``): the paged caches read through the page table, cut to the
+    chunk's end, and causal attention of the chunk's queries, which sit at ``chunk_start_idx`` onwards."""
+    q = np.asarray(input_tensor_q)
+    table = np.asarray(page_table_tensor)
+    keys = np.stack(pages("input_tensor_k", float64s("input_tensor_k", input_tensor_k), table))
+    values = np.stack(pages("input_tensor_v", float64s("input_tensor_v", input_tensor_v), table))
+    start = chunk_start_idx
+    if chunk_start_idx_tensor is not None:
+        found = np.asarray(chunk_start_idx_tensor).reshape(-1)
+        start = int(found[0]) if found.size == 1 and float(found[0]).is_integer() else None
+    if start is None or start < 0 or q.ndim != 4 or start + q.shape[2] > keys.shape[2] or keys.shape[0] != q.shape[0]:
+        raise UnsupportedArguments(["chunk_start_idx"], f"a chunk of {q.shape} at {start} over caches of {keys.shape}")
+    end = start + q.shape[2]
+    return scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], None, True, scale, None, None, None)

@@ -180,3 +180,50 @@ def conv1d(input_tensor: Any, weight_tensor: Any, in_channels: int, out_channels
         raise UnsupportedArguments(["padding"], f"{len(padding)} padding values for a 1-D convolution")
     out = convolve(x, w, (0, 0, left, right), (1, stride), (1, dilation), groups)
     return _finish(out, bias_tensor, out_channels, conv_config)
+
+
+@reference("ttnn.fold", params=(
+    Param("input", "tensor", 0, required=True), Param("stride_h", "int", 1, required=True),
+    Param("stride_w", "int", 2, required=True), Param("use_transpose_as_fold", "bool", 3, False),
+    Param("output_shape", "ignored", 4), Param("padding", "ints", 5), Param("grid_size", "ignored", 6),
+    Param("override_memory_config", "ignored", 7), Param("collapse_output", "bool", 8, False),
+))
+def fold(input: Any, stride_h: int, stride_w: int, use_transpose_as_fold: bool, padding: tuple[int, ...] | None,
+         collapse_output: bool, **_: Any) -> np.ndarray:
+    """ttnn.fold as its golden (tt-metal ``ttnn/ttnn/operations/data_movement.py``): NHWC space-to-depth after a
+    zero padding of (top, bottom, left, right[, channel front, channel back]); each ``stride_h x stride_w``
+    neighbourhood packed into the channels, ``[1, 1, N*Ho*Wo, C*sh*sw]`` when collapsed. The transpose-based path
+    (whose padding depends on the input's sharding) is refused."""
+    if use_transpose_as_fold:
+        raise UnsupportedArguments(["use_transpose_as_fold"], "the transposed fold pads by the input's sharding")
+    x = np.asarray(input)
+    pads = (0,) * 6 if padding is None else sides(padding) + (0, 0) if len(padding) in (2, 4) else padding
+    if x.ndim != 4 or len(pads) != 6 or min(pads) < 0 or stride_h < 1 or stride_w < 1:
+        raise UnsupportedArguments(["padding"], f"padding {padding} and strides for an input {x.shape}")
+    x = np.pad(x, ((0, 0), (pads[0], pads[1]), (pads[2], pads[3]), (pads[4], pads[5])))
+    n, h, w, c = x.shape
+    if h % stride_h or w % stride_w:
+        raise UnsupportedArguments(["stride_h"], f"strides ({stride_h}, {stride_w}) for a padded input {x.shape}")
+    out = x.reshape(n, h // stride_h, stride_h, w // stride_w, stride_w, c).transpose(0, 1, 3, 2, 4, 5)
+    out = out.reshape(n, h // stride_h, w // stride_w, c * stride_h * stride_w)
+    return out.reshape(1, 1, -1, out.shape[-1]) if collapse_output else out
+
+
+@reference("ttnn.experimental.convert_to_chw", params=(Param("input", "tensor", 0, required=True), Param("dtype", "dtype")))
+def convert_to_chw(input: Any, **_: Any) -> np.ndarray:
+    """ttnn.experimental.convert_to_chw as its documentation and unit test (tt-metal ``test_convert_to_chw.py``:
+    ``input.transpose(2, 3)``) define it: [1, B, HW, C] to [1, B, C, HW]."""
+    x = np.asarray(input)
+    if x.ndim != 4:
+        raise UnsupportedArguments(["input"], f"an input of shape {x.shape} ([1, B, HW, C] expected)")
+    return np.ascontiguousarray(np.swapaxes(x, 2, 3))
+
+
+@reference("ttnn.experimental.convert_to_hwc", params=(Param("input", "tensor", 0, required=True), Param("dtype", "dtype")))
+def convert_to_hwc(input: Any, **_: Any) -> np.ndarray:
+    """ttnn.experimental.convert_to_hwc as its documentation (tt-metal ``convert_to_hwc_nanobind.cpp``) defines it:
+    [1, B, C, HW] to [1, 1, B*HW, C], the batches flattened into the rows."""
+    x = np.asarray(input)
+    if x.ndim != 4 or x.shape[0] != 1:
+        raise UnsupportedArguments(["input"], f"an input of shape {x.shape} ([1, B, C, HW] expected)")
+    return np.ascontiguousarray(np.swapaxes(x, 2, 3)).reshape(1, 1, -1, x.shape[2])
