@@ -157,6 +157,9 @@ def cases() -> list[tuple[str, list, dict]]:
           np.array([[3, 0, 5, 1], [7, 2, 6, 4]], dtype=np.int64), 64], {"scale": 0.2}),
         ("ttnn.fold", [normal(2, 8, 6, 4), 2, 3], {}),
         ("ttnn.fold", [normal(1, 6, 4, 8), 4, 2], {"padding": [1, 1, 0, 2], "collapse_output": True}),
+        ("ttnn.batch_norm", [normal(2, 4, 8, 8)], {"running_mean": normal(1, 4, 1, 1), "running_var": normal(1, 4, 1, 1, positive=True),
+                                                   "weight": normal(1, 4, 1, 1), "bias": normal(1, 4, 1, 1)}),
+        ("ttnn.batch_norm", [normal(2, 4, 8, 8) * 2 + 1], {"training": True, "eps": 1e-3}),
         ("ttnn.group_norm", [normal(2, 1, 64, 64) * 2 + 1], {"num_groups": 8, "epsilon": 1e-5, "weight": normal(64),
                                                            "bias": normal(64)}),
     ]

@@ -30,7 +30,8 @@ COVERED = frozenset({
     "ttnn.scale_mask_softmax_in_place", "ttnn.transformer.attention_softmax_", "ttnn.rms_norm_post_all_gather",
     "ttnn.layer_norm_post_all_gather", "ttnn.group_norm", "ttnn.fold", "ttnn.experimental.convert_to_chw",
     "ttnn.experimental.convert_to_hwc", "ttnn.experimental.fast_reduce_nc", "ttnn.experimental.minimal_matmul",
-    "ttnn.transformer.chunked_scaled_dot_product_attention",
+    "ttnn.transformer.chunked_scaled_dot_product_attention", "ttnn.grid_sample", "ttnn.batch_norm",
+    "ttnn.experimental.group_attn_matmul",
 })
 ALIASES = frozenset({
     "ttnn.experimental.concatenate_heads", "ttnn.scale_mask_softmax", "ttnn.scale_causal_mask_hw_dims_softmax_in_place",
@@ -450,3 +451,37 @@ def test_chunked_sdpa_against_torch() -> None:
     kk, vv = (torch.tensor(t[:, :, :48]).repeat_interleave(2, 1) for t in (k, v))
     expected = torch.nn.functional.scaled_dot_product_attention(torch.tensor(q), kk, vv, attn_mask=torch.tensor(allowed))
     assert np.allclose(out, expected.numpy(), atol=1e-6)
+
+
+def test_grid_sample_against_torch() -> None:
+    torch = pytest.importorskip("torch")
+    x, grid = normal(2, 5, 7, 3), RNG.uniform(-1.2, 1.2, (2, 4, 6, 4)).astype(F)  # two point sets per grid cell
+    for mode in ("bilinear", "nearest"):
+        for corners in ("False", "True"):
+            (out,) = run("ttnn.grid_sample", x, grid, args=tensors("input_tensor", "grid")
+                         + [A("mode", mode), A("align_corners", corners)])
+            expected = torch.nn.functional.grid_sample(torch.tensor(x).permute(0, 3, 1, 2),
+                                                       torch.tensor(grid).reshape(2, 4, 12, 2), mode=mode,
+                                                       align_corners=corners == "True")
+            assert np.allclose(out, expected.permute(0, 2, 3, 1).numpy(), atol=1e-6)
+    (packed,) = run("ttnn.grid_sample", x, grid, args=tensors("input_tensor", "grid") + [A("batch_output_channels", "True")])
+    (plain,) = run("ttnn.grid_sample", x, grid, args=tensors("input_tensor", "grid"))
+    assert packed.shape == (2, 4, 6, 6) and np.array_equal(packed.reshape(2, 4, 12, 3), plain)
+    with pytest.raises(UnsupportedArguments, match="padding_mode"):
+        run("ttnn.grid_sample", x, grid, args=tensors("input_tensor", "grid") + [A("padding_mode", "border")])
+
+
+def test_batch_norm_and_group_attn_matmul_by_hand() -> None:
+    torch = pytest.importorskip("torch")
+    x, mean, var, weight, bias = normal(2, 3, 4, 5), normal(1, 3, 1, 1), np.abs(normal(1, 3, 1, 1)) + 0.5, \
+        normal(1, 3, 1, 1), normal(1, 3, 1, 1)
+    names = ("input", "running_mean", "running_var", "weight", "bias")
+    (infer,) = run("ttnn.batch_norm", x, mean, var, weight, bias, args=tensors(*names))
+    assert np.allclose(infer, (x - mean) / np.sqrt(var + 1e-5) * weight + bias, atol=1e-5)
+    (train,) = run("ttnn.batch_norm", x, mean, var, weight, bias, args=tensors(*names) + [A("training", "True")])
+    expected = torch.nn.functional.batch_norm(torch.tensor(x), None, None, torch.tensor(weight.reshape(-1)),
+                                              torch.tensor(bias.reshape(-1)), True, eps=1e-5)
+    assert np.allclose(train, expected.numpy(), atol=1e-5)
+    a, b = normal(1, 8, 3, 16), normal(3, 1, 16, 5)  # [1, heads, users, d] against each user's [1, d, keys]
+    (scores,) = run("ttnn.experimental.group_attn_matmul", a, b)
+    assert scores.shape == (1, 8, 3, 5) and np.allclose(scores[0, 6, 2], a[0, 6, 2] @ b[2, 0], atol=1e-5)

@@ -98,3 +98,19 @@ def minimal_matmul(input_tensor: Any, weight_tensor: Any, bias_tensor: Any, fuse
             raise UnsupportedArguments(["bias_tensor"], f"{bias.size} bias values for {out.shape[-1]} columns")
         out = out + bias
     return apply_activation(out, fused_activation)
+
+
+@reference("ttnn.experimental.group_attn_matmul", params=(
+    Param("input_tensor_a", "tensor", 0, required=True), Param("input_tensor_b", "tensor", 1, required=True),
+    Param("compute_with_storage_grid_size", "ignored"), Param("dtype", "dtype"), Param("optional_output_tensor", "output"),
+))
+def group_attn_matmul(input_tensor_a: Any, input_tensor_b: Any, **_: Any) -> np.ndarray:
+    """ttnn.experimental.group_attn_matmul as its documentation (tt-metal ``group_attn_matmul_nanobind.cpp``)
+    defines it, ``torch.matmul(A.transpose(0, 2), B).transpose(0, 2)``: A [1, q_heads, batch, k] against each
+    user's B [batch, 1, k, n], giving [1, q_heads, batch, n]."""
+    a, b = floats("input_tensor_a", input_tensor_a), floats("input_tensor_b", input_tensor_b)
+    if a.ndim != 4 or b.ndim != 4 or a.shape[0] != 1 or b.shape[1] != 1 or a.shape[2] != b.shape[0] or \
+            a.shape[3] != b.shape[2]:
+        raise UnsupportedArguments(["input_tensor_b"], f"operands {a.shape} and {b.shape} ([1, heads, B, k] and "
+                                                       "[B, 1, k, n] expected)")
+    return np.swapaxes(np.swapaxes(a, 0, 2) @ b, 0, 2)

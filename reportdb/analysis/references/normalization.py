@@ -184,3 +184,39 @@ def group_norm(input_tensor: Any, num_groups: int, epsilon: float, weight: Any, 
     var = ((grouped - mean) ** 2).mean(axis=(1, 3), keepdims=True)
     normalized = ((grouped - mean) / np.sqrt(var + epsilon)).reshape(x.shape)
     return _affine(normalized, weight, bias).astype(np.float32)
+
+
+@reference("ttnn.batch_norm", params=(
+    Param("input", "tensor", 0, required=True), Param("running_mean", "tensor"), Param("running_var", "tensor"),
+    Param("training", "bool", default=False), Param("eps", "float", default=1e-05), Param("momentum", "ignored"),
+    Param("weight", "tensor"), Param("bias", "tensor"), Param("output", "output"),
+))
+def batch_norm(input: Any, running_mean: Any, running_var: Any, training: bool, eps: float, weight: Any, bias: Any,
+               **_: Any) -> np.ndarray:
+    """ttnn.batch_norm as its golden (tt-metal ``ttnn/ttnn/operations/normalization.py``): torch's batch_norm of
+    NCHW ``input`` with per-channel parameters stored as [1, C, 1, 1]; training normalizes by the batch's own mean
+    and biased variance (the running statistics' update is a side effect on other tensors), inference by the
+    running ones (a missing one of the pair is 0 for the mean, 1 for the variance)."""
+    x = float64s("input", input)
+    if x.ndim < 2:
+        raise UnsupportedArguments(["input"], f"an input of rank {x.ndim} ([N, C, ...] expected)")
+    channels, axes = x.shape[1], tuple(a for a in range(x.ndim) if a != 1)
+    view = (1, channels) + (1,) * (x.ndim - 2)
+
+    def vector(name: str, value: Any, fill: float) -> np.ndarray:
+        """A per-channel parameter as [1, C, 1, ...] (``fill`` where it is absent)."""
+        if value is None:
+            return np.full(view, fill)
+        flat = float64s(name, value).reshape(-1)
+        if flat.size != channels:
+            raise UnsupportedArguments([name], f"{flat.size} values for {channels} channels")
+        return flat.reshape(view)
+
+    if training:
+        mean, var = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
+    elif running_mean is None and running_var is None:
+        raise UnsupportedArguments(["running_mean"], "inference without running statistics")
+    else:
+        mean, var = vector("running_mean", running_mean, 0.0), vector("running_var", running_var, 1.0)
+    out = (x - mean) / np.sqrt(var + eps) * vector("weight", weight, 1.0) + vector("bias", bias, 0.0)
+    return out.astype(np.float32)

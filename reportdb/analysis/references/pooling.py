@@ -236,3 +236,54 @@ def upsample(input_tensor: Any, scale_factor: tuple[float, ...], mode: str, **_:
     rows = x[:, h0] * (1 - fh)[None, :, None, None] + x[:, h1] * fh[None, :, None, None]
     out = rows[:, :, w0] * (1 - fw)[None, None, :, None] + rows[:, :, w1] * fw[None, None, :, None]
     return out.astype(np.float32)
+
+
+def _grid_size(values: Mapping[str, Any]) -> int:
+    """The output (one row of channels per sample point), four corners of it for bilinear sampling."""
+    dims, grid = shape(values["input_tensor"]), shape(values["grid"])
+    return 4 * (elements(grid) // 2) * (dims[-1] if dims else 1) + elements(dims)
+
+
+def _corner(x: np.ndarray, h: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x[n, h, w, :]`` [N, Hg, Wg, C] for integer corners, zero where a corner lies outside the image."""
+    n, height, width = x.shape[0], x.shape[1], x.shape[2]
+    inside = (h >= 0) & (h < height) & (w >= 0) & (w < width)
+    batch = np.arange(n).reshape(n, 1, 1)
+    picked = x[batch, np.clip(h, 0, height - 1), np.clip(w, 0, width - 1)]
+    return np.where(inside[..., None], picked, 0.0)
+
+
+@reference("ttnn.grid_sample", params=(
+    Param("input_tensor", "tensor", 0, required=True), Param("grid", "tensor", 1, required=True),
+    Param("mode", "word", default="bilinear"), Param("padding_mode", "word", default="zeros"),
+    Param("align_corners", "bool", default=False), Param("use_precomputed_grid", "bool", default=False),
+    Param("batch_output_channels", "bool", default=False),
+), size=_grid_size)
+def grid_sample(input_tensor: Any, grid: Any, mode: str, padding_mode: str, align_corners: bool,
+                use_precomputed_grid: bool, batch_output_channels: bool, **_: Any) -> np.ndarray:
+    """ttnn.grid_sample as its golden (tt-metal ``ttnn/ttnn/operations/pool.py``, ``golden_grid_sample``): torch's
+    grid_sample of the NHWC input at the grid's normalized (x, y) points, K point sets packed in the grid's last
+    axis laid side by side along the width (or, with ``batch_output_channels``, into the channels). Zero padding
+    only; a precomputed grid is refused."""
+    if use_precomputed_grid or padding_mode != "zeros" or mode not in ("bilinear", "nearest"):
+        raise UnsupportedArguments(["use_precomputed_grid" if use_precomputed_grid else "padding_mode"],
+                                   f"mode {mode!r}, padding {padding_mode!r}, precomputed {use_precomputed_grid}")
+    x, g = float64s("input_tensor", input_tensor), float64s("grid", grid)
+    if x.ndim != 4 or g.ndim != 4 or g.shape[0] != x.shape[0] or g.shape[-1] % 2 or not g.shape[-1]:
+        raise UnsupportedArguments(["grid"], f"a grid of shape {g.shape} for an input {x.shape}")
+    n, hg, wg, k2 = g.shape
+    points = g.reshape(n, hg, wg * (k2 // 2), 2)
+    sizes = (x.shape[2], x.shape[1])  # the grid's x is the width, y the height
+    ix, iy = ((((points[..., i] + 1) / 2) * (s - 1)) if align_corners else (((points[..., i] + 1) * s - 1) / 2)
+              for i, s in enumerate(sizes))
+    if mode == "nearest":
+        out = _corner(x, np.rint(iy).astype(np.int64), np.rint(ix).astype(np.int64))
+    else:
+        x0, y0 = np.floor(ix), np.floor(iy)
+        fx, fy = (ix - x0)[..., None], (iy - y0)[..., None]
+        w0, h0 = x0.astype(np.int64), y0.astype(np.int64)
+        out = ((1 - fx) * (1 - fy) * _corner(x, h0, w0) + fx * (1 - fy) * _corner(x, h0, w0 + 1)
+               + (1 - fx) * fy * _corner(x, h0 + 1, w0) + fx * fy * _corner(x, h0 + 1, w0 + 1))
+    if batch_output_channels:
+        out = out.reshape(n, hg, wg, -1)
+    return out.astype(np.float32)
