@@ -31,7 +31,7 @@ COVERED = frozenset({
     "ttnn.layer_norm_post_all_gather", "ttnn.group_norm", "ttnn.fold", "ttnn.experimental.convert_to_chw",
     "ttnn.experimental.convert_to_hwc", "ttnn.experimental.fast_reduce_nc", "ttnn.experimental.minimal_matmul",
     "ttnn.transformer.chunked_scaled_dot_product_attention", "ttnn.grid_sample", "ttnn.batch_norm",
-    "ttnn.experimental.group_attn_matmul",
+    "ttnn.experimental.group_attn_matmul", "ttnn.conv_transpose2d",
 })
 ALIASES = frozenset({
     "ttnn.experimental.concatenate_heads", "ttnn.scale_mask_softmax", "ttnn.scale_causal_mask_hw_dims_softmax_in_place",
@@ -115,6 +115,34 @@ def test_conv1d_against_torch() -> None:
     xt = torch.nn.functional.pad(torch.tensor(x[:, 0]).permute(0, 2, 1), (1, 2))
     expected = torch.nn.functional.conv1d(xt, torch.tensor(weight), stride=2, groups=2).permute(0, 2, 1).reshape(1, 1, -1, 8)
     assert np.allclose(out, expected.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("stride, padding, output_padding, dilation, groups", [
+    ("[2, 2]", "[1, 1]", "[1, 1]", "[1, 1]", 1), ("[3, 2]", "[0, 2]", "[0, 1]", "[2, 1]", 2),
+    ("[2, 2]", "[1, 0, 2, 1]", "[0, 0]", "[1, 1]", 4),
+])
+def test_conv_transpose2d_against_torch(stride: str, padding: str, output_padding: str, dilation: str, groups: int) -> None:
+    torch = pytest.importorskip("torch")
+    n, h, w, c, o = 2, 5, 6, 4, 8
+    x, weight, bias = normal(n, h, w, c), normal(c, o // groups, 3, 3), normal(o)
+    extra = {"stride": stride, "padding": padding, "output_padding": output_padding, "dilation": dilation,
+             "groups": str(groups)}
+    (out,) = run("ttnn.conv_transpose2d", x.reshape(1, 1, -1, c), weight, bias,
+                 args=tensors("input_tensor", "weight_tensor", "bias_tensor") + conv_args(n, h, w, c, o, "[3, 3]", **extra))
+    pads = eval(padding)
+    xt = torch.tensor(x).permute(0, 3, 1, 2)
+    if len(pads) == 4:  # torch pads symmetrically: the larger transposed padding, then the surplus rows cropped
+        expected = torch.nn.functional.conv_transpose2d(xt, torch.tensor(weight), torch.tensor(bias), stride=eval(stride),
+                                                        output_padding=eval(output_padding), groups=groups)
+        expected = expected[:, :, pads[0] : expected.shape[2] - pads[1], pads[2] : expected.shape[3] - pads[3]]
+    else:
+        expected = torch.nn.functional.conv_transpose2d(xt, torch.tensor(weight), torch.tensor(bias), stride=eval(stride),
+                                                        padding=pads, output_padding=eval(output_padding),
+                                                        dilation=eval(dilation), groups=groups)
+    assert np.allclose(out, expected.permute(0, 2, 3, 1).reshape(1, 1, -1, o).numpy(), atol=1e-5)
+    with pytest.raises(UnsupportedArguments, match="mirror_kernel"):
+        run("ttnn.conv_transpose2d", x.reshape(1, 1, -1, c), weight, args=tensors("input_tensor", "weight_tensor")
+            + conv_args(n, h, w, c, o, "[3, 3]", groups=str(groups), mirror_kernel="False"))
 
 
 def test_conv2d_refuses_what_it_cannot_read() -> None:

@@ -227,3 +227,52 @@ def convert_to_hwc(input: Any, **_: Any) -> np.ndarray:
     if x.ndim != 4 or x.shape[0] != 1:
         raise UnsupportedArguments(["input"], f"an input of shape {x.shape} ([1, B, C, HW] expected)")
     return np.ascontiguousarray(np.swapaxes(x, 2, 3)).reshape(1, 1, -1, x.shape[2])
+
+
+def _dilated(x: np.ndarray, stride: tuple[int, int]) -> np.ndarray:
+    """``x`` [N, H, W, C] with ``stride - 1`` zero rows and columns between its pixels (a transposed convolution's
+    input, as the gradient of a strided one)."""
+    n, h, w, c = x.shape
+    out = np.zeros((n, (h - 1) * stride[0] + 1, (w - 1) * stride[1] + 1, c))
+    out[:, :: stride[0], :: stride[1]] = x
+    return out
+
+
+@reference("ttnn.conv_transpose2d", params=_CONV + (
+    Param("input_height", "int", required=True), Param("input_width", "int", required=True),
+    Param("kernel_size", "ints", required=True), Param("stride", "ints"), Param("padding", "ints"),
+    Param("output_padding", "ints"), Param("dilation", "ints"), Param("mirror_kernel", "bool", default=True),
+) + _CONV_END, size=lambda values: _conv_size(values) * max(1, *(values.get("stride") or (1,))) ** 2)
+def conv_transpose2d(input_tensor: Any, weight_tensor: Any, in_channels: int, out_channels: int, batch_size: int,
+                     input_height: int, input_width: int, kernel_size: tuple[int, ...], stride: tuple[int, ...] | None,
+                     padding: tuple[int, ...] | None, output_padding: tuple[int, ...] | None,
+                     dilation: tuple[int, ...] | None, groups: int, mirror_kernel: bool, bias_tensor: Any,
+                     conv_config: str | None, **_: Any) -> np.ndarray:
+    """ttnn.conv_transpose2d as its documentation (tt-metal ``conv_transpose2d_nanobind.cpp``) defines it: torch's
+    conv_transpose2d of the NHWC input with weights [in, out / groups, kh, kw] and output size
+    ``(H - 1) * stride - pad_top - pad_bottom + dilation * (k - 1) + output_padding + 1``, computed as the
+    convolution of the stride-dilated input with the flipped kernel, flattened to ``[1, 1, N*Ho*Wo, out]`` as
+    conv2d's output. Only ``mirror_kernel`` True (its binding's default: the op flips torch-format weights) is
+    read."""
+    if not mirror_kernel:
+        raise UnsupportedArguments(["mirror_kernel"], "weights flipped by the caller are not modelled")
+    x = nhwc("input_tensor", input_tensor, batch_size, input_height, input_width, in_channels)
+    w = float64s("weight_tensor", weight_tensor)
+    kh, kw = pair("kernel_size", kernel_size, 1)
+    if groups < 1 or w.shape != (in_channels, out_channels // groups, kh, kw) or out_channels % groups or \
+            in_channels % groups:
+        raise UnsupportedArguments(["weight_tensor"], f"weights of shape {w.shape} are not torch's [in, out / groups, "
+                                                      "kh, kw] (weights prepared for the device are not read)")
+    strides, dilations = pair("stride", stride, 1), pair("dilation", dilation, 1)
+    extra = pair("output_padding", output_padding, 0)
+    top, bottom, left, right = sides(padding)
+    grow = (dilations[0] * (kh - 1), dilations[1] * (kw - 1))
+    pads = (grow[0] - top, grow[0] - bottom + extra[0], grow[1] - left, grow[1] - right + extra[1])
+    kernel = w.reshape(groups, in_channels // groups, out_channels // groups, kh, kw).transpose(0, 2, 1, 3, 4)
+    kernel = kernel.reshape(out_channels, in_channels // groups, kh, kw)[..., ::-1, ::-1]
+    spread = _dilated(x, strides)
+    spread = np.pad(spread, ((0, 0), (max(0, pads[0]), max(0, pads[1])), (max(0, pads[2]), max(0, pads[3])), (0, 0)))
+    crop_h, crop_w = slice(max(0, -pads[0]), spread.shape[1] - max(0, -pads[1])), \
+        slice(max(0, -pads[2]), spread.shape[2] - max(0, -pads[3]))
+    out = convolve(spread[:, crop_h, crop_w], np.ascontiguousarray(kernel), (0, 0, 0, 0), (1, 1), dilations, groups)
+    return _finish(out, bias_tensor, out_channels, conv_config)
