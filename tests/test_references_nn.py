@@ -513,3 +513,26 @@ def test_batch_norm_and_group_attn_matmul_by_hand() -> None:
     a, b = normal(1, 8, 3, 16), normal(3, 1, 16, 5)  # [1, heads, users, d] against each user's [1, d, keys]
     (scores,) = run("ttnn.experimental.group_attn_matmul", a, b)
     assert scores.shape == (1, 8, 3, 5) and np.allclose(scores[0, 6, 2], a[0, 6, 2] @ b[2, 0], atol=1e-5)
+
+
+@pytest.mark.parametrize("op, inputs, args", [
+    ("ttnn.conv2d", [normal(1, 1, 16, 4), normal(4, 4, 3, 3)],
+     tensors("input_tensor", "weight_tensor") + conv_args(1, 4, 4, 4, 4, "[3, 3]", padding=f"[{1 << 40}, 1]")),
+    ("ttnn.conv_transpose2d", [normal(1, 1, 16, 4), normal(4, 4, 3, 3)],
+     tensors("input_tensor", "weight_tensor") + conv_args(1, 4, 4, 4, 4, "[3, 3]", stride=f"[{1 << 30}, 1]")),
+    ("ttnn.max_pool2d", [normal(1, 1, 16, 4)], pool_args(1, 4, 4, 4, f"[{1 << 20}, {1 << 20}]", "[1, 1]",
+                                                         f"[{1 << 20}, {1 << 20}]", "[1, 1]")),
+    ("ttnn.adaptive_avg_pool2d", [normal(1, 1, 16, 4)], pool_args(1, 4, 4, 4, f"[{1 << 20}, {1 << 20}]")),
+    ("ttnn.upsample", [normal(1, 4, 4, 4)], [A("0", TENSOR.format(1)), A("1", "1e6")]),
+    ("ttnn.fold", [normal(1, 4, 4, 4)], [A("0", TENSOR.format(1)), A("1", "2"), A("2", "2"),
+                                         A("padding", f"[{1 << 30}, {1 << 30}]")]),
+])
+def test_hostile_arguments_are_refused_before_building(op: str, inputs: list[np.ndarray], args: list[A]) -> None:
+    limit = refs.justified_elements(int(np.size(a)) for a in inputs)
+    with pytest.raises(Oversized):
+        refs.compute_outputs(op, list(enumerate(inputs, start=1)), args, max_elements=limit)
+
+
+def test_an_infinite_scale_is_refused() -> None:
+    with pytest.raises(UnsupportedArguments, match="scale_factor"):
+        run("ttnn.upsample", normal(1, 2, 2, 1), args=[A("0", TENSOR.format(1)), A("1", "inf")])

@@ -182,7 +182,16 @@ def conv1d(input_tensor: Any, weight_tensor: Any, in_channels: int, out_channels
     return _finish(out, bias_tensor, out_channels, conv_config)
 
 
-@reference("ttnn.fold", params=(
+def _fold_size(values: Mapping[str, Any]) -> int:
+    """The padded input (the folded output holds the same elements)."""
+    dims, padding = shape(values["input"]), tuple(values.get("padding") or ())
+    if len(dims) != 4 or len(padding) not in (2, 4, 6) or min(padding) < 0:
+        return elements(dims)
+    pads = sides(padding) + (0, 0) if len(padding) in (2, 4) else padding
+    return 2 * dims[0] * (dims[1] + pads[0] + pads[1]) * (dims[2] + pads[2] + pads[3]) * (dims[3] + pads[4] + pads[5])
+
+
+@reference("ttnn.fold", size=_fold_size, params=(
     Param("input", "tensor", 0, required=True), Param("stride_h", "int", 1, required=True),
     Param("stride_w", "int", 2, required=True), Param("use_transpose_as_fold", "bool", 3, False),
     Param("output_shape", "ignored", 4), Param("padding", "ints", 5), Param("grid_size", "ignored", 6),
@@ -229,6 +238,22 @@ def convert_to_hwc(input: Any, **_: Any) -> np.ndarray:
     return np.ascontiguousarray(np.swapaxes(x, 2, 3)).reshape(1, 1, -1, x.shape[2])
 
 
+def _transposed_size(values: Mapping[str, Any]) -> int:
+    """The stride-dilated input padded by ``dilation * (k - 1)`` on each side (and the output, no larger per
+    channel), over the larger of the input and output channels."""
+    try:
+        (sh, sw), (dh, dw) = pair("stride", values.get("stride"), 1), pair("dilation", values.get("dilation"), 1)
+        (kh, kw), (oh, ow) = pair("kernel_size", values.get("kernel_size"), 1), pair("output_padding",
+                                                                                       values.get("output_padding"), 0)
+    except UnsupportedArguments:
+        return elements(shape(values["input_tensor"]))
+    height, width = values.get("input_height") or 1, values.get("input_width") or 1
+    rows = max(1, height - 1) * max(1, sh) + 2 * max(1, dh) * max(1, kh) + max(0, oh)
+    cols = max(1, width - 1) * max(1, sw) + 2 * max(1, dw) * max(1, kw) + max(0, ow)
+    channels = max(values.get("out_channels") or 1, (shape(values["input_tensor"]) or (1,))[-1])
+    return max(2 * (values.get("batch_size") or 1) * rows * cols * channels, elements(shape(values["input_tensor"])))
+
+
 def _dilated(x: np.ndarray, stride: tuple[int, int]) -> np.ndarray:
     """``x`` [N, H, W, C] with ``stride - 1`` zero rows and columns between its pixels (a transposed convolution's
     input, as the gradient of a strided one)."""
@@ -242,7 +267,7 @@ def _dilated(x: np.ndarray, stride: tuple[int, int]) -> np.ndarray:
     Param("input_height", "int", required=True), Param("input_width", "int", required=True),
     Param("kernel_size", "ints", required=True), Param("stride", "ints"), Param("padding", "ints"),
     Param("output_padding", "ints"), Param("dilation", "ints"), Param("mirror_kernel", "bool", default=True),
-) + _CONV_END, size=lambda values: _conv_size(values) * max(1, *(values.get("stride") or (1,))) ** 2)
+) + _CONV_END, size=_transposed_size)
 def conv_transpose2d(input_tensor: Any, weight_tensor: Any, in_channels: int, out_channels: int, batch_size: int,
                      input_height: int, input_width: int, kernel_size: tuple[int, ...], stride: tuple[int, ...] | None,
                      padding: tuple[int, ...] | None, output_padding: tuple[int, ...] | None,

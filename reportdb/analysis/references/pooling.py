@@ -142,8 +142,18 @@ def _bins(length: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     return (i * length) // size, -((-(i + 1) * length) // size)
 
 
+def _adaptive_size(values: Mapping[str, Any]) -> int:
+    """The output and its bin sums: the batch, channels and the output size the arguments name."""
+    try:
+        oh, ow = pair("output_size", values.get("output_size"), 1)
+    except UnsupportedArguments:
+        return elements(shape(values["input_tensor"]))
+    batch, channels = values.get("batch_size") or 1, values.get("channels") or 1
+    return max(4 * batch * max(oh, 1) * max(ow, 1) * channels, 2 * elements(shape(values["input_tensor"])))
+
+
 @reference("ttnn.adaptive_avg_pool2d", params=_POOL + (Param("output_size", "ints", 5, required=True),)
-           + _POOL_KEYWORDS)
+           + _POOL_KEYWORDS, size=_adaptive_size)
 def adaptive_avg_pool2d(input_tensor: Any, batch_size: int, input_h: int, input_w: int, channels: int,
                         output_size: tuple[int, ...], **_: Any) -> np.ndarray:
     """ttnn.adaptive_avg_pool2d as its golden (tt-metal ``ttnn/ttnn/operations/pool.py``,
@@ -194,7 +204,7 @@ def _upsample_size(values: Mapping[str, Any]) -> int:
         sh, sw = _scales(values["scale_factor"])
     except (UnsupportedArguments, TypeError):
         return elements(dims)
-    if len(dims) != 4:
+    if len(dims) != 4 or not (math.isfinite(sh) and math.isfinite(sw)):
         return elements(dims)
     return 4 * dims[0] * max(1, math.floor(dims[1] * sh)) * max(1, math.floor(dims[2] * sw)) * dims[3]
 
@@ -228,7 +238,7 @@ def upsample(input_tensor: Any, scale_factor: tuple[float, ...], mode: str, **_:
     if mode not in ("nearest", "bilinear"):
         raise UnsupportedArguments(["mode"], f"the mode {mode!r} (nearest or bilinear)")
     sh, sw = _scales(scale_factor)
-    if sh <= 0 or sw <= 0:
+    if not (0 < sh < math.inf and 0 < sw < math.inf):
         raise UnsupportedArguments(["scale_factor"], f"a scale of {scale_factor}")
     oh, ow = math.floor(x.shape[1] * sh), math.floor(x.shape[2] * sw)
     (h0, h1, fh), (w0, w1, fw) = (_source(x.shape[1], oh, sh, mode == "bilinear"),
