@@ -39,6 +39,27 @@ ALIASES = frozenset({
 })
 
 
+#: Covered operations ttnn 0.81.1 has no usable golden function for (tests/test_references_golden.py skips them):
+#: none attached, or one that imports tt-metal's tests/ tree, which the wheel does not ship.
+_UNATTACHED = "ttnn 0.81.1 attaches no golden function"
+_TESTS_TREE = "its golden imports tests.sweep_framework, absent from the ttnn wheel"
+NO_GOLDEN = {
+    **dict.fromkeys(("ttnn.max_pool2d", "ttnn.avg_pool2d", "ttnn.adaptive_avg_pool2d", "ttnn.grid_sample"), _TESTS_TREE),
+    **dict.fromkeys((
+        "ttnn.conv1d", "ttnn.conv_transpose2d", "ttnn.experimental.convert_to_chw", "ttnn.experimental.convert_to_hwc",
+        "ttnn.experimental.fast_reduce_nc", "ttnn.experimental.group_attn_matmul", "ttnn.experimental.minimal_matmul",
+        "ttnn.experimental.nlp_concat_heads", "ttnn.experimental.nlp_concat_heads_decode",
+        "ttnn.experimental.nlp_create_qkv_heads", "ttnn.experimental.nlp_create_qkv_heads_decode",
+        "ttnn.experimental.paged_fill_cache", "ttnn.experimental.paged_update_cache",
+        "ttnn.experimental.rotary_embedding_llama",
+    ), _UNATTACHED),
+}
+
+
+def test_every_operation_without_a_golden_is_checked_here() -> None:
+    assert set(NO_GOLDEN) <= COVERED
+
+
 def test_every_covered_operation_is_run_here() -> None:
     source = open(__file__, encoding="utf-8").read()
     assert all(source.count(f'"{name}"') >= 2 for name in COVERED)  # listed above, and run by a test below
