@@ -4,9 +4,12 @@ against ttnn's own golden functions in the slow tier)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import reportdb
 from reportdb.analysis import references as refs
 from reportdb.analysis.references import Argument as A
 from reportdb.analysis.references import Oversized, UnsupportedArguments
@@ -557,3 +560,27 @@ def test_hostile_arguments_are_refused_before_building(op: str, inputs: list[np.
 def test_an_infinite_scale_is_refused() -> None:
     with pytest.raises(UnsupportedArguments, match="scale_factor"):
         run("ttnn.upsample", normal(1, 2, 2, 1), args=[A("0", TENSOR.format(1)), A("1", "inf")])
+
+
+def test_replay_of_a_conv_net_names_the_planted_fault_and_reads_an_in_place_cache(tmp_path: Path) -> None:
+    x, w = normal(1, 1, 2 * 6 * 6, 4), normal(8, 4, 3, 3)
+    conv = {"input_tensor": TENSOR.format(1), "weight_tensor": TENSOR.format(2), "in_channels": "4", "out_channels": "8",
+            "batch_size": "2", "input_height": "6", "input_width": "6", "kernel_size": "[3, 3]", "padding": "[1, 1]"}
+    (y,) = refs.compute_outputs("ttnn.conv2d", [(1, x), (2, w)], [A(k, v) for k, v in conv.items()])
+    pool = {str(i): v for i, v in enumerate([TENSOR.format(3), "2", "6", "6", "8", "[2, 2]", "[2, 2]", "[0, 0]", "[1, 1]"])}
+    (pooled,) = refs.compute_outputs("ttnn.max_pool2d", [(3, y)], [A(k, v) for k, v in pool.items()])
+    wrong = pooled.copy()
+    wrong[0, 0, 5:7] += 3  # two output pixels off: a planted fault
+    seq, after = normal(1, 1, 32, 8), np.zeros((2, 1, 32, 8), F)
+    after[1] = seq[0]  # the cache as stored after the in-place fill (one tensor id before and after)
+    with reportdb.Writer(tmp_path / "r") as writer:
+        for tensor_id, array in ((1, x), (2, w), (3, y), (4, wrong), (5, after), (6, seq)):
+            writer.put_tensor(tensor_id, array)
+        writer.add_operation(1, "ttnn.conv2d", arguments=conv, inputs=[1, 2], outputs=[3])
+        writer.add_operation(2, "ttnn.max_pool2d", arguments=pool, inputs=[3], outputs=[4])
+        writer.add_operation(3, "ttnn.fill_cache", arguments={"0": TENSOR.format(5), "1": TENSOR.format(6), "2": "1"},
+                             inputs=[5, 6], outputs=[5])
+    result = reportdb.replay(tmp_path / "r")
+    assert [(r.name, r.status, r.passed) for r in result.rows] == [
+        ("ttnn.conv2d", "compared", True), ("ttnn.max_pool2d", "compared", False), ("ttnn.fill_cache", "compared", True)]
+    assert result.first_failure is not None and result.first_failure.operation_id == 2
