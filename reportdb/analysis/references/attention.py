@@ -1,6 +1,7 @@
 """Attention operations of ttnn's transformer models: splitting a fused QKV projection into heads and concatenating
-heads back (prefill and decode layouts), the llama rotary embedding with its transformation matrix, and decode
-attention over a KV cache (contiguous or paged), in float64 rounded once to float32 where they compute."""
+heads back (prefill and decode layouts), the llama rotary embedding with its transformation matrix, decode
+attention over a KV cache (contiguous or paged) and chunked prefill attention over a paged one, in float64 rounded
+once to float32 where they compute."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Convolutions as ttnn lays them out: conv2d and conv1d over a channels-last input (``[N, H, W, C]`` or flattened
-``[1, 1, N*H*W, C]``), torch-format weights ``[out, in / groups, kh, kw]``, a zero padding of 2 or 4 sides, stride,
-dilation and groups, and the output flattened to ``[1, 1, N*Ho*Wo, out]``; accumulated in float64, rounded once to
-float32, then the fused activation of ``conv_config``."""
+"""Convolutions as ttnn lays them out: conv2d, conv1d and conv_transpose2d over a channels-last input (``[N, H, W, C]``
+or flattened ``[1, 1, N*H*W, C]``), torch-format weights, a zero padding of 2 or 4 sides, stride, dilation and groups,
+and the output flattened to ``[1, 1, N*Ho*Wo, out]``; accumulated in float64, rounded once to float32, then the fused
+activation of ``conv_config``. Also the layout changes around them: fold (space to depth) and the HWC/CHW channel
+orders."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""matmul and linear: ``a @ b`` in float32 (transposes of the last two axes, a bias row, a fused activation), as
-ttnn's golden functions compute them."""
+"""matmul, linear and the experimental minimal_matmul and group_attn_matmul: ``a @ b`` in float32 (transposes of the
+last two axes, a bias row, a fused activation), as ttnn's golden functions and documentation define them."""
 
 from __future__ import annotations
 

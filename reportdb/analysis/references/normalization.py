@@ -1,5 +1,7 @@
-"""softmax, layer_norm and rms_norm over the last axis (softmax: any axis), computed in float64 and rounded once to
-float32; weight and bias are taken as ttnn's golden takes them (flattened, cut to the normalized width)."""
+"""softmax (also in place, fused with a scale and mask, and attention's), layer_norm and rms_norm over the last axis
+(softmax: any axis), their post-all-gather forms from gathered per-device statistics, group_norm and batch_norm,
+computed in float64 and rounded once to float32; weight and bias are taken as ttnn's golden takes them (flattened,
+cut to the normalized width)."""
 
 from __future__ import annotations
 
