@@ -34,7 +34,8 @@ COVERED = frozenset({
     "ttnn.layer_norm_post_all_gather", "ttnn.group_norm", "ttnn.fold", "ttnn.experimental.convert_to_chw",
     "ttnn.experimental.convert_to_hwc", "ttnn.experimental.fast_reduce_nc", "ttnn.experimental.minimal_matmul",
     "ttnn.transformer.chunked_scaled_dot_product_attention", "ttnn.grid_sample", "ttnn.batch_norm",
-    "ttnn.experimental.group_attn_matmul", "ttnn.conv_transpose2d",
+    "ttnn.experimental.group_attn_matmul", "ttnn.conv_transpose2d", "ttnn.adaptive_max_pool2d",
+    "ttnn.experimental.attn_matmul", "ttnn.experimental.paged_fused_update_cache",
 })
 ALIASES = frozenset({
     "ttnn.experimental.concatenate_heads", "ttnn.scale_mask_softmax", "ttnn.scale_causal_mask_hw_dims_softmax_in_place",
@@ -47,14 +48,16 @@ ALIASES = frozenset({
 _UNATTACHED = "ttnn 0.81.1 attaches no golden function"
 _TESTS_TREE = "its golden imports tests.sweep_framework, absent from the ttnn wheel"
 NO_GOLDEN = {
-    **dict.fromkeys(("ttnn.max_pool2d", "ttnn.avg_pool2d", "ttnn.adaptive_avg_pool2d", "ttnn.grid_sample"), _TESTS_TREE),
+    **dict.fromkeys(("ttnn.max_pool2d", "ttnn.avg_pool2d", "ttnn.adaptive_avg_pool2d", "ttnn.adaptive_max_pool2d",
+                     "ttnn.grid_sample"), _TESTS_TREE),
     **dict.fromkeys((
         "ttnn.conv1d", "ttnn.conv_transpose2d", "ttnn.experimental.convert_to_chw", "ttnn.experimental.convert_to_hwc",
         "ttnn.experimental.fast_reduce_nc", "ttnn.experimental.group_attn_matmul", "ttnn.experimental.minimal_matmul",
         "ttnn.experimental.nlp_concat_heads", "ttnn.experimental.nlp_concat_heads_decode",
         "ttnn.experimental.nlp_create_qkv_heads", "ttnn.experimental.nlp_create_qkv_heads_decode",
         "ttnn.experimental.paged_fill_cache", "ttnn.experimental.paged_update_cache",
-        "ttnn.experimental.rotary_embedding_llama",
+        "ttnn.experimental.rotary_embedding_llama", "ttnn.experimental.attn_matmul",
+        "ttnn.experimental.paged_fused_update_cache",
     ), _UNATTACHED),
 }
 
@@ -584,3 +587,21 @@ def test_replay_of_a_conv_net_names_the_planted_fault_and_reads_an_in_place_cach
     assert [(r.name, r.status, r.passed) for r in result.rows] == [
         ("ttnn.conv2d", "compared", True), ("ttnn.max_pool2d", "compared", False), ("ttnn.fill_cache", "compared", True)]
     assert result.first_failure is not None and result.first_failure.operation_id == 2
+
+
+def test_adaptive_max_pool_attn_matmul_and_fused_cache_update() -> None:
+    torch = pytest.importorskip("torch")
+    x = normal(2, 7, 9, 3)
+    (mx,) = run("ttnn.adaptive_max_pool2d", x.reshape(1, 1, -1, 3), args=pool_args(2, 7, 9, 3, "[3, 4]"))
+    expected = torch.nn.functional.adaptive_max_pool2d(torch.tensor(x).permute(0, 3, 1, 2), (3, 4))
+    assert np.array_equal(mx, expected.permute(0, 2, 3, 1).reshape(1, 1, -1, 3).numpy())
+    a, b = normal(1, 4, 2, 8), normal(2, 1, 8, 3)
+    (group,) = run("ttnn.experimental.group_attn_matmul", a, b)
+    (plain,) = run("ttnn.experimental.attn_matmul", a, b)
+    assert np.array_equal(group, plain) and np.allclose(plain[0, 1, 1], a[0, 1, 1] @ b[1, 0], atol=1e-6)
+    k_cache, v_cache, k, v = np.zeros((2, 1, 8, 4), F), np.ones((2, 1, 8, 4), F), normal(1, 2, 32, 4), normal(1, 2, 32, 4)
+    new_k, new_v = run("ttnn.experimental.paged_fused_update_cache", k_cache, k, v_cache, v,
+                       args=tensors("cache_tensor1", "input_tensor1", "cache_tensor2", "input_tensor2")
+                       + [A("update_idxs", "[2, 5]")])
+    assert np.array_equal(new_k[1, 0, 5], k[0, 1, 0]) and np.count_nonzero(new_k) == np.count_nonzero(k[0, :, 0])
+    assert np.array_equal(new_v[0, 0, 2], v[0, 0, 0]) and np.array_equal(new_v[0, 0, 3], np.ones(4, F))

@@ -74,22 +74,18 @@ def update_cache(cache: Any, input: Any, update_idx: int, batch_offset: int, **_
     return _written(c, np.s_[:, :, update_idx, :], rows)
 
 
-@reference("ttnn.experimental.paged_update_cache", params=(
-    Param("cache_tensor", "tensor", 0, required=True), Param("input_tensor", "tensor", 1, required=True),
-    Param("update_idxs", "ints"), Param("update_idxs_tensor", "tensor"), Param("share_cache", "none"),
-    Param("page_table", "tensor"), Param("batch_offset", "int", default=0), Param("mesh_coords", "ignored"),
-    Param("block_size", "none"), Param("num_kv_heads", "none"), Param("cache_position_modulo", "none"),
-))
-def paged_update_cache(cache_tensor: Any, input_tensor: Any, update_idxs: tuple[int, ...] | None, update_idxs_tensor: Any,
-                       page_table: Any, batch_offset: int, **_: Any) -> np.ndarray:
-    """ttnn.experimental.paged_update_cache as its documentation (tt-metal ``paged_update_cache_nanobind.cpp``)
-    defines it: user b's token (input [1, B, heads (padded), d]) written at position ``update_idxs[b]`` of its cache
-    [B, heads, S, d], or, with a page table [B, pages per user], at row ``pos % block`` of page
-    ``page_table[b, pos // block]`` of the paged cache [pages, heads, block, d]. Negative positions, a batch offset,
-    a shared cache and the view overrides are refused."""
-    cache, x = _rank4(cache_tensor=cache_tensor, input_tensor=input_tensor)
-    positions = _integers("update_idxs_tensor", update_idxs_tensor).reshape(-1) if update_idxs_tensor is not None \
-        else np.asarray(update_idxs or (), dtype=np.int64)
+def _positions(update_idxs: tuple[int, ...] | None, update_idxs_tensor: Any) -> np.ndarray:
+    """Each user's cache position, from the tensor when given, else from the list."""
+    if update_idxs_tensor is not None:
+        return _integers("update_idxs_tensor", update_idxs_tensor).reshape(-1)
+    return np.asarray(update_idxs or (), dtype=np.int64)
+
+
+def _token_update(cache_name: str, cache_tensor: Any, input_tensor: Any, positions: np.ndarray, page_table: Any,
+                  batch_offset: int) -> np.ndarray:
+    """One decode token per user (input [1, B, heads (padded), d]) written at its position of the cache [B, heads,
+    S, d], or through the page table [B, pages per user] into the paged cache [pages, heads, block, d]."""
+    cache, x = _rank4(**{cache_name: cache_tensor, "input_tensor": input_tensor})
     users, heads = x.shape[1], cache.shape[1]
     if batch_offset:
         raise UnsupportedArguments(["batch_offset"], "a batch offset is not modelled")
@@ -112,6 +108,42 @@ def paged_update_cache(cache_tensor: Any, input_tensor: Any, update_idxs: tuple[
     return _written(cache, (physical, slice(None), positions % block), tokens)
 
 
+_UPDATE_KEYWORDS = (
+    Param("update_idxs", "ints"), Param("update_idxs_tensor", "tensor"), Param("share_cache", "none"),
+    Param("page_table", "tensor"), Param("batch_offset", "int", default=0), Param("mesh_coords", "ignored"),
+)
+
+
+@reference("ttnn.experimental.paged_update_cache", params=(
+    Param("cache_tensor", "tensor", 0, required=True), Param("input_tensor", "tensor", 1, required=True),
+    Param("block_size", "none"), Param("num_kv_heads", "none"), Param("cache_position_modulo", "none"),
+) + _UPDATE_KEYWORDS)
+def paged_update_cache(cache_tensor: Any, input_tensor: Any, update_idxs: tuple[int, ...] | None, update_idxs_tensor: Any,
+                       page_table: Any, batch_offset: int, **_: Any) -> np.ndarray:
+    """ttnn.experimental.paged_update_cache as its documentation (tt-metal ``paged_cache_nanobind.cpp``)
+    defines it: user b's token (input [1, B, heads (padded), d]) written at position ``update_idxs[b]`` of its cache
+    [B, heads, S, d], or, with a page table [B, pages per user], at row ``pos % block`` of page
+    ``page_table[b, pos // block]`` of the paged cache [pages, heads, block, d]. Negative positions, a batch offset,
+    a shared cache and the view overrides are refused."""
+    positions = _positions(update_idxs, update_idxs_tensor)
+    return _token_update("cache_tensor", cache_tensor, input_tensor, positions, page_table, batch_offset)
+
+
+@reference("ttnn.experimental.paged_fused_update_cache", params=(
+    Param("cache_tensor1", "tensor", 0, required=True), Param("input_tensor1", "tensor", 1, required=True),
+    Param("cache_tensor2", "tensor", 2, required=True), Param("input_tensor2", "tensor", 3, required=True),
+) + _UPDATE_KEYWORDS)
+def paged_fused_update_cache(cache_tensor1: Any, input_tensor1: Any, cache_tensor2: Any, input_tensor2: Any,
+                             update_idxs: tuple[int, ...] | None, update_idxs_tensor: Any, page_table: Any,
+                             batch_offset: int, **_: Any) -> tuple[np.ndarray, np.ndarray]:
+    """ttnn.experimental.paged_fused_update_cache as its documentation (tt-metal
+    ``paged_cache_nanobind.cpp``) defines it: paged_update_cache of both caches (K and V) at the same
+    positions, giving both caches after the update."""
+    positions = _positions(update_idxs, update_idxs_tensor)
+    return (_token_update("cache_tensor1", cache_tensor1, input_tensor1, positions, page_table, batch_offset),
+            _token_update("cache_tensor2", cache_tensor2, input_tensor2, positions, page_table, batch_offset))
+
+
 @reference("ttnn.experimental.paged_fill_cache", params=(
     Param("cache_tensor", "tensor", 0, required=True), Param("input_tensor", "tensor", 1, required=True),
     Param("page_table", "tensor", 2, required=True), Param("batch_idx_tensor", "tensor"),
@@ -120,7 +152,7 @@ def paged_update_cache(cache_tensor: Any, input_tensor: Any, update_idxs: tuple[
 ))
 def paged_fill_cache(cache_tensor: Any, input_tensor: Any, page_table: Any, batch_idx_tensor: Any, batch_idx: int,
                      valid_seq_len_tensor: Any, **_: Any) -> np.ndarray:
-    """ttnn.experimental.paged_fill_cache as its documentation (tt-metal ``paged_fill_cache_nanobind.cpp``) defines
+    """ttnn.experimental.paged_fill_cache as its documentation (tt-metal ``paged_cache_nanobind.cpp``) defines
     it: each input row i ([rows, heads, S, d]) is user ``batch_idx_tensor[i]`` (else ``batch_idx``), whose token t
     goes to row ``t % block`` of page ``page_table[user, t // block]`` of the cache [pages, heads, block, d]. A valid
     length tensor and the view overrides are refused."""

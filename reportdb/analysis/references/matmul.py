@@ -100,14 +100,16 @@ def minimal_matmul(input_tensor: Any, weight_tensor: Any, bias_tensor: Any, fuse
     return apply_activation(out, fused_activation)
 
 
-@reference("ttnn.experimental.group_attn_matmul", params=(
+@reference("ttnn.experimental.group_attn_matmul", "ttnn.experimental.attn_matmul", params=(
     Param("input_tensor_a", "tensor", 0, required=True), Param("input_tensor_b", "tensor", 1, required=True),
     Param("compute_with_storage_grid_size", "ignored"), Param("dtype", "dtype"), Param("optional_output_tensor", "output"),
+    Param("output_tensor", "output"),
 ))
 def group_attn_matmul(input_tensor_a: Any, input_tensor_b: Any, **_: Any) -> np.ndarray:
-    """ttnn.experimental.group_attn_matmul as its documentation (tt-metal ``group_attn_matmul_nanobind.cpp``)
-    defines it, ``torch.matmul(A.transpose(0, 2), B).transpose(0, 2)``: A [1, q_heads, batch, k] against each
-    user's B [batch, 1, k, n], giving [1, q_heads, batch, n]."""
+    """ttnn.experimental.group_attn_matmul and attn_matmul as their documentation (tt-metal
+    ``group_attn_matmul_nanobind.cpp``, ``attn_matmul_nanobind.cpp``) defines them,
+    ``torch.matmul(A.transpose(0, 2), B).transpose(0, 2)``: A [1, q_heads, batch, k] against each user's
+    B [batch, 1, k, n], giving [1, q_heads, batch, n]."""
     a, b = floats("input_tensor_a", input_tensor_a), floats("input_tensor_b", input_tensor_b)
     if a.ndim != 4 or b.ndim != 4 or a.shape[0] != 1 or b.shape[1] != 1 or a.shape[2] != b.shape[0] or \
             a.shape[3] != b.shape[2]:

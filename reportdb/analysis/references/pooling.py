@@ -173,6 +173,25 @@ def adaptive_avg_pool2d(input_tensor: Any, batch_size: int, input_h: int, input_
     return _flat(total / count).astype(np.float32)
 
 
+@reference("ttnn.adaptive_max_pool2d", params=_POOL + (Param("output_size", "ints", 5, required=True),)
+           + _POOL_KEYWORDS, size=_adaptive_size)
+def adaptive_max_pool2d(input_tensor: Any, batch_size: int, input_h: int, input_w: int, channels: int,
+                        output_size: tuple[int, ...], **_: Any) -> np.ndarray:
+    """ttnn.adaptive_max_pool2d as its golden (tt-metal ``ttnn/ttnn/operations/pool.py``,
+    ``golden_adaptive_max_pool2d``): torch's adaptive_max_pool2d over the NCHW view (bins as adaptive_avg_pool2d's),
+    flattened to ``[1, 1, N*oh*ow, C]``; one maximum per output row, then per output column."""
+    x = nhwc("input_tensor", input_tensor, batch_size, input_h, input_w, None)
+    if x.shape[-1] != channels:
+        raise UnsupportedArguments(["channels"], f"{channels} channels in an input of {x.shape[-1]}")
+    oh, ow = pair("output_size", output_size, 1)
+    if oh < 1 or ow < 1:
+        raise UnsupportedArguments(["output_size"], f"an output of {output_size}")
+    (h0, h1), (w0, w1) = _bins(x.shape[1], oh), _bins(x.shape[2], ow)
+    rows = np.stack([x[:, a:b].max(axis=1) for a, b in zip(h0, h1)], axis=1)  # [N, oh, W, C]
+    out = np.stack([rows[:, :, a:b].max(axis=2) for a, b in zip(w0, w1)], axis=2)  # [N, oh, ow, C]
+    return _flat(out).astype(np.float32)
+
+
 @reference("ttnn.global_avg_pool2d", params=(Param("input_tensor", "tensor", 0, required=True), Param("dtype", "dtype")))
 def global_avg_pool2d(input_tensor: Any, **_: Any) -> np.ndarray:
     """ttnn.global_avg_pool2d as its golden (tt-metal ``ttnn/ttnn/operations/pool.py``, ``golden_global_avg_pool2d``):
