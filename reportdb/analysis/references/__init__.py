@@ -27,6 +27,7 @@ __all__ = [
 _FAMILIES = (
     "matmul", "binary", "unary", "reduction", "normalization", "data_movement", "typecast", "ternary", "transformer",
     "placement", "shapes", "creation", "comparison", "indexing", "sampling",
+    "conv", "pooling", "attention", "caches", "reduce_nc",
 )
 
 #: Arguments that place or schedule an operation and never change its output's values: accepted by every reference.

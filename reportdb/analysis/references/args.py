@@ -232,6 +232,39 @@ PARSERS.update({
 })
 
 
+# conv, pooling and attention references (h-refsB)
+def parse_conv_config(text: str) -> str | None:
+    """A ``Conv2dConfig(...)`` as the name of the activation it fuses (None: none); a padding mode other than zeros
+    is refused (the reference pads with zeros)."""
+    value = text.strip()
+    if not value.startswith("Conv2dConfig("):
+        raise ValueError(f"not a Conv2dConfig: {text[:60]!r}")
+    mode = re.search(r"padding_mode=([A-Za-z_:.]+)", value)
+    if mode and not mode.group(1).endswith("Zeros"):
+        raise ValueError(f"a padding mode {mode.group(1)}")
+    activation = re.search(r"\bactivation=(UnaryWithParam\([^)]*\)|[^,)]*)", value)
+    if activation is None or activation.group(1).strip() in _NONE | {""}:
+        return None
+    return parse_activation(activation.group(1))
+
+
+def parse_floats(text: str) -> tuple[float, ...]:
+    """One number or a sequence of them: ``2``, ``1.5``, ``[2, 2]``, ``(1.5, 2.0)``, or ``2, 3`` (ttnn 0.6x's
+    ``database.py`` joins a list's elements with ", ", brackets dropped)."""
+    value = text.strip()
+    inner = re.fullmatch(r"[\[(]\s*(.*?)\s*,?\s*[\])]", value)
+    parts = (inner.group(1) if inner else value).split(",")
+    return tuple(parse_float(p) for p in parts)
+
+
+def parse_absent(text: str) -> None:
+    """An argument a reference accepts only as None (ttnn's default): any recorded value is refused."""
+    raise ValueError(f"a value the reference does not model: {text[:60]!r}")
+
+
+PARSERS.update({"conv_config": parse_conv_config, "floats": parse_floats, "none": parse_absent})
+
+
 @dataclass(frozen=True)
 class Param:
     """One parameter of a reference, as the ttnn operation's Python signature has it.

@@ -1,5 +1,5 @@
-"""matmul and linear: ``a @ b`` in float32 (transposes of the last two axes, a bias row, a fused activation), as
-ttnn's golden functions compute them."""
+"""matmul, linear and the experimental minimal_matmul and group_attn_matmul: ``a @ b`` in float32 (transposes of the
+last two axes, a bias row, a fused activation), as ttnn's golden functions and documentation define them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, broadcast, elements, floats, reference, shape
+from . import Param, UnsupportedArguments, broadcast, elements, floats, reference, shape
 from .activations import apply_activation
 
 _COMMON = (
@@ -58,8 +58,6 @@ def matmul(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpos
            program_config: None, dtype: str | None, bias: Any) -> np.ndarray:  # fmt: skip
     """ttnn.matmul: its golden ignores ``bias`` (ttnn.linear applies one), so a matmul with a bias is refused."""
     if bias is not None:
-        from . import UnsupportedArguments
-
         raise UnsupportedArguments(["bias"], "ttnn.matmul's golden function does not add a bias")
     return apply_activation(_product(input_tensor_a, input_tensor_b, transpose_a, transpose_b), activation)
 
@@ -75,3 +73,46 @@ def linear(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpos
             b = b[0]
         out = out + b
     return apply_activation(out, activation)
+
+
+@reference("ttnn.experimental.minimal_matmul", params=(
+    Param("input_tensor", "tensor", 0, required=True), Param("weight_tensor", "tensor", 1, required=True),
+    Param("bias_tensor", "tensor", 2), Param("fused_activation", "activation"), Param("config", "ignored"),
+    Param("dtype", "dtype"), Param("fuse_swiglu", "bool", default=False),
+), size=lambda values: max(elements(shape(values["input_tensor"])[:-1]) * (shape(values["weight_tensor"]) or (1,))[-1],
+                           elements(shape(values["input_tensor"]))))
+def minimal_matmul(input_tensor: Any, weight_tensor: Any, bias_tensor: Any, fused_activation: str | None,
+                   fuse_swiglu: bool, **_: Any) -> np.ndarray:
+    """ttnn.experimental.minimal_matmul as its documentation (tt-metal ``minimal_matmul_nanobind.cpp``) defines it:
+    ``A @ B + bias`` with A [..., M, K] (leading axes folded into the rows), B [K, N] (leading axes all 1), the
+    bias a row of N, then the fused activation. The fused concatenation of two inputs and SwiGLU are refused."""
+    if fuse_swiglu:
+        raise UnsupportedArguments(["fuse_swiglu"], "the fused SwiGLU is not modelled")
+    a, b = floats("input_tensor", input_tensor), floats("weight_tensor", weight_tensor)
+    if a.ndim < 2 or b.ndim < 2 or any(d != 1 for d in b.shape[:-2]) or a.shape[-1] != b.shape[-2]:
+        raise UnsupportedArguments(["weight_tensor"], f"a weight {b.shape} for an input {a.shape}")
+    out = a @ b.reshape(b.shape[-2], b.shape[-1])
+    if bias_tensor is not None:
+        bias = floats("bias_tensor", bias_tensor).reshape(-1)
+        if bias.size != out.shape[-1]:
+            raise UnsupportedArguments(["bias_tensor"], f"{bias.size} bias values for {out.shape[-1]} columns")
+        out = out + bias
+    return apply_activation(out, fused_activation)
+
+
+@reference("ttnn.experimental.group_attn_matmul", "ttnn.experimental.attn_matmul", params=(
+    Param("input_tensor_a", "tensor", 0, required=True), Param("input_tensor_b", "tensor", 1, required=True),
+    Param("compute_with_storage_grid_size", "ignored"), Param("dtype", "dtype"), Param("optional_output_tensor", "output"),
+    Param("output_tensor", "output"),
+))
+def group_attn_matmul(input_tensor_a: Any, input_tensor_b: Any, **_: Any) -> np.ndarray:
+    """ttnn.experimental.group_attn_matmul and attn_matmul as their documentation (tt-metal
+    ``group_attn_matmul_nanobind.cpp``, ``attn_matmul_nanobind.cpp``) defines them,
+    ``torch.matmul(A.transpose(0, 2), B).transpose(0, 2)``: A [1, q_heads, batch, k] against each user's
+    B [batch, 1, k, n], giving [1, q_heads, batch, n]."""
+    a, b = floats("input_tensor_a", input_tensor_a), floats("input_tensor_b", input_tensor_b)
+    if a.ndim != 4 or b.ndim != 4 or a.shape[0] != 1 or b.shape[1] != 1 or a.shape[2] != b.shape[0] or \
+            a.shape[3] != b.shape[2]:
+        raise UnsupportedArguments(["input_tensor_b"], f"operands {a.shape} and {b.shape} ([1, heads, B, k] and "
+                                                       "[B, 1, k, n] expected)")
+    return np.swapaxes(np.swapaxes(a, 0, 2) @ b, 0, 2)
