@@ -14,7 +14,7 @@ from reportdb.cli.compare import EXIT_NOT_COMPARED
 
 
 @cli.command(name="replay")
-@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path))
+@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path), required=False)
 @click.option("--ops", "ops_glob", metavar="GLOB", help="Only operations whose name matches (e.g. 'ttnn.matmul', 'ttnn.*norm').")
 @click.option(
     "--policy", "policy_path", type=click.Path(path_type=Path),
@@ -31,10 +31,13 @@ from reportdb.cli.compare import EXIT_NOT_COMPARED
     help="Feed each reference the chained references before it (stored values only for the model's inputs and weights): "
     "each output against its global golden, the error accumulated from the start.",
 )
+@click.option("--references", "list_references", is_flag=True,
+              help="List every operation replay has a reference for, its family and its arguments (no REPORT).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (printed in full whatever the exit status).")
 @_friendly
 def replay_(
-    report_path: Path, ops_glob: str | None, policy_path: Path | None, rank: int, store: bool, chain: bool, as_json: bool
+    report_path: Path | None, ops_glob: str | None, policy_path: Path | None, rank: int, store: bool, chain: bool,
+    list_references: bool, as_json: bool,
 ) -> None:
     """Replay each operation on the inputs the device had: its reference output against its stored output.
 
@@ -53,7 +56,13 @@ def replay_(
     Examples:
         reportdb replay reports/1234
         reportdb replay reports/1234 --ops 'ttnn.matmul' --policy tolerances.toml --json
+        reportdb replay --references
     """
+    if list_references:
+        _references(as_json)
+        return
+    if report_path is None:
+        raise click.UsageError("replay needs a REPORT (or --references to list the operations it replays)")
     policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
     if as_json:
         result = reportdb.replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain)
@@ -72,6 +81,22 @@ def replay_(
                                + (f" (output {first.output_index})" if first.output_index else "")))
     _echo(tally.line())
     _exit(report_path, tally, ops_glob)
+
+
+def _references(as_json: bool) -> None:
+    """Print the reference catalogue: one line per operation (name, family, parameters with ``*`` on the required
+    ones, then those ignored), or the catalogue as JSON."""
+    from reportdb.analysis import references
+
+    entries = references.catalogue()
+    if as_json:
+        _emit(entries)
+        return
+    for entry in entries:
+        params = ", ".join(f"{p['name']}{'*' if p['required'] else ''}:{p['kind']}" for p in entry["parameters"])
+        _echo(f"{entry['name']}  [{entry['family']}]  {params}")
+        _echo(f"    ignored (placement only): {', '.join(entry['ignored'])}")
+    _echo(f"{len(entries)} operations; * marks a required parameter")
 
 
 #: The replay table's columns: the header, each column's width (the widest value it takes: a 27-character name,

@@ -20,7 +20,7 @@ import numpy as np
 from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tensor_count, tensor_ids
 
 __all__ = [
-    "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "compute", "compute_outputs",
+    "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "catalogue", "compute", "compute_outputs",
     "justified_elements", "lookup", "names", "reference",
 ]
 
@@ -124,6 +124,23 @@ def names() -> list[str]:
     """Every operation name that has a reference, sorted."""
     _load()
     return sorted(_REGISTRY)
+
+
+def catalogue() -> list[dict[str, Any]]:
+    """Every supported operation name, sorted, with its family (the module holding its reference) and what its
+    arguments may be: each parameter's name, kind, position, default and whether it is required, and the arguments
+    accepted but ignored because they only place or schedule the operation (``reportdb replay --references``)."""
+    _load()
+    entries = []
+    for name in sorted(_REGISTRY):
+        ref = _REGISTRY[name]
+        params = [{"name": p.name, "kind": p.kind, "position": p.position, "required": p.required,
+                   "default": p.default if p.default is None or isinstance(p.default, (bool, int, float, str))
+                   else repr(p.default)} for p in ref.params if p.kind != "ignored"]
+        ignored = sorted(PLACEMENT | {p.name for p in ref.params if p.kind == "ignored"})
+        entries.append({"name": name, "family": ref.function.__module__.rsplit(".", 1)[-1], "parameters": params,
+                        "ignored": ignored})
+    return entries
 
 
 def compute(
