@@ -83,7 +83,7 @@ def iter_replay(
         arguments = _arguments(rep, rank)
         wanted = [op for op, name in sorted(graph.names.items()) if ops is None or fnmatch.fnmatchcase(name, ops)]
         if not chain and not swap:
-            count = 1 if keeper is not None else workers or default_workers()
+            count = 1 if keeper is not None else default_workers() if workers is None else workers
             yield from replay_isolated(
                 wanted, lambda op: replay_operation(rep, graph, op, arguments.get(op, []), judge, rank, keeper),
                 lambda op: _cost(rep, graph, op, rank), workers=count, budget=budget)
