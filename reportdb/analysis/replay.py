@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import numpy as np
 
 from ..errors import InvalidArgumentError, ReportDBError
-from ..numeric.metrics import Comparison, compare
 from . import references
 from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
 from .policy import Policy, as_policy, canonical_dtype
 from .replay_parallel import BUDGET, default_workers, replay_isolated
-from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow
+from .replay_collectives import replay_collective
+from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow, judged
 from .replay_store import ReplayStore
 
 __all__ = [
@@ -198,6 +198,9 @@ def replay_operation(
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
     operation's."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
+    known = references.lookup(row.name)
+    if known is not None and known.per_device:
+        return replay_collective(report, graph, op_id, arguments, policy, rank, chained is not None)
     if chained is not None:
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:
@@ -222,14 +225,6 @@ def replay_operation(
             keeper.keep(at, expected, policy)
         rows.append(at)
     return rows
-
-
-def judged(policy: Policy, op: str, dtype: str, device: np.ndarray, expected: np.ndarray) -> tuple[Comparison, Any]:
-    """The metric vector of the device output against the reference, made at the policy's tolerances, and the policy's
-    verdict on it: the one place replay and repro decide pass or fail."""
-    rtol, atol = policy.tolerances(op, dtype)
-    metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op, dtype))
-    return metrics, policy.judge(metrics, op=op, dtype=dtype)
 
 
 def prepare(

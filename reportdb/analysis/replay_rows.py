@@ -1,5 +1,6 @@
 """What replay gives: a row per operation output (:class:`ReplayRow`), the whole result with its counts
-(:class:`ReplayResult`), and the counting itself (:class:`ReplayCounts`), which the CLI also runs as rows stream.
+(:class:`ReplayResult`), the counting itself (:class:`ReplayCounts`), which the CLI also runs as rows stream, and
+the one place an output is judged (:func:`judged`).
 
 Kept apart from :mod:`.replay` so that :mod:`.replay_store` (which stores rows) and :mod:`.replay` (which makes them)
 both import it and not each other.
@@ -9,10 +10,23 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from ..numeric.metrics import Comparison
+import numpy as np
+
+from ..numeric.metrics import Comparison, compare
 from ..results import Result, html_table
+
+if TYPE_CHECKING:
+    from .policy import Policy
+
+
+def judged(policy: "Policy", op: str, dtype: str, device: np.ndarray, expected: np.ndarray) -> tuple[Comparison, Any]:
+    """The metric vector of the device output against the reference, made at the policy's tolerances, and the policy's
+    verdict on it: the one place replay and repro decide pass or fail."""
+    rtol, atol = policy.tolerances(op, dtype)
+    metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op, dtype))
+    return metrics, policy.judge(metrics, op=op, dtype=dtype)
 
 
 @dataclass(frozen=True)
