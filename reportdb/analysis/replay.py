@@ -3,8 +3,10 @@
 This is the operation's *local* (isolated) error on any report that kept inputs and outputs, no comparison mode
 needed: an operation wrong by itself fails, and the operations after it, replayed on their own (already wrong)
 device inputs, pass. References come from :mod:`reportdb.analysis.references`; every verdict is the tolerance
-policy's (:mod:`reportdb.analysis.policy`). Operations are replayed one at a time in execution order, so memory holds
-one operation's inputs, output and reference at a time, whatever the report's size.
+policy's (:mod:`reportdb.analysis.policy`). Isolated operations are replayed on several threads within a memory budget
+(:mod:`.replay_parallel`), rows in execution order; a chain (``chain``, ``substitute``) runs one operation at a time.
+Collectives are judged device by device (:mod:`.replay_collectives`). Memory holds the operations in flight, never
+the report.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ class Substitution:
         return cls(ids, globs, failing)
 
     def __bool__(self) -> bool:
+        """Whether anything is substituted (a substitution of nothing runs no substituted chain)."""
         return bool(self.ids or self.globs or self.failing)
 
     def takes(self, op_id: int, name: str, alone: list[ReplayRow]) -> bool:
