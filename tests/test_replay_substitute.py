@@ -133,3 +133,20 @@ def test_cli_shows_the_verdicts_side_by_side(report: Path) -> None:
     assert (data["operations"], data["compared"], data["failed_outputs"]) == (6, 6, 5)
     usage = _cli(str(report), "--substitute", "1")
     assert usage.returncode == 2 and "--chain" in usage.stderr
+
+
+def test_substituting_an_operation_without_a_reference_carries_the_chain_past_it(tmp_path: Path) -> None:
+    """Plain --chain stops at an operation it has no reference for; substituting it carries its stored output on."""
+    rng = np.random.default_rng(3)
+    x = bf16(rng.standard_normal((32, 32)))
+    with reportdb.Writer(tmp_path / "gap.sqlite") as w:
+        for tensor_id, array in ((1, x), (2, x), (3, bf16(np.maximum(f32(x), 0)))):
+            w.put_tensor(tensor_id, array)
+        w.add_operation(1, "ttnn.frobnicate", inputs=[1], outputs=[2])
+        w.add_operation(2, "ttnn.relu", inputs=[2], outputs=[3])
+    plain = reportdb.replay(tmp_path / "gap.sqlite", chain=True)
+    assert [(r.status, r.passed) for r in plain.rows] == [("no_reference", None), ("missing_inputs", None)]
+    carried = reportdb.replay(tmp_path / "gap.sqlite", chain=True, substitute="ttnn.frob*")
+    assert [(r.status, r.passed, r.substitute) for r in carried.rows] == [
+        ("no_reference", None, True), ("compared", True, False)]
+    assert carried.rows[1].chained is None and carried.rows[1].isolated is True
