@@ -150,3 +150,15 @@ def test_substituting_an_operation_without_a_reference_carries_the_chain_past_it
     assert [(r.status, r.passed, r.substitute) for r in carried.rows] == [
         ("no_reference", None, True), ("compared", True, False)]
     assert carried.rows[1].chained is None and carried.rows[1].isolated is True
+
+
+def test_before_the_first_substitution_the_substituted_chain_is_the_plain_one(report: Path) -> None:
+    """Substituting only the second culprit: up to it the substituted verdicts are the chained ones; after it, the
+    outputs are judged on what the device had there, and pass."""
+    result = reportdb.replay(report, chain=True, substitute="3")
+    assert verdicts(result) == [
+        (1, False, False, False, False), (2, True, False, False, False), (3, False, False, False, True),
+        (4, True, False, True, False), (5, True, False, True, False), (6, True, False, True, False),
+    ]
+    assert [r.metrics.to_dict() for r in result.rows[:3]] == [  # type: ignore[union-attr]
+        r.metrics.to_dict() for r in reportdb.replay(report, chain=True).rows[:3]]  # type: ignore[union-attr]

@@ -139,14 +139,20 @@ def _chained(
     carries its stored output, so the chain goes on past it."""
     plain: dict[int, np.ndarray] = {}
     fixed: dict[int, np.ndarray] | None = {} if swap else None
+    diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
     uses = {t: len(users) for t, users in graph.consumers.items()}
     for op_id, name in sorted(graph.names.items()):
         args = arguments.get(op_id, [])
         rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain)
         if fixed is not None:
             alone = replay_operation(rep, graph, op_id, args, judge, rank)
-            again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed)
+            if diverged:
+                again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed)
+            else:
+                again = rows
+                fixed.update((t, plain[t]) for t in graph.outputs.get(op_id, {}).values() if t in plain)
             took = swap.takes(op_id, name, alone)
+            diverged = diverged or took
             if took:
                 for tensor_id in graph.outputs.get(op_id, {}).values():
                     if rep.has_tensor(tensor_id, rank):
