@@ -52,7 +52,7 @@ def summary(tensor_id: int) -> str:
 
 def make_replayable(path: Path, *, first_argument: str = "0") -> Path:
     """Five operations: 1 relu right, 2 relu whose output is the negated input (float32: a 10-digit ULP distance,
-    max abs error with 6 digits), 3 all_gather (no reference), 4 softmax with an argument no reference reads, 5 a
+    max abs error with 6 digits), 3 frobnicate (no reference), 4 softmax with an argument no reference reads, 5 a
     multiply whose second input is not stored. ``first_argument`` names op 1's argument: anything but "0" is one
     no reference reads, so a chain breaks at op 1 and never reaches op 2."""
     x = np.random.default_rng(3).uniform(0.5, 5.5, (32, 64)).astype(np.float32)
@@ -61,7 +61,7 @@ def make_replayable(path: Path, *, first_argument: str = "0") -> Path:
             w.put_tensor(tensor_id, array)
         w.add_operation(1, "ttnn.relu", inputs=[1], outputs=[2], arguments={first_argument: summary(1)})
         w.add_operation(2, "ttnn.relu", inputs=[2], outputs=[3], arguments={"0": summary(2)})
-        w.add_operation(3, "ttnn.all_gather", inputs=[3], outputs=[4], arguments={"dim": "3", "0": summary(3)})
+        w.add_operation(3, "ttnn.frobnicate", inputs=[3], outputs=[4], arguments={"dim": "3", "0": summary(3)})
         w.add_operation(4, "ttnn.softmax", inputs=[4], outputs=[5], arguments={"dim": "-1", "frobnicate": "2"})
         w.add_operation(5, "ttnn.multiply", inputs=[5, 99], outputs=[6])
     return path

@@ -55,7 +55,7 @@ def make_chain(path: Path) -> None:
         w_.add_operation(2, "ttnn.relu", inputs=[4], outputs=[5], arguments={"0": summary(4)})
         w_.add_operation(3, "ttnn.softmax", inputs=[5], outputs=[6], arguments={"dim": "-1", "0": summary(5)})
         w_.add_operation(4, "ttnn.add", inputs=[6, 7], outputs=[8], arguments={"0": summary(6), "1": summary(7)})
-        w_.add_operation(5, "ttnn.all_gather", inputs=[8], outputs=[9], arguments={"dim": "3", "0": summary(8)})
+        w_.add_operation(5, "ttnn.frobnicate", inputs=[8], outputs=[9], arguments={"dim": "3", "0": summary(8)})
         w_.add_operation(6, "ttnn.softmax", inputs=[8], outputs=[10], arguments={"dim": "-1", "frobnicate": "2"})
         w_.add_operation(7, "ttnn.multiply", inputs=[8, 99], outputs=[11])
 

@@ -3,8 +3,10 @@
 This is the operation's *local* (isolated) error on any report that kept inputs and outputs, no comparison mode
 needed: an operation wrong by itself fails, and the operations after it, replayed on their own (already wrong)
 device inputs, pass. References come from :mod:`reportdb.analysis.references`; every verdict is the tolerance
-policy's (:mod:`reportdb.analysis.policy`). Operations are replayed one at a time in execution order, so memory holds
-one operation's inputs, output and reference at a time, whatever the report's size.
+policy's (:mod:`reportdb.analysis.policy`). Isolated operations are replayed on several threads within a memory budget
+(:mod:`.replay_parallel`), rows in execution order; a chain (``chain``, ``substitute``) runs one operation at a time.
+Collectives are judged device by device (:mod:`.replay_collectives`). Memory holds the operations in flight, never
+the report.
 """
 
 from __future__ import annotations
@@ -12,19 +14,25 @@ from __future__ import annotations
 import fnmatch
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import ReportDBError
-from ..numeric.metrics import Comparison, compare
-from ..results import Result, html_table
+from ..errors import InvalidArgumentError, ReportDBError
 from . import references
 from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
 from .policy import Policy, as_policy, canonical_dtype
+from .replay_parallel import BUDGET, default_workers, replay_isolated
+from .replay_collectives import replay_collective
+from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow, judged
 from .replay_store import ReplayStore
+
+__all__ = [
+    "DeviceVerdict", "ReplayCounts", "ReplayResult", "ReplayRow", "iter_replay", "judged", "prepare", "replay",
+    "replay_operation", "stored_elements",
+]
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -33,90 +41,147 @@ if TYPE_CHECKING:
 ARGUMENT_TEXT_LIMIT = 1 << 16
 
 
-@dataclass(frozen=True)
-class ReplayRow(Result):
-    """One operation replayed: its id and name, ``status`` (``compared``, ``no_reference``, ``missing_inputs`` or
-    ``unsupported_arguments``), the output compared (tensor id, its index among the operation's outputs: one row per
-    output) and the dtype it was judged by), ``passed`` (None when not compared), the criteria that failed, the full metric
-    vector, the unsupported arguments' names, and a sentence saying what was not compared and why."""
-
-    operation_id: int
-    name: str
-    status: str
-    passed: bool | None = None
-    output_tensor_id: int | None = None
-    output_index: int = 0
-    dtype: str | None = None
-    failed: tuple[str, ...] = ()
-    metrics: Comparison | None = None
-    unsupported: tuple[str, ...] = ()
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class ReplayResult(Result):
-    """Every operation replayed (a row per output), in execution order, and the first row that failed its policy (by
-    operation, then output index; None when none did)."""
-
-    rows: tuple[ReplayRow, ...]
-    first_failure: ReplayRow | None
-
-    @property
-    def failed(self) -> tuple[ReplayRow, ...]:
-        """The operations that failed their policy."""
-        return tuple(r for r in self.rows if r.passed is False)
-
-    def _repr_html_(self) -> str:
-        """The rows as one table."""
-        header = ("op", "out", "name", "status", "passed", "pcc", "max abs err", "failed", "detail")
-        rows = [(r.operation_id, r.output_index, r.name, r.status, r.passed, r.metrics.pcc if r.metrics else None,
-                 r.metrics.max_abs_error if r.metrics else None, ", ".join(r.failed), r.detail) for r in self.rows]  # fmt: skip
-        return html_table(header, rows, caption=f"Replay: {len(self.rows)} operations, {len(self.failed)} failed")
-
-
 def replay(
     report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
-    store: bool = False, chain: bool = False,
-) -> ReplayResult:  # fmt: skip
+    store: bool = False, chain: bool = False, substitute: "str | Iterable[int | str] | None" = None,
+    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET,
+) -> ReplayResult:
     """Replay every operation of ``report`` (one ``rank``) whose name matches the glob ``ops`` (all when None): its
     reference from its stored inputs and recorded arguments against its stored output, judged by ``policy`` (a
     Policy, a TOML file, or None for the dtype-aware defaults). With ``store`` the references and results are kept in
     the report (:mod:`.replay_store`; a path is then opened with mode ``"a"``, a legacy original refused). See
-    :func:`iter_replay` for one row at a time.
+    :func:`iter_replay` for one row at a time, and for ``substitute``, ``workers`` and ``budget``.
 
     With ``chain`` each reference takes the *chained* references of the operations before it instead of the device's
     values (the stored values only for tensors no operation produced: the model's inputs and weights), so each output
     is compared with the global golden, the error accumulated from the start; an operation fed by one the chain does
     not cover is ``missing_inputs``. Stored (``store``) as global comparison records."""
-    rows = list(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain))
-    first = next((r for r in rows if r.passed is False), None)
-    return ReplayResult(tuple(rows), first)
+    return ReplayResult.of(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain,
+                                       substitute=substitute, substitute_failing=substitute_failing, workers=workers,
+                                       budget=budget))
 
 
 def iter_replay(
     report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
-    store: bool = False, chain: bool = False,
-) -> Iterator[ReplayRow]:  # fmt: skip
+    store: bool = False, chain: bool = False, substitute: "str | Iterable[int | str] | None" = None,
+    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET,
+) -> Iterator[ReplayRow]:
     """The rows of :func:`replay`, each as soon as its operation is replayed (execution order: operation id). A chain
-    keeps each chained reference only until its last consumer has run."""
+    keeps each chained reference only until its last consumer has run.
+
+    Isolated operations are independent: ``workers`` threads (default :func:`default_workers`) replay them at once,
+    with at most ``budget`` bytes of inputs, references and outputs in flight, rows still in execution order and
+    verdicts the same as one worker's (``store`` replays on one). ``substitute`` (operation ids, names or globs: a
+    list, or one text of them separated by commas) and ``substitute_failing`` (every operation that fails in
+    isolation) run a chain (as ``chain``) past the first culprit: see :func:`_chained`."""
     judge = as_policy(policy)
+    swap = Substitution.of(substitute, substitute_failing)
+    if swap and store:
+        raise InvalidArgumentError("replay cannot store substituted results (they are no golden of the report): run "
+                                   "with --store and without --substitute to keep the chain's records")
     with _opened(report, store) as rep:
         keeper = ReplayStore(rep, rank, chain=chain) if store else None
         graph = tensor_graph(rep, rank)
         arguments = _arguments(rep, rank)
-        chained: dict[int, np.ndarray] | None = {} if chain else None
-        uses = {t: len(users) for t, users in graph.consumers.items()}
-        for op_id, name in sorted(graph.names.items()):
-            wanted = ops is None or fnmatch.fnmatchcase(name, ops)
-            if wanted or chained is not None:  # a chain runs every operation, and shows those asked for
-                rows = replay_operation(rep, graph, op_id, arguments.get(op_id, []), judge, rank,
-                                        keeper if wanted else None, chained)  # fmt: skip
-                if wanted:
-                    yield from rows
-            for t in dict.fromkeys(graph.inputs.get(op_id, [])) if chained is not None else ():  # once per consumer
-                uses[t] -= 1
-                if uses[t] <= 0:
-                    chained.pop(t, None)  # type: ignore[union-attr]
+        wanted = [op for op, name in sorted(graph.names.items()) if ops is None or fnmatch.fnmatchcase(name, ops)]
+        if not chain and not swap:
+            count = 1 if keeper is not None else default_workers() if workers is None else workers
+            yield from replay_isolated(
+                wanted, lambda op: replay_operation(rep, graph, op, arguments.get(op, []), judge, rank, keeper),
+                lambda op: _cost(rep, graph, op, rank), workers=count, budget=budget)
+            return
+        yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap)
+
+
+class Substitution:
+    """Which operations a substituted chain takes as right: by id, by name glob, or every one failing in isolation."""
+
+    def __init__(self, ids: set[int], globs: list[str], failing: bool) -> None:
+        self.ids, self.globs, self.failing = ids, globs, failing
+
+    @classmethod
+    def of(cls, spec: "str | Iterable[int | str] | None", failing: bool) -> "Substitution":
+        """The substitution ``spec`` names (ids or globs, a list or one comma-separated text)."""
+        items = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else list(spec or ())
+        ids, globs = set(), []
+        for item in items:
+            if isinstance(item, int) or (isinstance(item, str) and item.isdigit()):
+                ids.add(int(item))
+            elif isinstance(item, str) and item:
+                globs.append(item)
+            else:
+                raise InvalidArgumentError(f"--substitute takes operation ids or names (globs), not {item!r}: for "
+                                           "example --substitute 12,ttnn.softmax")
+        return cls(ids, globs, failing)
+
+    def __bool__(self) -> bool:
+        """Whether anything is substituted (a substitution of nothing runs no substituted chain)."""
+        return bool(self.ids or self.globs or self.failing)
+
+    def takes(self, op_id: int, name: str, alone: list[ReplayRow]) -> bool:
+        """Whether operation ``op_id`` is substituted, ``alone`` being its isolated rows."""
+        return op_id in self.ids or any(fnmatch.fnmatchcase(name, g) for g in self.globs) or (
+            self.failing and any(r.passed is False for r in alone))
+
+
+def _chained(
+    rep: "Report", graph: TensorGraph, arguments: dict[int, list[references.Argument]], wanted: set[int],
+    judge: Policy, rank: int, keeper: ReplayStore | None, swap: Substitution,
+) -> Iterator[ReplayRow]:
+    """The rows of a chain (every operation runs; those ``wanted`` are shown). With a substitution, each row also
+    holds its isolated and plain chained verdicts, and its own verdict is the substituted chain's: that chain carries,
+    for each substituted operation, the *device's* output in place of its reference. Downstream outputs are then
+    judged against references continued from what the device actually had there, so they measure only the error
+    made after the substituted operations, as if those had been right (to first order: the device's later
+    operations cannot be rerun on the golden values offline). A culprit whose failure plain ``--chain`` shows only as
+    one more victim of an earlier one stands out, and the last output's substituted verdict says whether the model's
+    output recovers once the substituted operations are fixed. A substituted operation without a reference still
+    carries its stored output, so the chain goes on past it."""
+    plain: dict[int, np.ndarray] = {}
+    fixed: dict[int, np.ndarray] | None = {} if swap else None
+    diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
+    uses = {t: len(users) for t, users in graph.consumers.items()}
+    for op_id, name in sorted(graph.names.items()):
+        args = arguments.get(op_id, [])
+        rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain)
+        if fixed is not None:
+            alone = replay_operation(rep, graph, op_id, args, judge, rank)
+            if diverged:
+                again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed)
+            else:
+                again = rows
+                fixed.update((t, plain[t]) for t in graph.outputs.get(op_id, {}).values() if t in plain)
+            took = swap.takes(op_id, name, alone)
+            diverged = diverged or took
+            if took:
+                for tensor_id in graph.outputs.get(op_id, {}).values():
+                    if rep.has_tensor(tensor_id, rank):
+                        fixed[tensor_id] = rep.tensor(tensor_id, rank)
+            rows = _side_by_side(alone, rows, again, took)
+        if op_id in wanted:
+            yield from rows
+        for t in dict.fromkeys(graph.inputs.get(op_id, [])):  # once per consumer
+            uses[t] -= 1
+            if uses[t] <= 0:
+                plain.pop(t, None)
+                if fixed is not None:
+                    fixed.pop(t, None)
+
+
+def _side_by_side(alone: list[ReplayRow], chained: list[ReplayRow], again: list[ReplayRow], took: bool) -> list[ReplayRow]:
+    """The substituted rows, each with the isolated and chained verdicts of the same output beside its own."""
+    isolated = {r.output_index: r.passed for r in alone}
+    plain = {r.output_index: r.passed for r in chained}
+    return [replace(r, isolated=isolated.get(r.output_index), chained=plain.get(r.output_index), substituted=r.passed,
+                    substitute=took) for r in again]
+
+
+def _cost(rep: "Report", graph: TensorGraph, op_id: int, rank: int) -> int:
+    """The bytes an operation's isolated replay holds at once, bounded from its stored tensors' metadata: its inputs
+    and outputs read, and a float32 reference and float64 comparison per output element."""
+    inputs = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if rep.has_tensor(t, rank)]
+    outputs = [t for t in graph.outputs.get(op_id, {}).values() if rep.has_tensor(t, rank)]
+    return 4 * sum(stored_elements(rep, t, rank) for t in inputs) + 16 * sum(stored_elements(rep, t, rank) for t in outputs)
 
 
 @contextmanager
@@ -142,6 +207,9 @@ def replay_operation(
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
     operation's."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
+    known = references.lookup(row.name)
+    if known is not None and known.per_device:
+        return replay_collective(report, graph, op_id, arguments, policy, rank, chained is not None)
     if chained is not None:
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:
@@ -166,14 +234,6 @@ def replay_operation(
             keeper.keep(at, expected, policy)
         rows.append(at)
     return rows
-
-
-def judged(policy: Policy, op: str, dtype: str, device: np.ndarray, expected: np.ndarray) -> tuple[Comparison, Any]:
-    """The metric vector of the device output against the reference, made at the policy's tolerances, and the policy's
-    verdict on it: the one place replay and repro decide pass or fail."""
-    rtol, atol = policy.tolerances(op, dtype)
-    metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op, dtype))
-    return metrics, policy.judge(metrics, op=op, dtype=dtype)
 
 
 def prepare(

@@ -22,7 +22,7 @@ from .graph import table_columns
 if TYPE_CHECKING:
     from ..report import Report
     from .policy import Policy
-    from .replay import ReplayRow
+    from .replay_rows import ReplayRow
 
 #: ``rdb_comparison.kind`` of a replayed result: isolated (local), chained (global).
 KINDS = {False: "replay", True: "replay_chain"}

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
-from typing import Iterable
 
 import click
 
 import reportdb
+from reportdb.analysis.replay_rows import ReplayCounts
 from reportdb.cli.common import _cells, _echo, _emit, _friendly, _migrate_hint, _not_migrated, _num, cli
 from reportdb.cli.compare import EXIT_NOT_COMPARED
 
 
 @cli.command(name="replay")
-@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path))
+@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path), required=False)
 @click.option("--ops", "ops_glob", metavar="GLOB", help="Only operations whose name matches (e.g. 'ttnn.matmul', 'ttnn.*norm').")
 @click.option(
     "--policy", "policy_path", type=click.Path(path_type=Path),
@@ -31,10 +30,22 @@ from reportdb.cli.compare import EXIT_NOT_COMPARED
     help="Feed each reference the chained references before it (stored values only for the model's inputs and weights): "
     "each output against its global golden, the error accumulated from the start.",
 )
+@click.option(
+    "--substitute", metavar="OP[,OP...]",
+    help="With --chain: take these operations (ids, names or globs) as right and go on past them, so a culprit an "
+    "earlier one hid shows up; each row then gives its isolated, chained and substituted verdicts.",
+)
+@click.option("--substitute-failing", is_flag=True,
+              help="With --chain: substitute every operation that fails in isolation (see --substitute).")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="Threads replaying isolated operations at once (default: the machine's cores, at most 8).")
+@click.option("--references", "list_references", is_flag=True,
+              help="List every operation replay has a reference for, its family and its arguments (no REPORT).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (printed in full whatever the exit status).")
 @_friendly
 def replay_(
-    report_path: Path, ops_glob: str | None, policy_path: Path | None, rank: int, store: bool, chain: bool, as_json: bool
+    report_path: Path | None, ops_glob: str | None, policy_path: Path | None, rank: int, store: bool, chain: bool,
+    substitute: str | None, substitute_failing: bool, workers: int | None, list_references: bool, as_json: bool,
 ) -> None:
     """Replay each operation on the inputs the device had: its reference output against its stored output.
 
@@ -53,25 +64,59 @@ def replay_(
     Examples:
         reportdb replay reports/1234
         reportdb replay reports/1234 --ops 'ttnn.matmul' --policy tolerances.toml --json
+        reportdb replay reports/1234 --chain --substitute-failing
+        reportdb replay --references
     """
-    policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
-    if as_json:
-        result = reportdb.replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain)
-        _emit(result.to_dict())
-        _exit(report_path, _Tally(result.rows), ops_glob)
+    if list_references:
+        _references(as_json)
         return
-    tally = _Tally()
-    for row in reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain):
+    if report_path is None:
+        raise click.UsageError("replay needs a REPORT (or --references to list the operations it replays)")
+    swapping = substitute is not None or substitute_failing
+    if swapping and not chain:
+        raise click.UsageError("--substitute and --substitute-failing continue a chain: add --chain")
+    policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
+    rows = reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain,
+                                substitute=substitute, substitute_failing=substitute_failing, workers=workers)
+    if as_json:
+        result = reportdb.ReplayResult.of(rows)
+        _emit(result.to_dict())
+        _exit(report_path, ReplayCounts(result.rows), ops_glob)
+        return
+    tally = ReplayCounts()
+    last: "reportdb.ReplayRow | None" = None
+    header, widths = (_HEADER[:-1] + _SIDE + _HEADER[-1:], _WIDTHS + (6, 7, 11)) if swapping else (_HEADER, _WIDTHS)
+    for row in rows:
         if not tally.rows:  # the header only once there is a row: an unreadable report prints nothing before its error
-            _echo(_cells(_HEADER, _WIDTHS, _RIGHT))
+            _echo(_cells(header, widths, _RIGHT))
         tally.add(row)
-        _echo(_row(row))  # printed as each operation is replayed, and not kept: a report may hold 10^6 operations
+        last = row if row.status == "compared" else last
+        _echo(_row(row, swapping))  # printed as each operation is replayed, not kept: a report may hold 10^6 operations
     tally.done()
     first = tally.first
     _echo("first failure: " + ("none" if first is None else f"operation {first.operation_id} {first.name}"
                                + (f" (output {first.output_index})" if first.output_index else "")))
+    if swapping and last is not None:
+        _echo(f"last output (operation {last.operation_id} {last.name}): isolated {_verdict(last.isolated)}, chained "
+              f"{_verdict(last.chained)}, substituted {_verdict(last.substituted)}")
     _echo(tally.line())
     _exit(report_path, tally, ops_glob)
+
+
+def _references(as_json: bool) -> None:
+    """Print the reference catalogue: one line per operation (name, family, parameters with ``*`` on the required
+    ones, then those ignored), or the catalogue as JSON."""
+    from reportdb.analysis import references
+
+    entries = references.catalogue()
+    if as_json:
+        _emit(entries)
+        return
+    for entry in entries:
+        params = ", ".join(f"{p['name']}{'*' if p['required'] else ''}:{p['kind']}" for p in entry["parameters"])
+        _echo(f"{entry['name']}  [{entry['family']}]  {params}")
+        _echo(f"    ignored (placement only): {', '.join(entry['ignored'])}")
+    _echo(f"{len(entries)} operations; * marks a required parameter")
 
 
 #: The replay table's columns: the header, each column's width (the widest value it takes: a 27-character name,
@@ -81,66 +126,34 @@ def replay_(
 _HEADER = ("op", "name", "status", "pcc", "max abs err", "ulp max", "result")
 _WIDTHS = (6, 27, 21, 12, 12, 10)
 _RIGHT = {0, 3, 4, 5}
+#: The columns a substituted chain adds before the result: the isolated, plain chained and substituted verdicts (the
+#: last marked ``*`` where the operation was substituted).
+_SIDE = ("alone", "chained", "substituted")
 
 
-def _row(row: "reportdb.ReplayRow") -> str:
-    """One replayed output as a table line."""
+def _verdict(passed: bool | None) -> str:
+    """A verdict as a word: pass, FAIL, or - when not compared."""
+    return "-" if passed is None else "pass" if passed else "FAIL"
+
+
+def _row(row: "reportdb.ReplayRow", side: bool = False) -> str:
+    """One replayed output as a table line (with ``side``, its three verdicts before the result)."""
     m = row.metrics
     if m is None:
         outcome = ", ".join(row.unsupported) if row.unsupported else row.detail
     else:
         outcome = "pass" if row.passed else "FAIL " + ",".join(row.failed)
+    bad = [f"device {','.join(map(str, d.coordinate))}" for d in row.devices if not d.passed]
+    outcome += f" ({'; '.join(bad)})" if bad else ""
     op = f"{row.operation_id}" + (f".{row.output_index}" if row.output_index else "")  # op.N: its output N
-    return _cells((op, row.name[:27], row.status, _num(m.pcc if m else None), _num(m.max_abs_error if m else None),
-                   _num(m.ulp_max if m else None), outcome), _WIDTHS, _RIGHT)
+    cells: tuple[str, ...] = (op, row.name[:27], row.status, _num(m.pcc if m else None), _num(m.max_abs_error if m else None),
+             _num(m.ulp_max if m else None))
+    if side:
+        cells += (_verdict(row.isolated), _verdict(row.chained), _verdict(row.substituted) + ("*" if row.substitute else ""))
+    return _cells(cells + (outcome,), _WIDTHS + ((6, 7, 11) if side else ()), _RIGHT)
 
 
-class _Tally:
-    """What replay's last line and exit status say, counted row by row as they stream: operations replayed, those
-    with an output compared, the others by why (their first row's status, in the order they first occur), the
-    outputs that failed and the first of them. An operation counts once however many outputs it has, when its rows
-    end (they come together: replay goes in operation order); :meth:`done` counts the last."""
-
-    def __init__(self, rows: Iterable["reportdb.ReplayRow"] = ()) -> None:
-        self.rows = self.operations = self.compared = self.failed = 0
-        self.why: Counter[str] = Counter()
-        self.first: "reportdb.ReplayRow | None" = None
-        self._op: int | None = None
-        self._status = ""  # the current operation's first row's status, or "compared" once an output of it is
-        for row in rows:
-            self.add(row)
-        self.done()
-
-    def add(self, row: "reportdb.ReplayRow") -> None:
-        """Count one row."""
-        self.rows += 1
-        if row.operation_id != self._op:
-            self.done()
-            self._op, self._status = row.operation_id, row.status
-            self.operations += 1
-        elif row.status == "compared":
-            self._status = "compared"
-        if row.passed is False:
-            self.failed += 1
-            self.first = self.first or row
-
-    def done(self) -> None:
-        """Count the operation whose rows were last added."""
-        if self._op is not None:
-            if self._status == "compared":
-                self.compared += 1
-            else:
-                self.why[self._status] += 1
-            self._op = None
-
-    def line(self) -> str:
-        """``compared N of M operations (K no_reference, ...); F failed``: how much was judged."""
-        left = ", ".join(f"{n} {status}" for status, n in self.why.items())
-        return f"compared {self.compared} of {self.operations} operations" + (f" ({left})" if left else "") + \
-            f"; {self.failed} failed"
-
-
-def _exit(report_path: Path, tally: _Tally, ops_glob: str | None) -> None:
+def _exit(report_path: Path, tally: ReplayCounts, ops_glob: str | None) -> None:
     """Exit 1 when a compared output fails, 3 when nothing was compared (said on stderr, with the migrate command
     where legacy tensor files are why), else return (status 0)."""
     if tally.failed:

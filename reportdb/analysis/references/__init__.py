@@ -20,7 +20,7 @@ import numpy as np
 from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tensor_count, tensor_ids
 
 __all__ = [
-    "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "compute", "compute_outputs",
+    "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "catalogue", "compute", "compute_outputs",
     "justified_elements", "lookup", "names", "reference",
 ]
 
@@ -28,6 +28,7 @@ _FAMILIES = (
     "matmul", "binary", "unary", "reduction", "normalization", "data_movement", "typecast", "ternary", "transformer",
     "placement", "shapes", "creation", "comparison", "indexing", "sampling",
     "conv", "pooling", "attention", "caches", "reduce_nc",
+    "collectives",
 )
 
 #: Arguments that place or schedule an operation and never change its output's values: accepted by every reference.
@@ -70,6 +71,9 @@ class Reference:
     #: a reference whose arrays can outgrow its inputs (broadcasting, outer products, repeats); None: at most its
     #: largest input's.
     size: Callable[[Mapping[str, Any]], int] | None = None
+    #: A collective across devices: its tensors are bound as per-device shards (:class:`.collectives.MeshTensor`)
+    #: and its function gives each device's reference output (:class:`.collectives.MeshResult`).
+    per_device: bool = False
 
     def param(self, argument: Argument) -> Param | None:
         """The parameter a recorded argument binds to: by position, else by name."""
@@ -86,14 +90,14 @@ _LOADED = False
 
 def reference(
     *op_names: str, params: Sequence[Param], input_dtypes: bool = False,
-    size: Callable[[Mapping[str, Any]], int] | None = None,
+    size: Callable[[Mapping[str, Any]], int] | None = None, per_device: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a numpy function as the reference of ``op_names`` (``ttnn.add``...), taking ``params`` by name (and,
     with ``input_dtypes``, the inputs' ttnn dtypes as ``input_dtypes``); ``size`` says how large its arrays can grow
-    (:attr:`Reference.size`)."""
+    (:attr:`Reference.size`); ``per_device`` marks a collective (:attr:`Reference.per_device`)."""
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
-        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size)
+        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size, per_device)
         for name in op_names:
             _REGISTRY[name] = entry
         return function
@@ -126,6 +130,23 @@ def names() -> list[str]:
     """Every operation name that has a reference, sorted."""
     _load()
     return sorted(_REGISTRY)
+
+
+def catalogue() -> list[dict[str, Any]]:
+    """Every supported operation name, sorted, with its family (the module holding its reference) and what its
+    arguments may be: each parameter's name, kind, position, default and whether it is required, and the arguments
+    accepted but ignored because they only place or schedule the operation (``reportdb replay --references``)."""
+    _load()
+    entries = []
+    for name in sorted(_REGISTRY):
+        ref = _REGISTRY[name]
+        params = [{"name": p.name, "kind": p.kind, "position": p.position, "required": p.required,
+                   "default": p.default if p.default is None or isinstance(p.default, (bool, int, float, str))
+                   else repr(p.default)} for p in ref.params if p.kind != "ignored"]
+        ignored = sorted(PLACEMENT | {p.name for p in ref.params if p.kind == "ignored"})
+        entries.append({"name": name, "family": ref.function.__module__.rsplit(".", 1)[-1], "parameters": params,
+                        "ignored": ignored, "per_device": ref.per_device})
+    return entries
 
 
 def compute(
@@ -171,8 +192,9 @@ def compute_outputs(
     return (np.asarray(result),)
 
 
-def bind(ref: Reference, inputs: Sequence[tuple[int, np.ndarray]], arguments: Sequence[Argument]) -> dict[str, Any]:
-    """The keyword arguments of ``ref``'s function: recorded values parsed, tensors taken from ``inputs``.
+def bind(ref: Reference, inputs: Sequence[tuple[int, Any]], arguments: Sequence[Argument]) -> dict[str, Any]:
+    """The keyword arguments of ``ref``'s function: recorded values parsed, tensors taken from ``inputs`` (arrays, or
+    for a collective each input's per-device shards).
 
     Tensor-valued arguments take the inputs whose ids their text names (ttnn 0.81), else the inputs in call order
     (positional ones by index, then keywords as recorded: the order ttnn 0.6x listed them in ``input_tensors``).
@@ -221,7 +243,7 @@ def _parse(argument: Argument, parser: Callable[[str], Any], bad: list[str]) -> 
         return None
 
 
-def _bind_tensors(ref: Reference, slots: list[tuple[int, int, Param, str]], inputs: list[tuple[int, np.ndarray]],
+def _bind_tensors(ref: Reference, slots: list[tuple[int, int, Param, str]], inputs: list[tuple[int, Any]],
                   values: dict[str, Any]) -> None:  # fmt: skip
     """Give each tensor-valued slot its inputs (see :func:`bind`); refuse inputs nothing accounts for."""
     if not slots:  # nothing recorded says where the tensors went: the required ones, in input order
