@@ -11,23 +11,11 @@ from conftest import FIXTURES
 from reportdb.analysis import references
 
 #: The model-weighted coverage reached (rounded down to 0.1%): raise it as references are added, never lower it.
-FLOOR = 0.802
-#: The operations used by 3 or more models that other work (convolution and pooling, attention, caches, norms,
-#: collectives) still has to cover; one that gets a reference fails the test until it is struck from here.
-STILL_MISSING = frozenset({
-    "ttnn.conv2d", "ttnn.max_pool2d", "ttnn.upsample", "ttnn.experimental.nlp_concat_heads",
-    "ttnn.experimental.nlp_create_qkv_heads", "ttnn.transformer.concatenate_heads", "ttnn.experimental.all_gather_async",
-    "ttnn.softmax_in_place", "ttnn.experimental.rotary_embedding_llama", "ttnn.fill_cache",
-    "ttnn.transformer.scaled_dot_product_attention_decode", "ttnn.experimental.paged_update_cache",
-    "ttnn.experimental.paged_fill_cache", "ttnn.all_gather", "ttnn.experimental.reduce_scatter_minimal_async",
-    "ttnn.experimental.fast_reduce_nc", "ttnn.rms_norm_pre_all_gather", "ttnn.rms_norm_post_all_gather",
-    "ttnn.group_norm", "ttnn.scale_mask_softmax_in_place", "ttnn.transformer.paged_scaled_dot_product_attention_decode",
-    "ttnn.experimental.nlp_create_qkv_heads_decode", "ttnn.transformer.attention_softmax_", "ttnn.mesh_partition",
-    "ttnn.fold", "ttnn.transformer.chunked_scaled_dot_product_attention", "ttnn.adaptive_avg_pool2d", "ttnn.conv1d",
-    "ttnn.experimental.nlp_concat_heads_decode", "ttnn.avg_pool2d", "ttnn.grid_sample", "ttnn.global_avg_pool2d",
-    "ttnn.conv_transpose2d", "ttnn.experimental.minimal_matmul",
-    "ttnn.update_cache", "ttnn.reduce_scatter", "ttnn.experimental.convert_to_chw",
-})
+FLOOR = 0.962
+#: The operations used by 3 or more models without a reference, each with its reason; one that gets a reference fails
+#: the test until it is struck from here. rms_norm_pre_all_gather's output defines only column 0 of each 32-wide
+#: statistics block (ttnn's golden compares it under a mask), which a reference compared whole cannot express.
+STILL_MISSING = frozenset({"ttnn.rms_norm_pre_all_gather"})
 
 
 def model_ops() -> dict[str, int]:
