@@ -42,8 +42,9 @@ class DeviceVerdict(Result):
 
 @dataclass(frozen=True)
 class ReplayRow(Result):
-    """One operation replayed: its id and name, ``status`` (``compared``, ``no_reference``, ``missing_inputs`` or
-    ``unsupported_arguments``), the output compared (tensor id, its index among the operation's outputs: one row per
+    """One operation replayed: its id and name, ``status`` (``compared``, ``no_reference``, ``missing_inputs``,
+    ``unsupported_arguments`` or ``in_place``: an output that is also an input, of which the report keeps one value),
+    the output compared (tensor id, its index among the operation's outputs: one row per
     output) and the dtype it was judged by), ``passed`` (None when not compared), the criteria that failed, the full metric
     vector, the unsupported arguments' names, and a sentence saying what was not compared and why.
 
