@@ -163,7 +163,7 @@ def test_store_keeps_references_as_local_records(chain: Path, tmp_path: Path) ->
 def test_store_refuses_a_legacy_original(tmp_path: Path) -> None:
     legacy = FIXTURES / "ttnn-0.62.2-bin" / "report"
     before = (legacy / "db.sqlite").read_bytes()
-    with pytest.raises(reportdb.ReadOnlyError, match="migrate"):
+    with pytest.raises(reportdb.errors.ReadOnlyError, match="migrate"):
         reportdb.replay(legacy, store=True)
     assert (legacy / "db.sqlite").read_bytes() == before
 

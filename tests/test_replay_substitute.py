@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import reportdb
+from reportdb.analysis.replay import ReplayResult
 
 BF16 = ml_dtypes.bfloat16
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def verdicts(result: reportdb.ReplayResult) -> list[tuple[int, bool | None, bool | None, bool | None, bool]]:
+def verdicts(result: ReplayResult) -> list[tuple[int, bool | None, bool | None, bool | None, bool]]:
     return [(r.operation_id, r.isolated, r.chained, r.substituted, r.substitute) for r in result.rows]
 
 

@@ -602,9 +602,9 @@ def test_requests_change_nothing_in_the_report(made: Path, tmp_path: Path) -> No
 
 
 def test_unservable_reports_fail_at_start(tmp_path: Path) -> None:
-    with pytest.raises(reportdb.ReportNotFoundError):
+    with pytest.raises(reportdb.errors.ReportNotFoundError):
         web.blueprint([tmp_path / "missing"])
-    with pytest.raises(reportdb.InvalidArgumentError):
+    with pytest.raises(reportdb.errors.InvalidArgumentError):
         web.blueprint([])
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "db.sqlite").write_bytes(b"not a database" * 100)
@@ -618,7 +618,7 @@ def test_unservable_reports_fail_at_start(tmp_path: Path) -> None:
     conn.execute("CREATE VIEW rdb_chunk AS SELECT * FROM rdb_chunk_old")
     conn.commit()
     conn.close()
-    with pytest.raises(reportdb.UnsafeReportError):
+    with pytest.raises(reportdb.errors.UnsafeReportError):
         web.blueprint([hostile])
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 import reportdb
-from reportdb.analysis.replay_rows import ReplayCounts
+from reportdb.analysis.replay import ReplayCounts, ReplayResult, ReplayRow
 from reportdb.cli.common import _cells, _echo, _emit, _friendly, _migrate_hint, _not_migrated, _num, cli
 from reportdb.cli.compare import EXIT_NOT_COMPARED
 
@@ -79,12 +79,12 @@ def replay_(
     rows = reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain,
                                 substitute=substitute, substitute_failing=substitute_failing, workers=workers)
     if as_json:
-        result = reportdb.ReplayResult.of(rows)
+        result = ReplayResult.of(rows)
         _emit(result.to_dict())
         _exit(report_path, ReplayCounts(result.rows), ops_glob)
         return
     tally = ReplayCounts()
-    last: "reportdb.ReplayRow | None" = None
+    last: "ReplayRow | None" = None
     header, widths = (_HEADER[:-1] + _SIDE + _HEADER[-1:], _WIDTHS + (6, 7, 11)) if swapping else (_HEADER, _WIDTHS)
     for row in rows:
         if not tally.rows:  # the header only once there is a row: an unreadable report prints nothing before its error
@@ -136,7 +136,7 @@ def _verdict(passed: bool | None) -> str:
     return "-" if passed is None else "pass" if passed else "FAIL"
 
 
-def _row(row: "reportdb.ReplayRow", side: bool = False) -> str:
+def _row(row: "ReplayRow", side: bool = False) -> str:
     """One replayed output as a table line (with ``side``, its three verdicts before the result)."""
     m = row.metrics
     if m is None:
