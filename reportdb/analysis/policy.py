@@ -38,7 +38,7 @@ value, since a block float's 16 values share one exponent and store sign + p bit
   correct LoFi bfloat16 matmul (K=1024 and 4096; fidelity truncation is the largest error a correct device result
   carries, benchmarks/NOTES.md), and equals bfloat16's whole-tensor bound, so a bfloat16 error spread evenly fails
   both or neither. A sign-flipped, zeroed, x1.5, row-reversed, face-swapped tile or another tile's values are <= 6 dB
-  and fail in every float dtype with a default (FLOAT8_E4M3FN 16.9, FLOAT8_E5M2 10.8, BFLOAT4_B 2.8 dB).
+  and fail in every float dtype with a default (FLOAT8_E4M3FN 16.9, FLOAT8_E5M2 10.8, BFLOAT4_B 2.83 dB).
 * integers (and bool): exact: ``rtol = atol = 0`` and ``max_mismatch_fraction = 0``.
 
 A policy is read only from a regular file (opened without blocking, so a FIFO or a device is refused, never waited
