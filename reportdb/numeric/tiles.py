@@ -63,10 +63,12 @@ class TileGeometry:
         int64, one entry per ``w`` elements), so an aligned block's runs take a slice of it."""
         if self._run_table is None:
             th, _ = self.tile
-            index = np.int32 if self.count < 2**31 else np.int64
-            lead, height = np.arange(self.lead, dtype=index), np.arange(self.height, dtype=index)
+            index = np.dtype(np.int32 if self.count < 2**31 else np.int64)
+            lead: np.ndarray = np.arange(self.lead, dtype=index)
+            height: np.ndarray = np.arange(self.height, dtype=index)
             first = (lead[:, None] * self.rows + height[None, :] // th) * self.cols
-            self._run_table = (first.reshape(-1, 1) + np.arange(self.cols, dtype=index)[None, :]).reshape(-1)
+            cols: np.ndarray = np.arange(self.cols, dtype=index)
+            self._run_table = (first.reshape(-1, 1) + cols[None, :]).reshape(-1)
         return self._run_table
 
     def tile_of(self, positions: np.ndarray) -> np.ndarray:
