@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -275,7 +276,8 @@ def _report(path: Path, tensors: dict[int, np.ndarray], **spec: object) -> Path:
     return path
 
 
-def test_compare_stored_names_the_tile_in_the_stored_tile_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_stored_names_the_tile_in_its_stored_tile_shape(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     golden = _golden((1, 128, 512), seed=14).astype(BF16)
     actual = golden.copy()
     actual[0, 48:64, 96:128] *= np.asarray(1.1, BF16)
@@ -297,3 +299,4 @@ def test_run_against_run_does_not_hide_a_wrong_tile(tmp_path: Path) -> None:
     (row,) = result.rows
     assert row.verdict == "diverges" and row.failed == ("tile_sqnr_db",) and row.metrics is not None
     assert row.metrics.worst_tile == (0, 2, 9) and row.metrics.pcc is not None and row.metrics.pcc > 0.9999
+    assert re.fullmatch(r"tile_sqnr_db: 32x32 tile \(0, 2, 9\): (19|20)\.\d dB < 23 dB", row.notes[0])
