@@ -51,7 +51,7 @@ FAULTS: dict[str, Callable[[np.ndarray, np.ndarray], None]] = {
     "columns reversed": lambda t, x: t.__setitem__(slice(None), t[:, ::-1].copy()),
     "face swapped": lambda t, x: _swap_faces(t),
     "zeroed": lambda t, x: t.__setitem__(slice(None), 0),
-    "another tile's values": lambda t, x: t.__setitem__(slice(None), _tile(x, (0, 5, 40))),
+    "another tile's values": lambda t, x: t.__setitem__(slice(None), _tile(x, (0, 1, 4))),
 }
 
 
@@ -308,3 +308,22 @@ def test_an_all_zero_golden_names_the_tile_with_the_error() -> None:
     assert "tile_sqnr_db: tile (0, 1, 2): errors where the golden is zero everywhere" in verdict.notes
     same, same_verdict = _judge(golden, golden, "FLOAT32")
     assert (same.tile_sqnr_db, same.worst_tile, same_verdict.passed) == (None, None, True)
+
+
+def test_every_fault_through_compare_stored_on_a_written_report(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """One report (``reportdb.Writer``) holding a golden and each faulty output, read back window by window."""
+    golden = _golden((1, 128, 1024), seed=16)
+    outputs = {}
+    for i, fault in enumerate(sorted(FAULTS), start=1):
+        actual = golden.astype(BF16).astype(np.float32)
+        FAULTS[fault](_tile(actual, (0, 2, 9)), golden)
+        outputs[i] = actual.astype(BF16)
+    monkeypatch.setattr(streamed, "WINDOW_ELEMENTS", 20000)  # windows that start mid-tile-row, two threads
+    path = _report(tmp_path / "r", {100: golden, **outputs})
+    policy = Policy.default()
+    with reportdb.open(path) as report:
+        for i, fault in enumerate(sorted(FAULTS), start=1):
+            c = compare_stored(report, i, report, 100, 0, rtol=2**-6, atol=2**-7, pcc=0.99)
+            verdict = policy.judge(c, op="ttnn.silu", dtype="BFLOAT16")
+            assert (fault, c.worst_tile, "tile_sqnr_db" in verdict.failed) == (fault, (0, 2, 9), True)
