@@ -30,6 +30,7 @@ TILE = (0, 3, 17)  # the planted tile: rows 96:128, columns 544:576
 
 
 def _golden(shape: tuple[int, ...] = SHAPE, seed: int = 0) -> np.ndarray:
+    """A float32 golden of standard normal values (every tile of about the mean energy)."""
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
@@ -40,6 +41,7 @@ def _tile(x: np.ndarray, where: tuple[int, int, int] = TILE) -> np.ndarray:
 
 
 def _swap_faces(t: np.ndarray) -> None:
+    """Swap a tile's first 16x16 face with its right-hand neighbour, in place."""
     t[:16, :16], t[:16, 16:] = t[:16, 16:].copy(), t[:16, :16].copy()
 
 
@@ -55,8 +57,10 @@ FAULTS: dict[str, Callable[[np.ndarray, np.ndarray], None]] = {
 }
 
 
-def _judge(actual: np.ndarray, golden: np.ndarray, dtype: str, policy: Policy | None = None) -> tuple[
-        metrics.Comparison, Verdict]:
+def _judge(
+    actual: np.ndarray, golden: np.ndarray, dtype: str, policy: Policy | None = None
+) -> tuple[metrics.Comparison, Verdict]:
+    """The comparison at the policy's tolerances and its verdict, as an output of ``ttnn.silu`` of ``dtype``."""
     policy = policy or Policy.default()
     rtol, atol = policy.tolerances("ttnn.silu", dtype)
     comparison = compare(actual, golden, rtol=rtol, atol=atol)
@@ -70,7 +74,7 @@ def test_one_wrong_tile_fails_and_is_named(fault: str, dtype: str) -> None:
     actual = golden.astype(BF16).astype(np.float32) if dtype == "BFLOAT16" else golden.copy()
     FAULTS[fault](_tile(actual), golden)
     side = actual.astype(BF16) if dtype == "BFLOAT16" else actual
-    clean, clean_verdict = _judge(golden.astype(BF16) if dtype == "BFLOAT16" else golden, golden, dtype)
+    _, clean_verdict = _judge(golden.astype(BF16) if dtype == "BFLOAT16" else golden, golden, dtype)
     comparison, verdict = _judge(side, golden, dtype)
     assert clean_verdict.passed and clean_verdict.notes == ()
     assert not verdict.passed and "tile_sqnr_db" in verdict.failed
@@ -166,6 +170,7 @@ def _mask(x: np.ndarray, keep: int) -> np.ndarray:
 
 
 def _operands(m: int, k: int, n: int, seed: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """bfloat16 matmul operands (as float64): A of N(0, 1) of shape (1, m, k), B of N(0, 1/k) of shape (k, n)."""
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((1, m, k)).astype(BF16).astype(np.float64),
             (rng.standard_normal((k, n)) / math.sqrt(k)).astype(BF16).astype(np.float64))
@@ -265,6 +270,7 @@ def test_dtype_defaults_of_the_tile_criterion() -> None:
 
 
 def _report(path: Path, tensors: dict[int, np.ndarray], **spec: object) -> Path:
+    """A report written with ``reportdb.Writer``: each tensor an output, one ``ttnn.silu`` operation producing id 1."""
     with reportdb.Writer(path) as w:
         for tensor_id, value in tensors.items():
             w.put_tensor(tensor_id, value, role="output", **spec)
