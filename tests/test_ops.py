@@ -55,7 +55,7 @@ def test_operation_context_of_a_writer_report(tmp_path: Path) -> None:
     assert out.tensor_id == 4 and [(c.operation_id, c.name) for c in out.consumers] == [(3, "ttnn.add")]
     (cmp,) = out.comparisons
     assert (cmp.kind, cmp.golden_tensor_id, cmp.verdict, cmp.role) == ("local", 104, "fail", "culprit")
-    assert cmp.pcc == pytest.approx(1.0) and cmp.failed == ("scale_or_offset", "sqnr_db")  # PCC is blind to the scale; its fit and SQNR are not
+    assert cmp.pcc == pytest.approx(1.0) and cmp.failed == ("scale_or_offset", "sqnr_db", "tile_sqnr_db")  # PCC is blind to the scale; its fit and SQNR are not
     first = reportdb.operation_context(tmp_path / "r", 1)
     assert first.arguments == (("transpose_b", "False"),) and [t.tensor_id for t in first.inputs] == [1, 2]
     assert first.inputs[0].producer is None
@@ -74,7 +74,7 @@ def test_cli_op_text_json_and_a_missing_operation(tmp_path: Path) -> None:
     assert "operation 2 ttnn.relu" in text.stdout and ">     5 |     z = ttnn.relu(y)" in text.stdout
     assert "produced by: op 1 ttnn.matmul; consumed by: op 2 ttnn.relu" in text.stdout
     assert "produced by: op 2 ttnn.relu; consumed by: op 3 ttnn.add" in text.stdout
-    assert "fail (scale_or_offset,sqnr_db) [culprit]" in text.stdout
+    assert "fail (scale_or_offset,sqnr_db,tile_sqnr_db) [culprit]" in text.stdout
     data = json.loads(run(str(path), "2", "--json").stdout)
     assert data["outputs"][0]["comparisons"][0]["role"] == "culprit"
     assert data["inputs"][0]["producer"] == {"operation_id": 1, "name": "ttnn.matmul"}

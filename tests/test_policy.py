@@ -45,13 +45,14 @@ def test_bfloat16_rounding_passes_and_a_flipped_block_fails_beyond_pcc() -> None
     flipped = rounded.copy()
     flipped[:64, :32] *= -1  # 1/32 of the tensor: PCC ~0.94 is below 0.99
     verdict = _judge(policy, flipped, rounded, op="ttnn.add", dtype="BFLOAT16")
-    assert not verdict.passed and verdict.failed == ("pcc", "sqnr_db")
+    assert not verdict.passed and verdict.failed == ("pcc", "sqnr_db", "tile_sqnr_db")
     small = rounded.copy()
     small[:16, :32] *= -1  # 1/128: PCC 0.984 fails, SQNR 15 dB fails too
     mild = rounded.copy()
-    mild[:8, :16] *= -1  # 1/512: PCC 0.996 passes, SQNR 21 dB does not: the verdict names sqnr_db alone
+    mild[:8, :16] *= -1  # 1/512: PCC 0.996 passes, SQNR 21 dB does not, nor its tile's (0 dB)
     verdict = _judge(policy, mild, rounded, op="ttnn.add", dtype="BFLOAT16")
-    assert reportdb.compare(mild, rounded).passed and verdict.failed == ("sqnr_db",)
+    assert reportdb.compare(mild, rounded).passed and verdict.failed == ("sqnr_db", "tile_sqnr_db")
+    assert verdict.worst_tile == (0, 0, 0)
 
 
 def test_nan_on_one_side_and_shape_change_fail_whatever_the_rule(tmp_path) -> None:
@@ -211,13 +212,14 @@ def test_quantiles_of_stored_tensors_streamed_in_windows(tmp_path, monkeypatch: 
 
 
 def test_a_scale_error_that_pcc_and_sqnr_pass_fails_by_its_fit() -> None:
-    """One device 7% off in scale: PCC 0.99999 and SQNR 23 dB clear bfloat16's defaults; the fit does not."""
+    """One device 7% off in scale: PCC 0.99999 and SQNR 23 dB clear bfloat16's whole-tensor defaults; the fit does
+    not, nor the tiles (23 dB each, under 26)."""
     rng = np.random.default_rng(7)
     golden = rng.standard_normal((128, 256)).astype(np.float32)
     scaled = (golden * 1.07).astype(BF16)
     metrics = reportdb.compare(scaled, golden, rtol=2**-6, atol=2**-7)
     assert metrics.pcc > 0.9999 and metrics.sqnr_db > Policy.default().criteria_for(None, "bfloat16").sqnr_db
     verdict = _judge(Policy.default(), scaled, golden, op="ttnn.multiply", dtype="bfloat16")
-    assert not verdict.passed and verdict.failed == ("scale_or_offset",)
+    assert not verdict.passed and verdict.failed == ("scale_or_offset", "tile_sqnr_db")
     rounded = golden.astype(BF16)  # rounding alone is no scale error
     assert _judge(Policy.default(), rounded, golden, op="ttnn.multiply", dtype="bfloat16").passed

@@ -28,6 +28,7 @@ COMPARISON_KEYS = [
     "ulp_max", "ulp_mean", "allclose_mismatches", "nan_mismatches", "inf_mismatches", "fit_scale", "fit_offset",
     "constant_input", "scale_or_offset_error", "nonfinite_mismatch", "shape_mismatch", "passed", "notes",
     "sqnr_db", "abs_error_p50", "abs_error_p99", "abs_error_p999", "bitwise_equal",  # added after the others
+    "tile_shape", "tile_sqnr_db", "worst_tile", "tile_sqnr_p50",
 ]  # fmt: skip
 
 
@@ -123,7 +124,7 @@ def test_run_comparison_and_golden_results_nest_their_metrics(tmp_path: Path) ->
     assert list(data["rows"][1]) == [
         "operation_id_a", "operation_id_b", "name", "output_index", "tensor_a", "tensor_b", "shape", "pcc",
         "max_abs_error", "ulp_max", "flags", "passed", "metrics", "status", "first_divergence",
-        "verdict", "failed",  # added after the others
+        "verdict", "failed", "notes",  # added after the others
     ]  # fmt: skip
     assert data["first_divergence"] == data["rows"][1] and data["rows"][1]["shape"] == [8, 8]
     assert data["rows"][1]["flags"] == ["scale_or_offset_error"] and list(data["rows"][1]["metrics"]) == COMPARISON_KEYS

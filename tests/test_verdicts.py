@@ -61,7 +61,7 @@ def test_each_verdict_and_the_first_divergence_in_execution_order(tmp_path: Path
         1: ("identical", ()),
         2: ("within_tolerance", ()),
         3: ("identical", ()),
-        4: ("diverges", ("pcc", "sqnr_db")),
+        4: ("diverges", ("pcc", "sqnr_db", "tile_sqnr_db")),
         5: ("diverges", ("nonfinite",)),
         6: ("diverges", ("shape",)),
         7: ("identical", ()),
@@ -100,7 +100,7 @@ def test_cli_json_first_divergence_and_exit_1(tmp_path: Path) -> None:
     assert [row["verdict"] for row in data["rows"]] == [
         "identical", "within_tolerance", "identical", "diverges", "diverges", "diverges", "identical",
     ]  # fmt: skip
-    assert data["rows"][3]["failed"] == ["pcc", "sqnr_db"] and "max_abs_error" in data["rows"][3]
+    assert data["rows"][3]["failed"] == ["pcc", "sqnr_db", "tile_sqnr_db"] and "max_abs_error" in data["rows"][3]
     text = _cli("compare", str(a), str(b))
     assert text.returncode == 1 and "first divergence: operation 4 ttnn.op4" in text.stdout
 
@@ -151,7 +151,7 @@ def test_nothing_compared_is_not_a_pass(legacy_and_migrated: tuple[Path, Path]) 
 def test_golden_exit_codes(legacy_and_migrated: tuple[Path, Path], tmp_path: Path) -> None:
     _, migrated = legacy_and_migrated
     failing = _cli("compare", str(migrated), "--golden")
-    assert failing.returncode == 1 and "FAIL pcc,sqnr_db [culprit]" in failing.stdout
+    assert failing.returncode == 1 and "FAIL pcc,sqnr_db,tile_sqnr_db [culprit]" in failing.stdout
     passing = tmp_path / "pass"
     with reportdb.Writer(passing) as w:
         w.put_tensor(1, _values(1), ttnn_dtype="BFLOAT16")
@@ -195,6 +195,6 @@ def test_a_flipped_block_pcc_passes_still_diverges(tmp_path: Path) -> None:
     b[2][:32, :32] *= -1
     result = reportdb.compare_runs(_write_run(tmp_path / "a", a), _write_run(tmp_path / "b", b))
     first = result.first_divergence
-    assert first is not None and first.operation_id_a == 2 and first.failed == ("sqnr_db",)
+    assert first is not None and first.operation_id_a == 2 and first.failed == ("sqnr_db", "tile_sqnr_db")
     assert first.pcc is not None and 0.99 < first.pcc < 0.995 and first.metrics is not None
     assert first.metrics.sqnr_db is not None and first.metrics.sqnr_db < 22.9
