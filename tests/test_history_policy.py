@@ -35,7 +35,7 @@ def test_judge_stored_vectors(tmp_path: Path) -> None:
     assert set(stored) == {101, 102}
     assert judge_stored(None, stored[101], "ttnn.op1").passed  # type: ignore[union-attr]
     failed = judge_stored(None, stored[102], "ttnn.op2")
-    assert failed is not None and failed.failed == ("pcc", "sqnr_db")
+    assert failed is not None and failed.failed == ("pcc", "sqnr_db", "tile_sqnr_db")
     lenient = Policy.from_dict({"rules": [{"op": "ttnn.op2", "pcc": -1.0, "sqnr_db": -100.0}]})
     assert judge_stored(lenient, stored[102], "ttnn.op2").passed  # type: ignore[union-attr]
     other_tolerances = Policy.from_dict({"rules": [{"op": "*", "rtol": 0.5}]})
@@ -51,6 +51,6 @@ def test_history_judged_by_a_policy(team_url: str, tmp_path: Path) -> None:
     policy_file = tmp_path / "p.toml"
     policy_file.write_text('[[rules]]\nop = "ttnn.op2"\npcc = -1\n')
     (judged,) = team.history(team_url, "ttnn.op2", policy=Policy.default())
-    assert (judged.verdict, judged.failed) == ("fail", ("pcc", "sqnr_db"))
+    assert (judged.verdict, judged.failed) == ("fail", ("pcc", "sqnr_db", "tile_sqnr_db"))
     (lenient,) = team.history(team_url, "ttnn.op2", policy=policy_file)
     assert (lenient.verdict, lenient.failed) == ("pass", ())  # a matching rule replaces the dtype defaults whole

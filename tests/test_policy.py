@@ -45,13 +45,14 @@ def test_bfloat16_rounding_passes_and_a_flipped_block_fails_beyond_pcc() -> None
     flipped = rounded.copy()
     flipped[:64, :32] *= -1  # 1/32 of the tensor: PCC ~0.94 is below 0.99
     verdict = _judge(policy, flipped, rounded, op="ttnn.add", dtype="BFLOAT16")
-    assert not verdict.passed and verdict.failed == ("pcc", "sqnr_db")
+    assert not verdict.passed and verdict.failed == ("pcc", "sqnr_db", "tile_sqnr_db")
     small = rounded.copy()
     small[:16, :32] *= -1  # 1/128: PCC 0.984 fails, SQNR 15 dB fails too
     mild = rounded.copy()
-    mild[:8, :16] *= -1  # 1/512: PCC 0.996 passes, SQNR 21 dB does not: the verdict names sqnr_db alone
+    mild[:8, :16] *= -1  # 1/512: PCC 0.996 passes, SQNR 21 dB does not, nor its tile's (0 dB)
     verdict = _judge(policy, mild, rounded, op="ttnn.add", dtype="BFLOAT16")
-    assert reportdb.compare(mild, rounded).passed and verdict.failed == ("sqnr_db",)
+    assert reportdb.compare(mild, rounded).passed and verdict.failed == ("sqnr_db", "tile_sqnr_db")
+    assert verdict.worst_tile == (0, 0, 0)
 
 
 def test_nan_on_one_side_and_shape_change_fail_whatever_the_rule(tmp_path) -> None:

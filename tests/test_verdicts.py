@@ -61,7 +61,7 @@ def test_each_verdict_and_the_first_divergence_in_execution_order(tmp_path: Path
         1: ("identical", ()),
         2: ("within_tolerance", ()),
         3: ("identical", ()),
-        4: ("diverges", ("pcc", "sqnr_db")),
+        4: ("diverges", ("pcc", "sqnr_db", "tile_sqnr_db")),
         5: ("diverges", ("nonfinite",)),
         6: ("diverges", ("shape",)),
         7: ("identical", ()),
@@ -195,6 +195,6 @@ def test_a_flipped_block_pcc_passes_still_diverges(tmp_path: Path) -> None:
     b[2][:32, :32] *= -1
     result = reportdb.compare_runs(_write_run(tmp_path / "a", a), _write_run(tmp_path / "b", b))
     first = result.first_divergence
-    assert first is not None and first.operation_id_a == 2 and first.failed == ("sqnr_db",)
+    assert first is not None and first.operation_id_a == 2 and first.failed == ("sqnr_db", "tile_sqnr_db")
     assert first.pcc is not None and 0.99 < first.pcc < 0.995 and first.metrics is not None
     assert first.metrics.sqnr_db is not None and first.metrics.sqnr_db < 22.9

@@ -6,8 +6,12 @@ whatever the criteria, a shape change or a NaN/Inf where the other side has none
 
 Criteria (each optional): ``pcc`` (the minimum Pearson correlation), ``rtol``/``atol`` with ``max_mismatch_fraction``
 (at most that fraction of elements outside ``|a - b| <= atol + rtol * |b|``; 0 when only rtol/atol are given),
-``max_abs_error``, ``max_ulp`` (in the coarser dtype's units in the last place) and ``sqnr_db`` (the minimum of
-10 log10 of the golden's energy over the error's).
+``max_abs_error``, ``max_ulp`` (in the coarser dtype's units in the last place), ``sqnr_db`` (the minimum of
+10 log10 of the golden's energy over the error's) and ``tile_sqnr_db`` (the same of every 32x32 tile of the last two
+dims, each tile's golden energy floored at its share of the tensor's, ``numeric/tiles.py``: one wrong tile fails
+the output, and the verdict names it in ``worst_tile`` and says what it saw in ``notes``). The ``pcc`` criterion also
+requires the fitted line ``b ~ k*a + c`` to be the identity (``"scale_or_offset"``), except for the systematic shrink
+math fidelity's operand truncation causes (``numeric/fit.py``), which passes with a note.
 
 Dtype-aware defaults, derived from each dtype's precision (``p`` significand bits counting the leading one, so
 ``eps = 2**(1-p)``: float32 2^-23, bfloat16 2^-7, BFLOAT8_B 2^-6, BFLOAT4_B 2^-2 relative to its block's largest
@@ -28,6 +32,13 @@ value, since a block float's 16 values share one exponent and store sign + p bit
   (BFLOAT8_B: 9 dB; BFLOAT4_B: none, PCC alone judges). Scale-free like PCC, SQNR also sees a scale or offset
   error and an error confined to a few elements: a sign-flipped 64x64 block of a 256x256 tensor has PCC 0.875 but
   a 32x32 block of a 1024x1024 one 0.998 (SQNR 24 dB) -- a rule with ``max_mismatch_fraction`` catches that.
+* ``tile_sqnr_db = min(6.02 p + 4.77 - 12, 23)`` (block floats 8 dB less before the cap; None when not positive):
+  a tile may carry 16x (12 dB) the error energy of one rounding of its values, capped at 23 dB. The cap sits between
+  a tile off by 10% (20 dB: x1.1 fails in float32, bfloat16 and BFLOAT8_B) and the ~31 dB of the worst tile of a
+  correct LoFi bfloat16 matmul (K=1024 and 4096; fidelity truncation is the largest error a correct device result
+  carries, benchmarks/NOTES.md), and equals bfloat16's whole-tensor bound, so a bfloat16 error spread evenly fails
+  both or neither. A sign-flipped, zeroed, x1.5, row-reversed, face-swapped tile or another tile's values are <= 6 dB
+  and fail in every float dtype with a default (FLOAT8_E4M3FN 16.9, FLOAT8_E5M2 10.8, BFLOAT4_B 2.83 dB).
 * integers (and bool): exact: ``rtol = atol = 0`` and ``max_mismatch_fraction = 0``.
 
 A policy is read only from a regular file (opened without blocking, so a FIFO or a device is refused, never waited
@@ -74,7 +85,10 @@ MAX_GLOB_CHARS = 256
 #: The most bytes of a policy file: MAX_RULES rules with every criterion and a comment line each take ~250 KB;
 #: four times that leaves room for long comments and is parsed in well under a second.
 MAX_POLICY_BYTES = 1 << 20
-_CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db")
+_CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db", "tile_sqnr_db")
+#: How many dB below one rounding's SQNR a tile's may fall by default, and the cap (module docstring).
+_TILE_ALLOWANCE_DB = 12.0
+_TILE_CAP_DB = 23.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,7 @@ class Criteria(Result):
     max_ulp: float | None = None
     max_mismatch_fraction: float | None = None
     sqnr_db: float | None = None
+    tile_sqnr_db: float | None = None
 
     @property
     def checks_allclose(self) -> bool:
@@ -98,11 +113,15 @@ class Criteria(Result):
 @dataclass(frozen=True)
 class Verdict(Result):
     """A comparison judged by a policy: whether it passed, the names of the criteria that failed (``"shape"`` and
-    ``"nonfinite"`` besides the criteria's own names) and the criteria applied."""
+    ``"nonfinite"`` besides the criteria's own names), the criteria applied, the worst tile the comparison saw
+    (``(leading index, tile row, tile col)``, None when it judged no tiles) and one line per failed criterion, or per
+    passed one with something to say (``"tile_sqnr_db: tile (0, 3, 17): 2.1 dB < 23 dB"``)."""
 
     passed: bool
     failed: tuple[str, ...]
     criteria: Criteria
+    worst_tile: tuple[int, ...] | None = None
+    notes: tuple[str, ...] = ()
 
 
 def dtype_defaults(dtype: str | None) -> tuple[Criteria, tuple[float, float]]:
@@ -111,8 +130,11 @@ def dtype_defaults(dtype: str | None) -> tuple[Criteria, tuple[float, float]]:
     if bits is None:
         return Criteria(rtol=0.0, atol=0.0, max_mismatch_fraction=0.0), (0.0, 0.0)
     name = canonical_dtype(dtype)
-    sqnr = min(6.02 * bits + 4.77 - 30.0 - (_BLOCK_EXPONENT_LOSS_DB if name in BLOCK_FLOATS else 0.0), 30.0)
-    criteria = Criteria(pcc=0.97 if name == "BFLOAT4_B" else 0.99, sqnr_db=round(sqnr, 2) if sqnr > 0 else None)
+    rounding = 6.02 * bits + 4.77 - (_BLOCK_EXPONENT_LOSS_DB if name in BLOCK_FLOATS else 0.0)
+    sqnr = min(rounding - 30.0, 30.0)
+    tile = min(rounding - _TILE_ALLOWANCE_DB, _TILE_CAP_DB)
+    criteria = Criteria(pcc=0.97 if name == "BFLOAT4_B" else 0.99, sqnr_db=round(sqnr, 2) if sqnr > 0 else None,
+                        tile_sqnr_db=round(tile, 2) if tile > 0 else None)
     return criteria, dtype_tolerances(dtype)
 
 
@@ -264,20 +286,27 @@ class Policy:
                     f"the comparison counted mismatches at rtol={comparison.rtol}, atol={comparison.atol}; the policy "
                     f"asks for rtol={rtol}, atol={atol}: compare at policy.tolerances(op, dtype)"
                 )
-        failed.extend(_failed_criteria(comparison, criteria))
-        return Verdict(not failed, tuple(failed), criteria)
+        notes: list[str] = []
+        failed.extend(_failed_criteria(comparison, criteria, notes))
+        worst = getattr(comparison, "worst_tile", None)
+        return Verdict(not failed, tuple(failed), criteria, None if worst is None else tuple(worst), tuple(notes))
 
 
-def _failed_criteria(m: "Comparison", c: Criteria) -> list[str]:
-    """The names of the criteria ``m`` fails (shape and non-finite checks aside)."""
+def _failed_criteria(m: "Comparison", c: Criteria, notes: list[str]) -> list[str]:
+    """The names of the criteria ``m`` fails (shape and non-finite checks aside); appends to ``notes`` what the
+    scale/offset and tile checks saw."""
     failed = []
     count = m.count or 0
     if c.pcc is not None:
         ok = m.pcc >= c.pcc if m.pcc is not None else not m.allclose_mismatches  # constant input: judged by values
+        fit_note = next((n for n in m.notes if "b ~ " in n), None)
         if not ok:
             failed.append("pcc")
         elif m.scale_or_offset_error:  # PCC is blind to b = k*a + c: the fitted line must be the identity too
             failed.append("scale_or_offset")
+            notes.append(f"scale_or_offset: {fit_note or f'b ~ {m.fit_scale}*a + {m.fit_offset}'}")
+        elif fit_note:  # a shrink math fidelity explains: passed, and said
+            notes.append(f"scale_or_offset: {fit_note}")
     if c.checks_allclose:
         allowed = (c.max_mismatch_fraction or 0.0) * count
         if (m.allclose_mismatches or 0) > allowed:
@@ -294,7 +323,25 @@ def _failed_criteria(m: "Comparison", c: Criteria) -> list[str]:
             ok = sqnr >= c.sqnr_db
         if not ok:
             failed.append("sqnr_db")
+    if c.tile_sqnr_db is not None and count and getattr(m, "tile_shape", None) is not None:
+        failed.extend(_tile_failure(m, c.tile_sqnr_db, notes))
     return failed
+
+
+def _tile_failure(m: "Comparison", bound: float, notes: list[str]) -> list[str]:
+    """``["tile_sqnr_db"]`` when the worst tile of ``m`` falls below ``bound`` dB (or has errors against an all-zero
+    golden), with a note naming it; else nothing."""
+    worst = None if m.worst_tile is None else tuple(m.worst_tile)
+    if m.tile_sqnr_db is None:
+        if not m.max_abs_error:
+            return []
+        notes.append(f"tile_sqnr_db: tile {worst}: errors where the golden is zero everywhere")
+        return ["tile_sqnr_db"]
+    if m.tile_sqnr_db >= bound:
+        return []
+    shape = "x".join(map(str, m.tile_shape or ()))
+    notes.append(f"tile_sqnr_db: {shape} tile {worst}: {m.tile_sqnr_db:.1f} dB < {bound:g} dB")
+    return ["tile_sqnr_db"]
 
 
 _RULE_HEADER = re.compile(r"^\s*\[\[\s*rules\s*\]\]")
@@ -330,7 +377,7 @@ def _rule(table: Any, where: str) -> Rule:
             raise PolicyError(f"{where}: {key} must be a finite number, not {excerpt(table[key])}")
         if key == "pcc" and not -1.0 <= value <= 1.0:
             raise PolicyError(f"{where}: pcc must lie in [-1, 1], not {excerpt(table[key])}")
-        if key not in ("pcc", "sqnr_db") and value < 0:
+        if key not in ("pcc", "sqnr_db", "tile_sqnr_db") and value < 0:
             raise PolicyError(f"{where}: {key} must be >= 0, not {excerpt(table[key])}")
         if key == "max_mismatch_fraction" and value > 1:
             raise PolicyError(f"{where}: max_mismatch_fraction is a fraction in [0, 1], not {excerpt(table[key])}")

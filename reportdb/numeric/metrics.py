@@ -39,7 +39,11 @@ large pairs be split into spans streamed on separate cores):
   std(b) / std(a)``, which unlike the least-squares slope is not shrunk by uncorrelated noise.
   ``scale_or_offset_error`` is set when ``pcc >= pcc`` threshold but ``|k - 1| > t`` or ``|c| > t *
   max(rms(a), rms(b)) + atol``, with ``t = fit_tol + (1/pcc - 1)``: pure noise at correlation r can move the
-  ratio of spreads by up to 1/r, so only the excess counts.
+  ratio of spreads by up to 1/r, so only the excess counts; an actual side shrunk no more than math fidelity's
+  operand truncation explains is not an error, only noted (``numeric/fit.py``).
+* ``tile_shape`` / ``tile_sqnr_db`` / ``worst_tile`` / ``tile_sqnr_p50``: the SQNR of each tile of the last two dims
+  (32x32 unless ``tile=`` says), each tile's golden energy floored at its share of the tensor's: the worst tile's,
+  where it is, and the median tile's (``numeric/tiles.py``).
 * ``passed``: False on a shape mismatch or any non-finite mismatch; otherwise, when ``pcc`` is undefined
   (constant, empty, single-element or all-non-finite inputs), ``allclose_mismatches == 0``; otherwise
   ``pcc >= pcc`` threshold and no scale/offset error.
@@ -58,7 +62,9 @@ from ..dtypes import dtype_name
 from ..errors import ComparisonError
 from ..results import Result
 from .blocks import Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
+from .fit import fit_check
 from .quantiles import AbsErrorHistogram
+from .tiles import DEFAULT_TILE, TileEnergies, TileGeometry
 from .tolerances import dtype_tolerances
 from .ulps import UlpCounter, ulp_dtype
 
@@ -278,6 +284,10 @@ class Comparison(Result):
     abs_error_p99: float | None = None
     abs_error_p999: float | None = None
     bitwise_equal: bool | None = None
+    tile_shape: tuple[int, int] | None = None
+    tile_sqnr_db: float | None = None
+    worst_tile: tuple[int, int, int] | None = None
+    tile_sqnr_p50: float | None = None
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -297,15 +307,18 @@ def compare(
     atol: float | None = None,
     pcc: float = 0.99,
     fit_tol: float = 0.02,
+    tile: tuple[int, int] = DEFAULT_TILE,
 ) -> Comparison:
     """Compare the actual tensor ``a`` with the expected (golden) tensor ``b``; see the module docstring for
     every field's definition. ``to_dict()`` of the result is JSON-serializable (no NaN: undefined metrics are None).
     ``rtol``/``atol`` default to the coarser dtype's (``numeric/tolerances.py``: bfloat16 2^-6 / 2^-7, float32
-    1e-5 / 2^-23, integers 0), the same defaults as the tolerance policy's."""
+    1e-5 / 2^-23, integers 0), the same defaults as the tolerance policy's. ``tile`` is the (height, width) of the
+    tiles of the last two dims judged one by one (``numeric/tiles.py``)."""
     arr_a = np.asarray(a)
     arr_b = np.asarray(b)
     rtol, atol = default_tolerances(arr_a.dtype, arr_b.dtype, rtol, atol)
     check_params(rtol, atol, pcc, fit_tol)
+    geometry = tile_geometry(arr_a.shape, tile)
     inputs: dict[str, Any] = dict(
         shape_a=tuple(arr_a.shape), shape_b=tuple(arr_b.shape), dtype_a=dtype_name(arr_a.dtype),
         dtype_b=dtype_name(arr_b.dtype), rtol=float(rtol), atol=float(atol), pcc_threshold=float(pcc),
@@ -314,8 +327,16 @@ def compare(
     if arr_a.shape != arr_b.shape:
         return Comparison(**inputs, shape_mismatch=True, passed=False, notes=("shapes differ: nothing else was compared",))
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed sums surface as None, not warnings
-        metrics = _compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol))
+        metrics = _compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol), geometry)
     return Comparison(**inputs, **metrics)
+
+
+def tile_geometry(shape: tuple[int, ...], tile: tuple[int, int]) -> TileGeometry:
+    """The tiles of a tensor of ``shape``; ComparisonError when ``tile`` is not two whole numbers >= 1."""
+    if not (isinstance(tile, (tuple, list)) and len(tile) == 2
+            and all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile)):
+        raise ComparisonError(f"tile must be (height, width), two whole numbers >= 1, like (32, 32); got {tile!r}")
+    return TileGeometry(tuple(int(s) for s in shape), (int(tile[0]), int(tile[1])))
 
 
 def default_tolerances(da: np.dtype, db: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
@@ -337,8 +358,12 @@ class PairAccumulator:
     exactly into the golden's, tt-metal's PCC is the joint moments' own, with no pass of its own.
     """
 
-    def __init__(self, a_dtype: np.dtype, b_dtype: np.dtype, rtol: float, atol: float, block: int) -> None:
+    def __init__(
+        self, a_dtype: np.dtype, b_dtype: np.dtype, rtol: float, atol: float, block: int,
+        tiles: TileGeometry | None = None,
+    ) -> None:
         self.b_dtype = b_dtype
+        self.tiles = TileEnergies(tiles) if tiles is not None else None
         self.rtol = rtol
         self.atol = atol
         self.block = block
@@ -361,9 +386,10 @@ class PairAccumulator:
         self.mag = scratch("compare_mag", block, np.float64)
         self.flags = scratch("compare_flags", block, np.bool_)
 
-    def add(self, blk_a: np.ndarray, blk_b: np.ndarray) -> None:
-        """Fold in one block of the original arrays (1-D, same length, at most ``block`` elements); run it under
-        ``np.errstate(over="ignore", invalid="ignore")``: overflowed sums surface as None in the summary."""
+    def add(self, blk_a: np.ndarray, blk_b: np.ndarray, start: int = 0) -> None:
+        """Fold in one block of the original arrays (1-D, same length, at most ``block`` elements) that begins at flat
+        position ``start`` of the tensor (where its tiles are); run it under ``np.errstate(over="ignore",
+        invalid="ignore")``: overflowed sums surface as None in the summary."""
         xa = to_float64(blk_a, self.buf_a)
         xb = to_float64(blk_b, self.buf_b)
         m = xa.size
@@ -372,16 +398,24 @@ class PairAccumulator:
         top = float(_max(diff))
         keep: np.ndarray | None = None
         if top == 0.0:  # equal values: zero errors and ULPs, one side's moments, and comp_pcc's cast is exact
+            if self.tiles is not None:
+                self.tiles.add(start, None, xb)
             self._equal(xa, blk_a, blk_b)
             return
         if not math.isfinite(top):  # a NaN or ±Inf on a side (or a difference past float64's range)
             keep = self._specials(xa, xb)
+            if self.tiles is not None:
+                self.tiles.add(start, np.where(keep, xa - xb, 0.0), np.where(keep, xb, 0.0))
+                self.tiles.exclude(start, ~keep)
             self._ttmetal_apart(blk_a, xa, xb)
             xa, xb = xa[keep], xb[keep]
             diff = _abs(_subtract(xa, xb, out=self.diff[: xa.size]), out=self.diff[: xa.size])
             top = float(_max(diff)) if diff.size else 0.0
-        elif not self.tt_exact:
-            self._ttmetal_apart(blk_a, xa, xb)
+        else:
+            if self.tiles is not None:
+                self.tiles.add(start, diff, xb)
+            if not self.tt_exact:
+                self._ttmetal_apart(blk_a, xa, xb)
         self._errors(diff, xb, top)
         moments = _PairMoments.centring(xa, xb)  # xa and xb are spent: centred in place
         self.joint.merge(moments)
@@ -497,11 +531,16 @@ class PairAccumulator:
         self.mismatches += other.mismatches
         self.nan_mismatches += other.nan_mismatches
         self.inf_mismatches += other.inf_mismatches
+        if self.tiles is not None and other.tiles is not None:
+            self.tiles.merge(other.tiles)
 
     def summary(self, size: int, pcc_threshold: float, fit_tol: float) -> dict[str, Any]:
         """The metric dict (``Comparison``'s fields but the inputs) of the ``size`` positions folded in."""
         p50, p99, p999 = self.histogram.quantiles((0.5, 0.99, 0.999), self.max_abs)
         extra = {"abs_error_p50": p50, "abs_error_p99": p99, "abs_error_p999": p999, "bitwise_equal": self.bitwise}
+        if self.tiles is not None:
+            joint = self.joint
+            extra |= self.tiles.summary(joint.b.m2 + joint.n * joint.b.mean * joint.b.mean, joint.n)
         return extra | _summarize(
             size, self.joint, self.tt.result(size, self.tt_moments), self.ulps, self.ulp_dtype,
             (self.max_abs, self.sum_abs, self.max_rel, self.sum_rel),
@@ -519,18 +558,20 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _compare_same_shape(
-    a: np.ndarray, b: np.ndarray, rtol: float, atol: float, pcc_threshold: float, fit_tol: float
+    a: np.ndarray, b: np.ndarray, rtol: float, atol: float, pcc_threshold: float, fit_tol: float,
+    geometry: TileGeometry,
 ) -> dict[str, Any]:
     """The metric vector of two arrays of one shape, streamed block by block (large pairs on all cores)."""
     size = a.size
     block = max(1, min(size, BLOCK_ELEMENTS))
 
     def run(span: tuple[int, int]) -> PairAccumulator:
-        acc = PairAccumulator(a.dtype, b.dtype, rtol, atol, block)
+        acc = PairAccumulator(a.dtype, b.dtype, rtol, atol, block, geometry)
         start, stop = span
         with np.errstate(over="ignore", invalid="ignore"):  # per thread: overflows surface as None later
-            for blk_a, blk_b in zip(flat_blocks(a, block, start, stop), flat_blocks(b, block, start, stop)):
-                acc.add(blk_a, blk_b)
+            blocks = zip(flat_blocks(a, block, start, stop), flat_blocks(b, block, start, stop))
+            for first, (blk_a, blk_b) in zip(range(start, stop, block), blocks):
+                acc.add(blk_a, blk_b, first)
         return acc
 
     total, *rest = parallel_map(run, split_range(size, block))
@@ -607,13 +648,9 @@ def _summarize(
         fit_scale = math.copysign(math.sqrt(joint.b.m2) / math.sqrt(joint.a.m2), joint.cab)
         fit_offset = joint.b.mean - fit_scale * joint.a.mean
         if pcc >= pcc_threshold and pcc > 0:
-            allowed = fit_tol + (1.0 / pcc - 1.0)
             spread = max(math.sqrt(sum_aa / n), math.sqrt(sum_bb / n))
-            scale_or_offset = abs(fit_scale - 1.0) > allowed or abs(fit_offset) > allowed * spread + atol
-            if scale_or_offset:
-                notes.append(
-                    f"pcc {pcc:.6g} passes but b ~ {fit_scale:.6g}*a + {fit_offset:.6g}: a scale or offset error"
-                )
+            scale_or_offset, note = fit_check(fit_scale, fit_offset, pcc, fit_tol, spread, atol)
+            notes.extend([note] if note else [])
 
     nonfinite_mismatch = nan_mismatches + inf_mismatches > 0
     if nonfinite_mismatch:

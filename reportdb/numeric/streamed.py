@@ -16,7 +16,8 @@ import numpy as np
 from ..dtypes import dtype_name, numpy_dtype
 from ..errors import AssemblyError
 from .blocks import flat_blocks, parallel_map
-from .metrics import BLOCK_ELEMENTS, Comparison, PairAccumulator, check_params, compare
+from .metrics import BLOCK_ELEMENTS, Comparison, PairAccumulator, check_params, compare, tile_geometry
+from .tiles import DEFAULT_TILE
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -43,28 +44,39 @@ def flat_windows(shape: tuple[int, ...], elements: int) -> list[Window]:
     ]
 
 
+def window_start(window: Window, shape: tuple[int, ...]) -> int:
+    """The flat (C-order) position of the first element of a window :func:`flat_windows` gave for ``shape``."""
+    if not window:
+        return 0
+    first = tuple(int(w.start or 0) if isinstance(w, slice) else int(w) for w in window)
+    return int(np.ravel_multi_index(first, shape[: len(first)])) * math.prod(shape[len(first) :])
+
+
 def compare_streamed(
     read_a: Callable[[Window], np.ndarray], read_b: Callable[[Window], np.ndarray],
     shape_a: tuple[int, ...], shape_b: tuple[int, ...], dtype_a: np.dtype, dtype_b: np.dtype,
-    *, rtol: float, atol: float, pcc: float, fit_tol: float = 0.02,
+    *, rtol: float, atol: float, pcc: float, fit_tol: float = 0.02, tile: tuple[int, int] = DEFAULT_TILE,
 ) -> Comparison:  # fmt: skip
     """``reportdb.compare(a, b, ...)`` of the tensors ``read_a(window)`` and ``read_b(window)`` give window by window
     (the same windows on both sides), holding a few windows at a time instead of both whole arrays."""
     if shape_a != shape_b:  # compare() reads nothing then: zero-strided stand-ins of the right shapes and dtypes
         return compare(np.broadcast_to(np.zeros((), dtype_a), shape_a), np.broadcast_to(np.zeros((), dtype_b), shape_b),
-                       rtol=rtol, atol=atol, pcc=pcc, fit_tol=fit_tol)
+                       rtol=rtol, atol=atol, pcc=pcc, fit_tol=fit_tol, tile=tile)
     check_params(rtol, atol, pcc, fit_tol)
+    geometry = tile_geometry(shape_a, tile)
     size = math.prod(shape_a)
     block = max(1, min(size, BLOCK_ELEMENTS))
     windows = flat_windows(shape_a, WINDOW_ELEMENTS)
 
     def run(part: list[Window]) -> PairAccumulator:
-        acc = PairAccumulator(dtype_a, dtype_b, rtol, atol, block)
+        acc = PairAccumulator(dtype_a, dtype_b, rtol, atol, block, geometry)
         with np.errstate(over="ignore", invalid="ignore"):  # per thread: overflows surface as None in the summary
             for window in part:
                 a, b = read_a(window).reshape(-1), read_b(window).reshape(-1)
-                for blk_a, blk_b in zip(flat_blocks(a, block), flat_blocks(b, block)):
-                    acc.add(blk_a, blk_b)
+                first = window_start(window, shape_a)
+                for start, blk_a, blk_b in zip(range(first, first + a.size, block), flat_blocks(a, block),
+                                               flat_blocks(b, block)):
+                    acc.add(blk_a, blk_b, start)
         return acc
 
     halves = [windows[: len(windows) // 2], windows[len(windows) // 2 :]] if len(windows) >= 2 else [windows]
@@ -82,8 +94,8 @@ def compare_streamed(
 def compare_stored(
     actual: "Report", actual_id: int, golden: "Report", golden_id: int, rank: int, *, rtol: float, atol: float, pcc: float
 ) -> Comparison:
-    """``compare`` of two stored tensors (of one report or two), read window by window; AssemblyError when one's shards
-    do not assemble into one array."""
+    """``compare`` of two stored tensors (of one report or two), read window by window, judged tile by tile in the
+    actual tensor's stored tile shape (else 32x32); AssemblyError when one's shards do not assemble into one array."""
     sides = []
     for report, tensor_id in ((actual, actual_id), (golden, golden_id)):
         info = report.tensor_info(tensor_id, rank)
@@ -92,5 +104,7 @@ def compare_stored(
                                 "into one array")
         sides.append((info, lambda window, r=report, t=tensor_id: r.tensor(t, rank, window=window or None)))
     (info_a, read_a), (info_b, read_b) = sides
+    tile = info_a.spec.tile_shape or DEFAULT_TILE
     return compare_streamed(read_a, read_b, tuple(info_a.shape or ()), tuple(info_b.shape or ()),
-                            numpy_dtype(info_a.dtype), numpy_dtype(info_b.dtype), rtol=rtol, atol=atol, pcc=pcc)
+                            numpy_dtype(info_a.dtype), numpy_dtype(info_b.dtype), rtol=rtol, atol=atol, pcc=pcc,
+                            tile=tile)

@@ -1,0 +1,169 @@
+"""Per-tile error energies of a comparison, accumulated in the same streamed pass as the metric vector, so a verdict
+can see one wrong tile that the whole-tensor figures average away.
+
+Tiles are those of the tensor's last two dims (32x32 unless told; ``(lead, tile row, tile col)`` with the leading dims
+flattened), the same grid as ``reportdb locate``'s: a 1-D tensor is one row (its tiles are 32-element runs, as row 0
+of each tile holds them on a device), a scalar one element. A tensor whose matrices are far smaller than a tile (fewer
+than :data:`MIN_TILE_ELEMENTS` elements a tile on average, like ``(..., 1, 1)``) is judged by runs of ``h * w``
+consecutive elements instead (``tile_shape`` then reads ``(1, h * w)``), which bounds the per-tile arrays at a
+sixteenth of the element count.
+
+Per tile ``t`` the pass sums, over the jointly finite positions, the error energy ``E_err(t) = sum (a - b)^2`` and the
+golden energy ``E_b(t) = sum b^2``. ``tile_sqnr_db`` is the minimum over tiles with an error of
+``10 log10(max(E_b(t), FLOOR * n_t * E_b / N) / E_err(t))`` (``n_t`` the tile's jointly finite positions, ``E_b / N``
+the tensor's mean golden energy), ``worst_tile`` that tile, ``tile_sqnr_p50`` the median tile's (tiles without error
+count as infinitely good; None when that is the median). :data:`FLOOR` is 1: each tile is judged against at least the
+tensor's mean energy, because the error a correct device result carries is mostly absolute, not relative to the tile
+(a matmul's near-zero outputs carry the same accumulation and fidelity error as its large ones, a relu's zeros next to
+its positives), so a near-zero tile (relu zeros, softmax tails) measured against its own energy would fail by noise
+alone; a fault that moves a tile by a fraction of the tensor's own scale still shows.
+
+Cost: a block's runs of ``w`` consecutive elements of one row belong to one tile, so the squared sums of those runs
+come from one ``einsum`` over the block reshaped to runs (``np.add.reduceat`` where rows are not a multiple of ``w``
+or a block starts mid-run), and ``np.bincount`` adds the run sums into the tiles.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+#: Each tile's reference energy is at least this fraction of its share of the tensor's energy (module docstring).
+FLOOR = 1.0
+#: Below this many elements a tile on average, tiles of the last two dims are replaced by runs of consecutive elements.
+MIN_TILE_ELEMENTS = 16
+#: The tile shape when none is given: ttnn's default tile.
+DEFAULT_TILE = (32, 32)
+
+
+class TileGeometry:
+    """Where each flat (C-order) position of a tensor of ``shape`` falls among its tiles of ``tile`` (h, w)."""
+
+    def __init__(self, shape: tuple[int, ...], tile: tuple[int, int] = DEFAULT_TILE) -> None:
+        th, tw = int(tile[0]), int(tile[1])
+        if th < 1 or tw < 1:
+            raise ValueError(f"a tile is at least 1x1, not {tile}")
+        size = math.prod(shape)
+        height, width = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[0] if shape else 1)
+        lead = math.prod(shape[:-2]) if len(shape) >= 2 else 1
+        tiles = lead * -(-height // th) * -(-width // tw)
+        if size and tiles * MIN_TILE_ELEMENTS > size:  # matrices far smaller than a tile: runs of h*w elements
+            lead, height, width, th, tw = 1, 1, size, 1, th * tw
+        self.tile = (th, tw)
+        self.lead, self.height, self.width = lead, height, width
+        self.rows, self.cols = -(-height // th), -(-width // tw)
+        self.count = lead * self.rows * self.cols if size else 0
+
+    def tile_of(self, positions: np.ndarray) -> np.ndarray:
+        """The flat tile index of each flat position in ``positions`` (int64)."""
+        row, col = np.divmod(positions, self.width)
+        lead, r = np.divmod(row, self.height)
+        return (lead * self.rows + r // self.tile[0]) * self.cols + col // self.tile[1]
+
+    def run_starts(self, start: int, m: int) -> np.ndarray:
+        """The starts (relative to ``start``) of the runs of ``[start, start + m)`` that each lie in one tile: the
+        block's first position, and every position where a tile column or a row begins."""
+        w, tw = self.width, self.tile[1]
+        first_row, last_row = start // w, (start + m - 1) // w
+        offsets = np.arange(0, w, tw, dtype=np.int64)
+        starts = (np.arange(first_row, last_row + 1, dtype=np.int64)[:, None] * w + offsets[None, :]).reshape(-1)
+        starts = starts[(starts > start) & (starts < start + m)] - start
+        return np.concatenate((np.zeros(1, np.int64), starts))
+
+    def aligned(self, start: int) -> bool:
+        """Whether runs of ``w`` elements from ``start`` never cross a row's end but at a run's end."""
+        return start % self.tile[1] == 0 and (self.width % self.tile[1] == 0 or self.lead * self.height == 1)
+
+    def sizes(self) -> np.ndarray:
+        """The element count of each tile (edge tiles of a size not a multiple of the tile's hold fewer)."""
+        th, tw = self.tile
+        heights = np.minimum(th, self.height - np.arange(self.rows) * th)
+        widths = np.minimum(tw, self.width - np.arange(self.cols) * tw)
+        return np.tile(np.outer(heights, widths).reshape(-1), self.lead).astype(np.float64)
+
+    def index(self, flat: int) -> tuple[int, int, int]:
+        """``(flattened leading-dims index, tile row, tile col)`` of the flat tile index ``flat``."""
+        lead, rest = divmod(flat, self.rows * self.cols)
+        return lead, *divmod(rest, self.cols)
+
+
+class TileEnergies:
+    """The running per-tile error and golden energies of one comparison (and, where a side held NaN/Inf, the
+    positions left out per tile); accumulators of disjoint positions merge by adding."""
+
+    def __init__(self, geometry: TileGeometry) -> None:
+        self.geometry = geometry
+        self.error = np.zeros(geometry.count)
+        self.golden = np.zeros(geometry.count)
+        self.excluded: np.ndarray | None = None
+
+    def _runs(self, start: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The squared sums of ``values`` (float64, the block at flat ``start``) by run, and each run's tile."""
+        geo, m = self.geometry, values.size
+        tw = geo.tile[1]
+        if geo.aligned(start):
+            whole = m - m % tw
+            sums = np.einsum("ij,ij->i", values[:whole].reshape(-1, tw), values[:whole].reshape(-1, tw))
+            if whole < m:
+                tail = values[whole:]
+                sums = np.append(sums, float(np.einsum("i,i->", tail, tail)))
+            return sums, geo.tile_of(np.arange(start, start + m, tw, dtype=np.int64))
+        starts = geo.run_starts(start, m)
+        return np.add.reduceat(values * values, starts), geo.tile_of(starts + start)
+
+    def add(self, start: int, error: np.ndarray | None, golden: np.ndarray) -> None:
+        """Fold in one block at flat position ``start``: its errors ``a - b`` (or ``|a - b|``; None: all zero) and
+        golden values ``b``, both float64, zero where a position is left out."""
+        count = self.geometry.count
+        sums, tiles = self._runs(start, golden)
+        self.golden += np.bincount(tiles, weights=sums, minlength=count)
+        if error is not None:
+            sums, tiles = self._runs(start, error)
+            self.error += np.bincount(tiles, weights=sums, minlength=count)
+
+    def exclude(self, start: int, left_out: np.ndarray) -> None:
+        """Count the positions of the block at ``start`` that ``left_out`` (bool) marks as not jointly finite."""
+        where = np.flatnonzero(left_out)
+        if where.size:
+            if self.excluded is None:
+                self.excluded = np.zeros(self.geometry.count)
+            self.excluded += np.bincount(self.geometry.tile_of(where + start), minlength=self.geometry.count)
+
+    def merge(self, other: TileEnergies) -> None:
+        """Fold in the energies of other positions of the same tensor."""
+        self.error += other.error
+        self.golden += other.golden
+        if other.excluded is not None:
+            self.excluded = other.excluded.copy() if self.excluded is None else self.excluded + other.excluded
+
+    def summary(self, golden_energy: float, finite: int) -> dict[str, Any]:
+        """``tile_shape``, ``tile_sqnr_db``, ``worst_tile`` and ``tile_sqnr_p50`` (module docstring) given the whole
+        tensor's golden energy over its ``finite`` jointly finite positions."""
+        out: dict[str, Any] = {"tile_shape": self.geometry.tile, "tile_sqnr_db": None, "worst_tile": None,
+                               "tile_sqnr_p50": None}
+        wrong = np.flatnonzero(self.error > 0)
+        if not wrong.size or not finite or not math.isfinite(golden_energy):
+            return out
+        if golden_energy <= 0:  # a zero golden: no SQNR, the worst tile is the one with the most error
+            out["worst_tile"] = self.geometry.index(int(wrong[np.argmax(self.error[wrong])]))
+            return out
+        sizes = self.geometry.sizes()[wrong]
+        if self.excluded is not None:
+            sizes -= self.excluded[wrong]
+        reference = np.maximum(self.golden[wrong], FLOOR * sizes * (golden_energy / finite))
+        with np.errstate(divide="ignore", over="ignore"):
+            sqnr = 10.0 * np.log10(reference / self.error[wrong])
+        worst = int(np.argmin(sqnr))
+        out["tile_sqnr_db"] = _finite(float(sqnr[worst]))
+        out["worst_tile"] = self.geometry.index(int(wrong[worst]))
+        every = np.full(self.geometry.count, np.inf)
+        every[wrong] = sqnr
+        out["tile_sqnr_p50"] = _finite(float(np.median(every)))
+        return out
+
+
+def _finite(value: float) -> float | None:
+    """``value``, None when it is not finite (so the metric vector stays JSON)."""
+    return value if math.isfinite(value) else None
