@@ -55,8 +55,8 @@ def judged(case: faults.Case, actual: np.ndarray, policy: Policy) -> dict[str, A
     rtol, atol = policy.tolerances(case.op, case.dtype)
     m = compare(actual, case.golden, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(case.op, case.dtype))
     verdict = policy.judge(m, op=case.op, dtype=case.dtype)
-    threshold = getattr(verdict.criteria, "tile_sqnr_db", None)
-    tile = getattr(m, "tile_sqnr_db", None) if hasattr(m, "tile_sqnr_db") else _tile_sqnr(actual, case.golden)
+    threshold = verdict.criteria.tile_sqnr_db
+    tile = m.tile_sqnr_db
     return {
         "passed": verdict.passed,
         "failed": verdict.failed,
@@ -64,21 +64,9 @@ def judged(case: faults.Case, actual: np.ndarray, policy: Policy) -> dict[str, A
         "threshold": threshold,
         "sqnr": math.inf if m.sqnr_db is None else m.sqnr_db,
         "scale": m.fit_scale,
-        "worst": getattr(m, "worst_tile", None),
+        "worst": m.worst_tile,
+        "notes": verdict.notes,
     }
-
-
-def _tile_sqnr(actual: np.ndarray, golden: np.ndarray, floor: float = 1.0) -> float | None:
-    """min over 32x32 tiles of 10 log10(max(E_b(t), floor * n_t * E_b / N) / E_err(t)) (None without error)."""
-    a, b = (np.asarray(x, dtype=np.float64).reshape(-1, *x.shape[-2:]) for x in (actual, golden))
-    n, h, w = b.shape
-    shape = (n, h // 32, 32, w // 32, 32)
-    eb = (b**2).reshape(shape).sum(axis=(2, 4))
-    ee = ((a - b) ** 2).reshape(shape).sum(axis=(2, 4))
-    ref = np.maximum(eb, floor * eb.sum() / eb.size)  # n_t * E_b / N with whole tiles: the mean tile energy
-    with np.errstate(divide="ignore"):
-        db = 10 * np.log10(ref / ee)
-    return None if not np.any(ee) else float(db[ee > 0].min())
 
 
 def margin(stat: dict[str, Any], fault: bool) -> float | None:
@@ -97,11 +85,6 @@ def run_case(case: faults.Case, policy: Policy) -> dict[str, Any]:
         if wrong is not None:
             row["faults"][name] = judged(case, wrong, policy)
     return row
-
-
-def expected_to_show(name: str, dtype: str) -> bool:
-    """Whether a fault must be detected: x1.1 (a 10% change, -20 dB) only where the dtype's rounding is finer."""
-    return not (name == "tile x1.1" and dtype == "BFLOAT4_B")
 
 
 def fmt(value: float | None) -> str:
@@ -143,7 +126,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
         if m is not None and m < worst_pass[0]:
             worst_pass = (m, f"{where} ({dev['failed'] or 'passed'})")
         for name, stat in row["faults"].items():
-            if not expected_to_show(name, case.dtype):
+            if not faults.expected_to_show(name, case.dtype):
                 continue
             expected += 1
             detected += not stat["passed"]

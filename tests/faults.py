@@ -302,3 +302,9 @@ def families() -> list[tuple[str, str, str, str, Builder]]:
     for dtype in ("BFLOAT16", "BFLOAT8_B", "BFLOAT4_B"):
         out.append(("typecast", f"FLOAT32 -> {dtype}", "ttnn.typecast", dtype, typecast_builder(dtype)))
     return out
+
+
+def expected_to_show(fault: str, dtype: str) -> bool:
+    """Whether a verdict must catch ``fault`` in a ``dtype`` output: x1.1 (a 10% change of one tile, 20 dB) hides
+    under BFLOAT4_B's own rounding (about 18 dB), every other fault must show."""
+    return not (fault == "tile x1.1" and dtype == "BFLOAT4_B")

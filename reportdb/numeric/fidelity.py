@@ -108,7 +108,8 @@ def phase_operand(x: np.ndarray, mask: int) -> np.ndarray:
     bits = (rounded.view(np.uint32) >> 16).astype(np.int32)
     exponent = (bits >> 7) & 0xFF
     mantissa = ((0x80 | (bits & 0x7F)) << 3) & mask
-    value = np.ldexp(mantissa.astype(np.float32), exponent - 137)  # mantissa / 2**10 * 2**(exponent - 127)
+    finite_exponent = np.where(exponent == 255, 137, exponent)  # Inf/NaN are taken from ``rounded`` below
+    value = np.ldexp(mantissa.astype(np.float32), finite_exponent - 137)  # mantissa / 2**10 * 2**(exponent - 127)
     value = np.where(bits >> 15 != 0, -value, value)
     value = np.where(exponent == 0, np.float32(0), value)
     return np.where(exponent == 255, rounded, value).astype(np.float32)
