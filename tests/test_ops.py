@@ -55,7 +55,7 @@ def test_operation_context_of_a_writer_report(tmp_path: Path) -> None:
     assert out.tensor_id == 4 and [(c.operation_id, c.name) for c in out.consumers] == [(3, "ttnn.add")]
     (cmp,) = out.comparisons
     assert (cmp.kind, cmp.golden_tensor_id, cmp.verdict, cmp.role) == ("local", 104, "fail", "culprit")
-    assert cmp.pcc == pytest.approx(1.0) and cmp.failed == ("scale_or_offset", "sqnr_db")  # PCC is blind to the scale; its fit and SQNR are not
+    assert cmp.pcc == pytest.approx(1.0) and cmp.failed == ("scale_or_offset", "sqnr_db", "tile_sqnr_db")  # PCC is blind to the scale; its fit and SQNR are not
     first = reportdb.operation_context(tmp_path / "r", 1)
     assert first.arguments == (("transpose_b", "False"),) and [t.tensor_id for t in first.inputs] == [1, 2]
     assert first.inputs[0].producer is None

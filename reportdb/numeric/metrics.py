@@ -397,15 +397,16 @@ class PairAccumulator:
         _abs(diff, out=diff)
         top = float(_max(diff))
         keep: np.ndarray | None = None
+        sq_error: float | None = None  # sum (a - b)^2, when the tiles' pass gives it
         if top == 0.0:  # equal values: zero errors and ULPs, one side's moments, and comp_pcc's cast is exact
             if self.tiles is not None:
-                self.tiles.add(start, None, xb)
+                self.tiles.add(start, None, xb)  # no error: the golden energies alone
             self._equal(xa, blk_a, blk_b)
             return
         if not math.isfinite(top):  # a NaN or ±Inf on a side (or a difference past float64's range)
             keep = self._specials(xa, xb)
             if self.tiles is not None:
-                self.tiles.add(start, np.where(keep, xa - xb, 0.0), np.where(keep, xb, 0.0))
+                sq_error = self.tiles.add(start, np.where(keep, xa - xb, 0.0), np.where(keep, xb, 0.0))
                 self.tiles.exclude(start, ~keep)
             self._ttmetal_apart(blk_a, xa, xb)
             xa, xb = xa[keep], xb[keep]
@@ -413,10 +414,10 @@ class PairAccumulator:
             top = float(_max(diff)) if diff.size else 0.0
         else:
             if self.tiles is not None:
-                self.tiles.add(start, diff, xb)
+                sq_error = self.tiles.add(start, diff, xb)
             if not self.tt_exact:
                 self._ttmetal_apart(blk_a, xa, xb)
-        self._errors(diff, xb, top)
+        self._errors(diff, xb, top, sq_error)
         moments = _PairMoments.centring(xa, xb)  # xa and xb are spent: centred in place
         self.joint.merge(moments)
         if self.ulps is not None:
@@ -464,15 +465,16 @@ class PairAccumulator:
         self.mismatches += xa.size - int(np.count_nonzero(keep)) - int(np.count_nonzero(same_special))
         return keep
 
-    def _errors(self, diff: np.ndarray, b: np.ndarray, top: float) -> None:
+    def _errors(self, diff: np.ndarray, b: np.ndarray, top: float, sq_error: float | None) -> None:
         """Fold in the absolute errors ``diff`` (largest ``top``) of jointly finite positions whose golden values are
-        ``b``: their sums, histogram, allclose mismatches and relative errors."""
+        ``b``: their sums (``sq_error``, the sum of their squares, when already known), histogram, allclose mismatches
+        and relative errors."""
         k = diff.size
         if k == 0:
             return
         self.max_abs = max(self.max_abs, top)
         self.sum_abs += float(_sum(diff))
-        self.sum_sq_error += dot(diff, diff)
+        self.sum_sq_error += dot(diff, diff) if sq_error is None else sq_error
         self.histogram.add(diff)
         if top == 0.0:  # every error is zero: no mismatch, every relative error zero
             return

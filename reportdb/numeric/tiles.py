@@ -55,6 +55,21 @@ class TileGeometry:
         self.lead, self.height, self.width = lead, height, width
         self.rows, self.cols = -(-height // th), -(-width // tw)
         self.count = lead * self.rows * self.cols if size else 0
+        self._run_table: np.ndarray | None = None
+
+    def run_table(self) -> np.ndarray:
+        """The tile of every run of ``w`` elements from position 0, where rows are a whole number of runs (or the
+        tensor is one row): one broadcast sum of each row's first tile and the run's column, built once (int32 or
+        int64, one entry per ``w`` elements), so an aligned block's runs take a slice of it."""
+        if self._run_table is None:
+            th, _ = self.tile
+            index = np.dtype(np.int32 if self.count < 2**31 else np.int64)
+            lead: np.ndarray = np.arange(self.lead, dtype=index)
+            height: np.ndarray = np.arange(self.height, dtype=index)
+            first = (lead[:, None] * self.rows + height[None, :] // th) * self.cols
+            cols: np.ndarray = np.arange(self.cols, dtype=index)
+            self._run_table = (first.reshape(-1, 1) + cols[None, :]).reshape(-1)
+        return self._run_table
 
     def tile_of(self, positions: np.ndarray) -> np.ndarray:
         """The flat tile index of each flat position in ``positions`` (int64)."""
@@ -99,8 +114,8 @@ class TileEnergies:
         self.golden = np.zeros(geometry.count)
         self.excluded: np.ndarray | None = None
 
-    def _runs(self, start: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The squared sums of ``values`` (float64, the block at flat ``start``) by run, and each run's tile."""
+    def _runs(self, start: int, values: np.ndarray) -> np.ndarray:
+        """The squared sums of ``values`` (float64, the block at flat ``start``) by run (:meth:`_run_tiles`'s runs)."""
         geo, m = self.geometry, values.size
         tw = geo.tile[1]
         if geo.aligned(start):
@@ -109,19 +124,37 @@ class TileEnergies:
             if whole < m:
                 tail = values[whole:]
                 sums = np.append(sums, float(np.einsum("i,i->", tail, tail)))
-            return sums, geo.tile_of(np.arange(start, start + m, tw, dtype=np.int64))
-        starts = geo.run_starts(start, m)
-        return np.add.reduceat(values * values, starts), geo.tile_of(starts + start)
+            return sums
+        return np.add.reduceat(values * values, geo.run_starts(start, m))
 
-    def add(self, start: int, error: np.ndarray | None, golden: np.ndarray) -> None:
+    def _run_tiles(self, start: int, m: int) -> np.ndarray:
+        """The tile of each run of the block of ``m`` elements at flat ``start``: runs of ``w`` elements where the
+        block is aligned to them, else the runs :meth:`TileGeometry.run_starts` gives."""
+        geo = self.geometry
+        if geo.aligned(start):
+            tw = geo.tile[1]
+            return geo.run_table()[start // tw : -(-(start + m) // tw)]
+        return geo.tile_of(geo.run_starts(start, m) + start)
+
+    def _add_runs(self, into: np.ndarray, tiles: np.ndarray, sums: np.ndarray) -> None:
+        """Add run sums into their tiles, touching only the range of tiles the block covers (a block spans a tile row
+        or two, so the work stays per block, not per tensor)."""
+        cols = self.geometry.cols
+        first, last = int(tiles[0]), int(tiles[-1])  # C-order runs go from tile row band to band, never back
+        low, high = first - first % cols, last - last % cols + cols - 1
+        into[low : high + 1] += np.bincount(tiles - low, weights=sums, minlength=high - low + 1)
+
+    def add(self, start: int, error: np.ndarray | None, golden: np.ndarray) -> float:
         """Fold in one block at flat position ``start``: its errors ``a - b`` (or ``|a - b|``; None: all zero) and
-        golden values ``b``, both float64, zero where a position is left out."""
-        count = self.geometry.count
-        sums, tiles = self._runs(start, golden)
-        self.golden += np.bincount(tiles, weights=sums, minlength=count)
-        if error is not None:
-            sums, tiles = self._runs(start, error)
-            self.error += np.bincount(tiles, weights=sums, minlength=count)
+        golden values ``b``, both float64, zero where a position is left out. Returns the block's error energy
+        ``sum (a - b)^2`` (its run sums' total, so the caller needs no pass of its own)."""
+        tiles = self._run_tiles(start, golden.size)
+        self._add_runs(self.golden, tiles, self._runs(start, golden))
+        if error is None:
+            return 0.0
+        sums = self._runs(start, error)
+        self._add_runs(self.error, tiles, sums)
+        return float(sums.sum())
 
     def exclude(self, start: int, left_out: np.ndarray) -> None:
         """Count the positions of the block at ``start`` that ``left_out`` (bool) marks as not jointly finite."""
