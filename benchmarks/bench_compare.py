@@ -1,11 +1,14 @@
 """Throughput of compare() (the full metric vector) against its peers on the same pair: np.corrcoef (PCC alone) and
 np.allclose (the allclose count alone), optionally against another checkout's compare() measured the same way.
 
-Run: ``python benchmarks/bench_compare.py [--sizes 1,16] [--repeat 3] [--baseline /path/to/other/checkout]``
-(millions of elements; float32 pairs, bfloat16 pairs and bfloat16 against a float32 reference, as replay compares).
-Prints elements/s of compare() and its time as a ratio of each peer's (``x corrcoef`` 2.0: compare takes twice
-np.corrcoef's time), best of ``--repeat`` after a warm-up; the baseline's compare() runs in a fresh process with
-``PYTHONPATH`` set to it. CPU time (all threads) is printed beside wall time: the machine may be shared.
+Run: ``python benchmarks/bench_compare.py [--sizes 1,16] [--repeat 3] [--baseline /path/to/other/checkout]
+[--rounds 1] [--kinds float32,bfloat16,bf16-vs-f32] [--width 0]`` (millions of elements; float32 pairs, bfloat16 pairs
+and bfloat16 against a float32 reference, as replay compares; ``--width W`` shapes each pair as rows of W elements,
+as a tensor's last dim, 0 keeps it flat). Prints elements/s of compare() and its time as a ratio of each peer's
+(``x corrcoef`` 2.0: compare takes twice np.corrcoef's time), best of ``--repeat`` after a warm-up; the baseline's
+compare() runs in a fresh process with ``PYTHONPATH`` set to it, ``--rounds`` times alternating with this checkout's
+(the best of all rounds on each side), so a load that comes and goes weighs on both. CPU time (all threads) is
+printed beside wall time: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -36,11 +39,14 @@ def best(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
     return wall, cpu
 
 
-def pair(kind: str, millions: int) -> tuple[np.ndarray, np.ndarray]:
-    """The actual and golden arrays of one case: a golden of normal values, the actual 1% off."""
+def pair(kind: str, millions: int, width: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The actual and golden arrays of one case: a golden of normal values, the actual 1% off; rows of ``width``
+    elements when it is not 0."""
     rng = np.random.default_rng(0)
     golden = rng.standard_normal(millions << 20, dtype=np.float32)
     actual = golden + np.float32(0.01) * rng.standard_normal(golden.size, dtype=np.float32)
+    if width:
+        golden, actual = golden.reshape(-1, width), actual.reshape(-1, width)
     if kind == "float32":
         return actual, golden
     if kind == "bfloat16":
@@ -48,17 +54,22 @@ def pair(kind: str, millions: int) -> tuple[np.ndarray, np.ndarray]:
     return actual.astype(ml_dtypes.bfloat16), golden
 
 
-def measure_compare(sizes: list[int], repeat: int) -> dict[str, tuple[float, float]]:
+def measure_compare(sizes: list[int], repeat: int, kinds: list[str], width: int) -> dict[str, tuple[float, float]]:
     """``{"kind/millions": (wall, cpu)}`` of this process's reportdb.compare."""
     from reportdb.numeric.metrics import compare
 
     out = {}
     for millions in sizes:
-        for kind in KINDS:
-            a, b = pair(kind, millions)
-            compare(a[:4096], b[:4096])
+        for kind in kinds:
+            a, b = pair(kind, millions, width)
+            compare(a[:4], b[:4])
             out[f"{kind}/{millions}"] = best(lambda: compare(a, b), repeat)
     return out
+
+
+def fastest(*runs: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """The least wall and the least CPU time of each case over several runs."""
+    return {k: (min(r[k][0] for r in runs), min(r[k][1] for r in runs)) for k in runs[0]}
 
 
 def main() -> None:
@@ -66,27 +77,36 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,16", help="comma-separated sizes in millions (Mi) of elements")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another checkout whose compare() to measure the same way")
+    parser.add_argument("--rounds", type=int, default=1, help="baseline and this checkout alternated this often")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated pairs among " + ", ".join(KINDS))
+    parser.add_argument("--width", type=int, default=0, help="shape each pair as rows of this many elements")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    kinds = args.kinds.split(",")
     if args.child:
-        print(json.dumps(measure_compare(sizes, args.repeat)))
+        print(json.dumps(measure_compare(sizes, args.repeat, kinds, args.width)))
         return
-    baseline: dict[str, list[float]] = {}
-    if args.baseline is not None:
-        env = {**os.environ, "PYTHONPATH": str(args.baseline)}
-        run = subprocess.run([sys.executable, __file__, "--child", "--sizes", args.sizes, "--repeat", str(args.repeat)],
-                             capture_output=True, text=True, env=env, check=True, cwd="/")  # fmt: skip
-        baseline = json.loads(run.stdout.strip().splitlines()[-1])
-    ours = measure_compare(sizes, args.repeat)
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; best of {args.repeat}")
+    baselines, runs = [], []
+    for _ in range(max(1, args.rounds)):
+        if args.baseline is not None:
+            env = {**os.environ, "PYTHONPATH": str(args.baseline)}
+            command = [sys.executable, __file__, "--child", "--sizes", args.sizes, "--repeat", str(args.repeat),
+                       "--kinds", args.kinds, "--width", str(args.width)]
+            run = subprocess.run(command, capture_output=True, text=True, env=env, check=True, cwd="/")
+            baselines.append(json.loads(run.stdout.strip().splitlines()[-1]))
+        runs.append(measure_compare(sizes, args.repeat, kinds, args.width))
+    baseline = fastest(*baselines) if baselines else {}
+    ours = fastest(*runs)
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; best of {args.repeat} x {args.rounds} "
+          f"rounds; width {args.width or 'flat'}")
     print(f"{'pair':12} {'Mi':>3} {'compare M/s':>11} {'wall ms':>8} {'CPU ms':>7} {'x corrcoef':>10} "
           f"{'x allclose':>10}"
           f"{'  baseline wall / CPU ms (speed-up)' if baseline else ''}")
     for millions in sizes:
-        for kind in KINDS:
-            a, b = pair(kind, millions)
-            fa, fb = a.astype(np.float32), b.astype(np.float32)
+        for kind in kinds:
+            a, b = pair(kind, millions, args.width)
+            fa, fb = a.astype(np.float32).reshape(-1), b.astype(np.float32).reshape(-1)
             corr, _ = best(lambda: np.corrcoef(fa, fb), args.repeat)
             close, _ = best(lambda: np.allclose(fa, fb, rtol=1e-2, atol=1e-2), args.repeat)
             wall, cpu = ours[f"{kind}/{millions}"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -135,20 +136,16 @@ def test_the_streamed_tile_sums_match_the_definition(shape: tuple[int, ...], til
         assert c.worst_tile == (int(np.ravel_multi_index(where[:1], (math.prod(shape[:-2]),))), *where[1:])
 
 
-def test_vectors_and_tiny_matrices_are_judged_by_runs() -> None:
-    """A 1-D tensor is one row of 32-wide tiles; matrices far smaller than a tile are judged by 1024-element runs."""
-    golden = _golden((5000,), seed=4)
-    actual = golden.copy()
-    actual[4000:4032] *= -1
-    c = compare(actual, golden)
-    assert (c.tile_shape, c.worst_tile) == ((32, 32), (0, 0, 125)) and c.tile_sqnr_db is not None
-    assert c.tile_sqnr_db < -3  # its own energy is below the mean: judged against the mean's share
-    golden = _golden((5000, 1, 1), seed=4)
-    actual = golden.copy()
-    actual[3000:3100] *= -1
-    c = compare(actual, golden)
-    assert c.tile_shape == (1, 1024) and c.worst_tile == (0, 0, 2) and c.tile_sqnr_db is not None
-    assert c.tile_sqnr_db < 10 and c.sqnr_db is not None and c.sqnr_db > 10
+def test_vectors_and_thin_matrices_are_judged_by_runs() -> None:
+    """A 1-D tensor, a single row, thin or tiny matrices: runs of 1024 consecutive values, a tile's worth."""
+    for shape in ((5000,), (1, 5000), (5000, 1, 1), (625, 8, 1)):
+        golden = _golden(shape, seed=4)
+        actual = golden.copy()
+        actual.reshape(-1)[4000:4032] *= -1  # 32 values in run 3 (values 3072-4095)
+        c = compare(actual, golden)
+        assert (c.tile_shape, c.worst_tile) == ((1, 1024), (0, 0, 3)) and c.tile_sqnr_db is not None
+        assert c.tile_sqnr_db < 11 and c.sqnr_db is not None and c.sqnr_db > 15
+    assert compare(_golden((8, 4096)), _golden((8, 4096))).tile_shape == (32, 32)  # 8 rows: 256 values a tile
 
 
 def test_the_tile_shape_is_a_parameter_and_checked() -> None:
@@ -275,7 +272,8 @@ def _report(path: Path, tensors: dict[int, np.ndarray], **spec: object) -> Path:
     return path
 
 
-def test_compare_stored_names_the_tile_in_the_stored_tile_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_stored_names_the_tile_in_its_stored_tile_shape(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     golden = _golden((1, 128, 512), seed=14).astype(BF16)
     actual = golden.copy()
     actual[0, 48:64, 96:128] *= np.asarray(1.1, BF16)
@@ -297,3 +295,16 @@ def test_run_against_run_does_not_hide_a_wrong_tile(tmp_path: Path) -> None:
     (row,) = result.rows
     assert row.verdict == "diverges" and row.failed == ("tile_sqnr_db",) and row.metrics is not None
     assert row.metrics.worst_tile == (0, 2, 9) and row.metrics.pcc is not None and row.metrics.pcc > 0.9999
+    assert re.fullmatch(r"tile_sqnr_db: 32x32 tile \(0, 2, 9\): (19|20)\.\d dB < 23 dB", row.notes[0])
+
+
+def test_an_all_zero_golden_names_the_tile_with_the_error() -> None:
+    golden = np.zeros((1, 64, 96), dtype=np.float32)
+    actual = golden.copy()
+    actual[0, 40, 70] = 0.5
+    comparison, verdict = _judge(actual, golden, "FLOAT32")
+    assert comparison.tile_sqnr_db is None and comparison.worst_tile == (0, 1, 2)
+    assert "tile_sqnr_db" in verdict.failed and verdict.worst_tile == (0, 1, 2)
+    assert "tile_sqnr_db: tile (0, 1, 2): errors where the golden is zero everywhere" in verdict.notes
+    same, same_verdict = _judge(golden, golden, "FLOAT32")
+    assert (same.tile_sqnr_db, same.worst_tile, same_verdict.passed) == (None, None, True)

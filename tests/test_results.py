@@ -124,7 +124,7 @@ def test_run_comparison_and_golden_results_nest_their_metrics(tmp_path: Path) ->
     assert list(data["rows"][1]) == [
         "operation_id_a", "operation_id_b", "name", "output_index", "tensor_a", "tensor_b", "shape", "pcc",
         "max_abs_error", "ulp_max", "flags", "passed", "metrics", "status", "first_divergence",
-        "verdict", "failed",  # added after the others
+        "verdict", "failed", "notes",  # added after the others
     ]  # fmt: skip
     assert data["first_divergence"] == data["rows"][1] and data["rows"][1]["shape"] == [8, 8]
     assert data["rows"][1]["flags"] == ["scale_or_offset_error"] and list(data["rows"][1]["metrics"]) == COMPARISON_KEYS

@@ -332,8 +332,8 @@ def _tile_failure(m: "Comparison", bound: float, notes: list[str]) -> list[str]:
     """``["tile_sqnr_db"]`` when the worst tile of ``m`` falls below ``bound`` dB (or has errors against an all-zero
     golden), with a note naming it; else nothing."""
     worst = None if m.worst_tile is None else tuple(m.worst_tile)
-    if m.tile_sqnr_db is None:
-        if not m.max_abs_error:
+    if m.tile_sqnr_db is None:  # no tile with error, or (as the whole tensor's SQNR says) an all-zero golden
+        if not m.max_abs_error or m.sqnr_db is not None:
             return []
         notes.append(f"tile_sqnr_db: tile {worst}: errors where the golden is zero everywhere")
         return ["tile_sqnr_db"]

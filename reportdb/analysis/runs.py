@@ -4,7 +4,8 @@ marked.
 Built on :func:`reportdb.compare`'s metrics, streamed window by window (``numeric/streamed.py``), so every row
 carries the full metric vector, not PCC alone, and memory stays bounded whatever the tensors' size. Each compared
 output gets a ``verdict`` under one tolerance policy (``analysis/policy.py``, its defaults by dtype): ``identical``
-(the same dtype and bytes), ``within_tolerance`` (every criterion holds), or ``diverges`` (``failed`` names the
+(the same dtype and bytes), ``within_tolerance`` (every criterion holds, the worst 32x32 tile's SQNR among them, so
+one wrong tile of a large output is not hidden by the whole tensor's figures), or ``diverges`` (``failed`` names the
 criteria that do not). The first divergence is the first ``diverges`` output in A's execution order.
 """
 
@@ -44,8 +45,9 @@ class RunRow(Result):
     """One matched operation output of two runs: the operations (A's and B's ids, A's name), the output index, the
     two tensors, the headline figures and flags beside the full metric vector, or (``status``) why it was not
     compared; ``verdict`` (``identical``, ``within_tolerance``, ``diverges``; None when not compared) with the names of
-    the ``failed`` criteria; ``passed`` is False exactly for ``diverges``; ``first_divergence`` marks the first
-    diverging row in execution order. ``metrics`` measures B's output against A's (A is the expected side); its
+    the ``failed`` criteria and the verdict's ``notes`` (what a failed criterion saw: the worst tile and its SQNR,
+    the fitted scale); ``passed`` is False exactly for ``diverges``; ``first_divergence`` marks the first diverging
+    row in execution order. ``metrics`` measures B's output against A's (A is the expected side); its
     ``shape_a``/``dtype_a`` describe A's tensor, as ``tensor_a`` names it, and ``shape_b``/``dtype_b`` B's."""
 
     operation_id_a: int
@@ -65,6 +67,7 @@ class RunRow(Result):
     first_divergence: bool = False
     verdict: str | None = None
     failed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -191,5 +194,5 @@ def _compare_output(
     return replace(
         row, shape=metrics.shape_a, pcc=metrics.pcc, max_abs_error=metrics.max_abs_error, ulp_max=metrics.ulp_max,
         flags=metrics.flags, passed=name != "diverges", metrics=metrics, verdict=name,
-        failed=() if name == "identical" else verdict.failed,
+        failed=() if name == "identical" else verdict.failed, notes=() if name == "identical" else verdict.notes,
     )  # fmt: skip

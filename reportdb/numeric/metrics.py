@@ -64,7 +64,7 @@ from ..results import Result
 from .blocks import Moments, dot, flat_blocks, parallel_map, scratch, split_range, to_float64
 from .fit import fit_check
 from .quantiles import AbsErrorHistogram
-from .tiles import DEFAULT_TILE, TileEnergies, TileGeometry
+from .tiles import DEFAULT_TILE, TileEnergies, TileGeometry, tile_geometry
 from .tolerances import dtype_tolerances
 from .ulps import UlpCounter, ulp_dtype
 
@@ -329,14 +329,6 @@ def compare(
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed sums surface as None, not warnings
         metrics = _compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol), geometry)
     return Comparison(**inputs, **metrics)
-
-
-def tile_geometry(shape: tuple[int, ...], tile: tuple[int, int]) -> TileGeometry:
-    """The tiles of a tensor of ``shape``; ComparisonError when ``tile`` is not two whole numbers >= 1."""
-    if not (isinstance(tile, (tuple, list)) and len(tile) == 2
-            and all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1 for t in tile)):
-        raise ComparisonError(f"tile must be (height, width), two whole numbers >= 1, like (32, 32); got {tile!r}")
-    return TileGeometry(tuple(int(s) for s in shape), (int(tile[0]), int(tile[1])))
 
 
 def default_tolerances(da: np.dtype, db: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:

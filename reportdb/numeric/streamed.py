@@ -16,8 +16,8 @@ import numpy as np
 from ..dtypes import dtype_name, numpy_dtype
 from ..errors import AssemblyError
 from .blocks import flat_blocks, parallel_map
-from .metrics import BLOCK_ELEMENTS, Comparison, PairAccumulator, check_params, compare, tile_geometry
-from .tiles import DEFAULT_TILE
+from .metrics import BLOCK_ELEMENTS, Comparison, PairAccumulator, check_params, compare
+from .tiles import DEFAULT_TILE, tile_geometry
 
 if TYPE_CHECKING:
     from ..report import Report
