@@ -2,7 +2,7 @@
 (``reportdb.numeric.fidelity``: math fidelity, tile-ordered accumulation, bfloat16 and block-float packing) must pass,
 for each op family and size; printed as a markdown table with each one's margin.
 
-Run: ``python benchmarks/bench_calibration.py [--sizes small,medium,large,huge] [--families matmul,eltwise,...]``.
+Run: ``python benchmarks/bench_calibration.py [--sizes small,medium,large,xl,huge] [--families matmul,eltwise,...]``.
 Each row is one (family, case, size): the device-like result's worst-tile SQNR (``tile``), whole-tensor SQNR and
 fitted scale, and for each fault its worst-tile SQNR; the verdict is the default policy's,
 ``Policy.default().judge(compare(device, golden, rtol/atol at policy.tolerances(op, dtype)), op, dtype)``.
@@ -108,7 +108,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {case.family} | {case.label} | {'x'.join(map(str, case.golden.shape))} | {case.dtype} | "
             f"{fmt(dev['threshold'])} | {fmt(dev['tile'])}{'' if dev['passed'] else ' FAIL'} | {fmt(dev['sqnr'])} | "
-            f"{dev['scale']:.4f} | " + " | ".join(cells) + " |"
+            f"{'-' if dev['scale'] is None else format(dev['scale'], '.4f')} | " + " | ".join(cells) + " |"
         )
     return "\n".join(lines)
 
