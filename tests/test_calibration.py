@@ -24,17 +24,28 @@ IDS = [f"{family}-{label}" for family, label, *_ in CASES]
 SMALL = (64, 256)
 #: The issue's silu output.
 MEDIUM = (1, 256, 2816)
+LARGE = (1024, 1024)
 #: Faults today's defaults miss, by (case label, shape, fault): each must still be missed (remove it when the defaults
 #: catch it). BFLOAT4_B's tile_sqnr_db (2.83 dB) lets a tile or a core's rows x1.5 (5-11 dB) through; bfloat16's
-#: 23 dB lets x1.1 through where LoFi's shrink (x0.975) cancels part of it (23.2 dB) or where the tile's energy is
-#: below the tensor's mean (softmax, floored: 25 dB). benchmarks/NOTES.md "Calibration" has the figures.
+#: 23 dB lets x1.1 through where the tile's energy is below the tensor's mean (exp, softmax: floored, 23.4-28 dB), and
+#: only just catches it where LoFi's shrink (x0.975) cancels part of it (22.3-23.2 dB, by seed).
+#: benchmarks/NOTES.md "Calibration" has the figures.
 KNOWN_MISSES = {
     ("BFLOAT4_B in/out, LoFi", SMALL): {"tile x1.5", "core 3 x1.5"},
     ("FLOAT32 -> BFLOAT4_B", SMALL): {"tile x1.5", "core 3 x1.5"},
     ("FLOAT32 -> BFLOAT4_B", MEDIUM): {"tile x1.5", "core 3 x1.5"},
-    ("multiply LoFi", SMALL): {"tile x1.1"},
+    ("softmax", SMALL): {"tile x1.1"},
     ("softmax", MEDIUM): {"tile x1.1"},
+    ("BFLOAT4_B in/out, LoFi", LARGE): {"tile x1.5", "core 3 x1.5"},
+    ("FLOAT32 -> BFLOAT4_B", LARGE): {"tile x1.5", "core 3 x1.5"},
+    ("exp", LARGE): {"tile x1.1"},
+    ("softmax", LARGE): {"tile x1.1"},
 }
+
+
+def seed(label: str) -> int:
+    """The seed the benchmark builds a case with (twice its index), so the tests and the table see the same data."""
+    return 2 * next(i for i, c in enumerate(CASES) if c[1] == label)
 
 
 def judge(case: faults.Case, actual: np.ndarray) -> tuple[Verdict, Comparison]:
@@ -65,7 +76,7 @@ def check(case: faults.Case) -> None:
 
 @pytest.mark.parametrize(("family", "label", "op", "dtype", "build"), CASES, ids=IDS)
 def test_small(family: str, label: str, op: str, dtype: str, build: faults.Builder) -> None:
-    check(faults.make_case(family, label, op, dtype, build, SMALL, seed=11))
+    check(faults.make_case(family, label, op, dtype, build, SMALL, seed(label)))
 
 
 #: At the medium size, the fast tier runs the issue's own ops (a LoFi linear, silu, softmax); the slow tier the rest.
@@ -80,14 +91,14 @@ MEDIUM_LABELS = [
 def test_medium(label: str) -> None:
     """The issue's [1, 256, 2816] output: one wrong tile among 704."""
     family, _, op, dtype, build = next(c for c in CASES if c[1] == label)
-    check(faults.make_case(family, label, op, dtype, build, MEDIUM, seed=12))
+    check(faults.make_case(family, label, op, dtype, build, MEDIUM, seed(label)))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("family", "label", "op", "dtype", "build"), CASES, ids=IDS)
 def test_large(family: str, label: str, op: str, dtype: str, build: faults.Builder) -> None:
     """1M elements (one wrong tile among 1024) for every family."""
-    check(faults.make_case(family, label, op, dtype, build, (1024, 1024), seed=13))
+    check(faults.make_case(family, label, op, dtype, build, LARGE, seed(label)))
 
 
 def test_a_fault_is_planted_where_it_says() -> None:
