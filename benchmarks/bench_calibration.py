@@ -159,12 +159,16 @@ def calibration(sizes: list[str], families: set[str] | None) -> list[dict[str, A
 def scale_shrink(ks: list[int]) -> str:
     """The fitted scale (and mean |device| / |golden|) of correct matmuls at each fidelity and operand dtype, and of
     real scale bugs, as a markdown table."""
-    lines = ["| case | K | fit_scale | mean abs ratio | SQNR |", "|---|---|---|---|---|"]
+    lines = ["| case | K | fit_scale | mean abs ratio | SQNR | default verdict |", "|---|---|---|---|---|---|"]
+    policy = Policy.default()
 
     def add(label: str, k: int, device: np.ndarray, golden: np.ndarray) -> None:
-        m = compare(device, golden)
+        rtol, atol = policy.tolerances("ttnn.matmul", "BFLOAT16")
+        m = compare(device, golden, rtol=rtol, atol=atol, pcc=policy.pcc_threshold("ttnn.matmul", "BFLOAT16"))
+        verdict = policy.judge(m, op="ttnn.matmul", dtype="BFLOAT16")
+        said = "passed" if verdict.passed else "failed " + ", ".join(verdict.failed)
         ratio = float(np.abs(device).mean() / np.abs(golden).mean())
-        lines.append(f"| {label} | {k} | {m.fit_scale:.4f} | {ratio:.4f} | {fmt(m.sqnr_db)} |")
+        lines.append(f"| {label} | {k} | {m.fit_scale:.4f} | {ratio:.4f} | {fmt(m.sqnr_db)} | {said} |")
 
     for k in ks:
         for operands in ("BFLOAT16", "BFLOAT8_B", "BFLOAT4_B"):
@@ -172,7 +176,9 @@ def scale_shrink(ks: list[int]) -> str:
                 golden, device = faults.matmul_builder(k, operands, fid, "FLOAT32")((256, 256), np.random.default_rng(k))
                 add(f"{operands} {fid}", k, device, golden)
     golden, device = faults.matmul_builder(1024, "BFLOAT16", "HiFi4", "FLOAT32")((256, 256), np.random.default_rng(1))
-    for label, factor in (("bug x0.5", 0.5), ("bug x1/sqrt(2)", 1 / math.sqrt(2)), ("bug x1.1", 1.1)):
+    bugs = (("x0.5", 0.5), ("x1/sqrt(2)", 1 / math.sqrt(2)), ("x0.95", 0.95), ("x0.98", 0.98), ("x1.02", 1.02),
+            ("x1.1", 1.1))
+    for label, factor in ((f"bug {name}", f) for name, f in bugs):
         add(label, 1024, fidelity.to_bfloat16(device * np.float32(factor)), golden)
     add("bug: attention scores missing 1/sqrt(64)", 64, *_attention_without_scale())
     return "\n".join(lines)
@@ -197,10 +203,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="small,medium", help=f"comma-separated, of {', '.join(SIZES)}")
     parser.add_argument("--families", default="", help="comma-separated family names (default: all)")
     parser.add_argument("--scale", action="store_true", help="measure fidelity's scale shrink and real scale bugs")
+    parser.add_argument("--ks", default="32,128,512,2048,8192", help="the K of --scale's matmuls, comma-separated")
     args = parser.parse_args()
     start = time.perf_counter()
     if args.scale:
-        print(scale_shrink([32, 128, 512, 2048, 8192]))
+        print(scale_shrink([int(k) for k in args.ks.split(",")]))
     else:
         rows = calibration(args.sizes.split(","), set(filter(None, args.families.split(","))) or None)
         print(table(rows))
