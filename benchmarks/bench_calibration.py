@@ -173,7 +173,8 @@ def scale_shrink(ks: list[int]) -> str:
     for k in ks:
         for operands in ("BFLOAT16", "BFLOAT8_B", "BFLOAT4_B"):
             for fid in fidelity.FIDELITY_PHASES:
-                golden, device = faults.matmul_builder(k, operands, fid, "FLOAT32")((256, 256), np.random.default_rng(k))
+                build = faults.matmul_builder(k, operands, fid, "FLOAT32")
+                golden, device = build((256, 256), np.random.default_rng(k))
                 add(f"{operands} {fid}", k, device, golden)
     golden, device = faults.matmul_builder(1024, "BFLOAT16", "HiFi4", "FLOAT32")((256, 256), np.random.default_rng(1))
     bugs = (("x0.5", 0.5), ("x1/sqrt(2)", 1 / math.sqrt(2)), ("x0.95", 0.95), ("x0.98", 0.98), ("x1.02", 1.02),

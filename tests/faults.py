@@ -308,3 +308,20 @@ def expected_to_show(fault: str, dtype: str) -> bool:
     """Whether a verdict must catch ``fault`` in a ``dtype`` output: x1.1 (a 10% change of one tile, 20 dB) hides
     under BFLOAT4_B's own rounding (about 18 dB), every other fault must show."""
     return not (fault == "tile x1.1" and dtype == "BFLOAT4_B")
+
+
+def tiles_hit(fault: str, shape: tuple[int, ...]) -> set[tuple[int, int, int]]:
+    """The tiles (matrix, tile row, tile col) ``fault`` changes in a tensor of ``shape``, as a verdict names them."""
+    lead, rows, cols = int(np.prod(shape[:-2], dtype=np.int64)), shape[-2] // TILE, shape[-1] // TILE
+    grid = {(m, r, c) for m in range(lead) for r in range(rows) for c in range(cols)}
+
+    def holds(first: int, per: int, shard: int) -> bool:
+        """Whether a tile whose rows (or columns) start at ``first`` reaches into shard ``shard`` of ``per`` each."""
+        return first // per <= shard <= (first + TILE - 1) // per
+
+    if fault.startswith("core"):  # core 3's rows, counted over every matrix's rows in order
+        per = lead * shape[-2] // CORES
+        return {(m, r, c) for m, r, c in grid if holds(m * shape[-2] + r * TILE, per, 3)}
+    if fault.startswith("device"):  # device 5's columns
+        return {(m, r, c) for m, r, c in grid if holds(c * TILE, shape[-1] // DEVICES, 5)}
+    return {(lead // 2, rows // 2, cols // 2)}

@@ -56,7 +56,8 @@ def judge(case: faults.Case, actual: np.ndarray) -> tuple[Verdict, Comparison]:
 
 
 def check(case: faults.Case) -> None:
-    """The device-like result passes above the threshold and every fault that must show fails below it."""
+    """The device-like result passes above the threshold and every fault that must show fails below it, the verdict
+    naming a tile the fault hit as the worst."""
     verdict, m = judge(case, case.device)
     threshold = verdict.criteria.tile_sqnr_db
     assert verdict.passed, (case.label, verdict.failed, verdict.notes)
@@ -69,6 +70,7 @@ def check(case: faults.Case) -> None:
         if wrong is None or not faults.expected_to_show(name, case.dtype):
             continue
         verdict, m = judge(case, wrong)
+        assert verdict.worst_tile in faults.tiles_hit(name, wrong.shape), (case.label, name, verdict.worst_tile)
         if verdict.passed or threshold is None or m.tile_sqnr_db is None or m.tile_sqnr_db >= threshold:
             missed[name] = (m.tile_sqnr_db, threshold, verdict.failed)
     assert set(missed) == KNOWN_MISSES.get((case.label, case.golden.shape), set()), (case.label, missed)
@@ -113,3 +115,6 @@ def test_a_fault_is_planted_where_it_says() -> None:
     assert np.array_equal(np.unique(changed["device 5 stale"][:, 1]), np.arange(160, 192))
     assert all(len(found) for found in changed.values())
     assert faults.fill_from_neighbour(x[:32, :32], stale[:32, :32]) is None
+    assert faults.tiles_hit("core 3 x1.5", x.shape) == {(0, 0, c) for c in range(8)}  # rows 24-31: tile row 0
+    assert faults.tiles_hit("device 5 stale", x.shape) == {(0, 0, 5), (0, 1, 5)}  # columns 160-191
+    assert faults.tiles_hit("face swapped", (3, 64, 256)) == {(1, 1, 4)}
