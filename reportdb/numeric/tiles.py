@@ -15,11 +15,14 @@ Per tile ``t`` the pass sums, over the jointly finite positions, the error energ
 golden energy ``E_b(t) = sum b^2``. ``tile_sqnr_db`` is the minimum over tiles with an error of
 ``10 log10(max(E_b(t), FLOOR * n_t * E_b / N) / E_err(t))`` (``n_t`` the tile's jointly finite positions, ``E_b / N``
 the tensor's mean golden energy), ``worst_tile`` that tile, ``tile_sqnr_p50`` the median tile's (tiles without error
-count as infinitely good; None when that is the median). :data:`FLOOR` is 1: each tile is judged against at least the
-tensor's mean energy, because the error a correct device result carries is mostly absolute, not relative to the tile
-(a matmul's near-zero outputs carry the same accumulation and fidelity error as its large ones, a relu's zeros next to
-its positives), so a near-zero tile (relu zeros, softmax tails) measured against its own energy would fail by noise
-alone; a fault that moves a tile by a fraction of the tensor's own scale still shows.
+count as infinitely good; None when that is the median). :data:`FLOOR` is 0.1: each tile is judged against at least a
+tenth of its share of the tensor's energy, so a near-zero tile (relu zeros, softmax tails, a matmul tile whose sums
+cancel) does not fail by the absolute error it may carry, while a fault on a tile of less than the mean energy (exp
+and softmax outputs are heavy-tailed) still shows. Measured (benchmarks/NOTES.md): the errors of correct device
+results are mostly relative (rounding, fidelity truncation), every op family's worst tile moves by at most 0.7 dB
+between FLOOR 1 and 0; a LoFi matmul tile whose exact sums cancel to zero is -18 dB against its own energy, 27.4 dB at
+FLOOR 0.1, 31 dB at 0.25 and above; x1.1 of a quarter-energy tile reads 20 dB at FLOOR <= 0.25 but 25.8 dB at 1,
+and x1.1 of exp and softmax tiles 19.9-20.1 dB at 0.1 against 27-28 dB at 1.
 
 Cost: a block's runs of ``w`` consecutive elements of one row belong to one tile, so the squared sums of those runs
 come from one ``einsum`` over the block reshaped to runs (``np.add.reduceat`` where rows are not a multiple of ``w``
@@ -36,7 +39,7 @@ import numpy as np
 from ..errors import ComparisonError
 
 #: Each tile's reference energy is at least this fraction of its share of the tensor's energy (module docstring).
-FLOOR = 1.0
+FLOOR = 0.1
 #: Below this many values a tile on average, tiles of the last two dims give way to runs of consecutive values.
 MIN_TILE_VALUES = 256
 #: The tile shape when none is given: ttnn's default tile.
