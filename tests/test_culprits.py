@@ -94,7 +94,7 @@ def test_cli_golden_json_object(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert data["first_culprit"] == {"operation_id": 3, "tensor_id": 3, "name": "ttnn.step3", "rank": 0}
     assert [r["role"] for r in data["records"] if r["kind"] == "global"] == ["pass", "pass", "culprit", "victim", "victim"]
-    assert data["records"][2]["failed"] == ["pcc", "sqnr_db"] and data["global_only"] is False
+    assert data["records"][2]["failed"] == ["pcc", "sqnr_db", "tile_sqnr_db"] and data["global_only"] is False
     text = subprocess.run([sys.executable, "-m", "reportdb", "compare", str(path), "--golden"],
                           capture_output=True, text=True, timeout=300, env=env).stdout  # fmt: skip
     assert "first culprit: operation 3 ttnn.step3 (tensor 3)" in text and "[victim]" in text

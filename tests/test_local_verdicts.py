@@ -30,6 +30,7 @@ TILE = (0, 3, 17)  # the planted tile: rows 96:128, columns 544:576
 
 
 def _golden(shape: tuple[int, ...] = SHAPE, seed: int = 0) -> np.ndarray:
+    """A float32 golden of standard normal values (every tile of about the mean energy)."""
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
@@ -40,6 +41,7 @@ def _tile(x: np.ndarray, where: tuple[int, int, int] = TILE) -> np.ndarray:
 
 
 def _swap_faces(t: np.ndarray) -> None:
+    """Swap a tile's first 16x16 face with its right-hand neighbour, in place."""
     t[:16, :16], t[:16, 16:] = t[:16, 16:].copy(), t[:16, :16].copy()
 
 
@@ -51,12 +53,14 @@ FAULTS: dict[str, Callable[[np.ndarray, np.ndarray], None]] = {
     "columns reversed": lambda t, x: t.__setitem__(slice(None), t[:, ::-1].copy()),
     "face swapped": lambda t, x: _swap_faces(t),
     "zeroed": lambda t, x: t.__setitem__(slice(None), 0),
-    "another tile's values": lambda t, x: t.__setitem__(slice(None), _tile(x, (0, 5, 40))),
+    "another tile's values": lambda t, x: t.__setitem__(slice(None), _tile(x, (0, 1, 4))),
 }
 
 
-def _judge(actual: np.ndarray, golden: np.ndarray, dtype: str, policy: Policy | None = None) -> tuple[
-        metrics.Comparison, Verdict]:
+def _judge(
+    actual: np.ndarray, golden: np.ndarray, dtype: str, policy: Policy | None = None
+) -> tuple[metrics.Comparison, Verdict]:
+    """The comparison at the policy's tolerances and its verdict, as an output of ``ttnn.silu`` of ``dtype``."""
     policy = policy or Policy.default()
     rtol, atol = policy.tolerances("ttnn.silu", dtype)
     comparison = compare(actual, golden, rtol=rtol, atol=atol)
@@ -70,7 +74,7 @@ def test_one_wrong_tile_fails_and_is_named(fault: str, dtype: str) -> None:
     actual = golden.astype(BF16).astype(np.float32) if dtype == "BFLOAT16" else golden.copy()
     FAULTS[fault](_tile(actual), golden)
     side = actual.astype(BF16) if dtype == "BFLOAT16" else actual
-    clean, clean_verdict = _judge(golden.astype(BF16) if dtype == "BFLOAT16" else golden, golden, dtype)
+    _, clean_verdict = _judge(golden.astype(BF16) if dtype == "BFLOAT16" else golden, golden, dtype)
     comparison, verdict = _judge(side, golden, dtype)
     assert clean_verdict.passed and clean_verdict.notes == ()
     assert not verdict.passed and "tile_sqnr_db" in verdict.failed
@@ -166,6 +170,7 @@ def _mask(x: np.ndarray, keep: int) -> np.ndarray:
 
 
 def _operands(m: int, k: int, n: int, seed: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """bfloat16 matmul operands (as float64): A of N(0, 1) of shape (1, m, k), B of N(0, 1/k) of shape (k, n)."""
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((1, m, k)).astype(BF16).astype(np.float64),
             (rng.standard_normal((k, n)) / math.sqrt(k)).astype(BF16).astype(np.float64))
@@ -265,6 +270,7 @@ def test_dtype_defaults_of_the_tile_criterion() -> None:
 
 
 def _report(path: Path, tensors: dict[int, np.ndarray], **spec: object) -> Path:
+    """A report written with ``reportdb.Writer``: each tensor an output, one ``ttnn.silu`` operation producing id 1."""
     with reportdb.Writer(path) as w:
         for tensor_id, value in tensors.items():
             w.put_tensor(tensor_id, value, role="output", **spec)
@@ -308,3 +314,22 @@ def test_an_all_zero_golden_names_the_tile_with_the_error() -> None:
     assert "tile_sqnr_db: tile (0, 1, 2): errors where the golden is zero everywhere" in verdict.notes
     same, same_verdict = _judge(golden, golden, "FLOAT32")
     assert (same.tile_sqnr_db, same.worst_tile, same_verdict.passed) == (None, None, True)
+
+
+def test_every_fault_through_compare_stored_on_a_written_report(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """One report (``reportdb.Writer``) holding a golden and each faulty output, read back window by window."""
+    golden = _golden((1, 128, 1024), seed=16)
+    outputs = {}
+    for i, fault in enumerate(sorted(FAULTS), start=1):
+        actual = golden.astype(BF16).astype(np.float32)
+        FAULTS[fault](_tile(actual, (0, 2, 9)), golden)
+        outputs[i] = actual.astype(BF16)
+    monkeypatch.setattr(streamed, "WINDOW_ELEMENTS", 20000)  # windows that start mid-tile-row, two threads
+    path = _report(tmp_path / "r", {100: golden, **outputs})
+    policy = Policy.default()
+    with reportdb.open(path) as report:
+        for i, fault in enumerate(sorted(FAULTS), start=1):
+            c = compare_stored(report, i, report, 100, 0, rtol=2**-6, atol=2**-7, pcc=0.99)
+            verdict = policy.judge(c, op="ttnn.silu", dtype="BFLOAT16")
+            assert (fault, c.worst_tile, "tile_sqnr_db" in verdict.failed) == (fault, (0, 2, 9), True)

@@ -74,7 +74,7 @@ def test_cli_op_text_json_and_a_missing_operation(tmp_path: Path) -> None:
     assert "operation 2 ttnn.relu" in text.stdout and ">     5 |     z = ttnn.relu(y)" in text.stdout
     assert "produced by: op 1 ttnn.matmul; consumed by: op 2 ttnn.relu" in text.stdout
     assert "produced by: op 2 ttnn.relu; consumed by: op 3 ttnn.add" in text.stdout
-    assert "fail (scale_or_offset,sqnr_db) [culprit]" in text.stdout
+    assert "fail (scale_or_offset,sqnr_db,tile_sqnr_db) [culprit]" in text.stdout
     data = json.loads(run(str(path), "2", "--json").stdout)
     assert data["outputs"][0]["comparisons"][0]["role"] == "culprit"
     assert data["inputs"][0]["producer"] == {"operation_id": 1, "name": "ttnn.matmul"}

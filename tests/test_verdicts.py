@@ -100,7 +100,7 @@ def test_cli_json_first_divergence_and_exit_1(tmp_path: Path) -> None:
     assert [row["verdict"] for row in data["rows"]] == [
         "identical", "within_tolerance", "identical", "diverges", "diverges", "diverges", "identical",
     ]  # fmt: skip
-    assert data["rows"][3]["failed"] == ["pcc", "sqnr_db"] and "max_abs_error" in data["rows"][3]
+    assert data["rows"][3]["failed"] == ["pcc", "sqnr_db", "tile_sqnr_db"] and "max_abs_error" in data["rows"][3]
     text = _cli("compare", str(a), str(b))
     assert text.returncode == 1 and "first divergence: operation 4 ttnn.op4" in text.stdout
 
@@ -151,7 +151,7 @@ def test_nothing_compared_is_not_a_pass(legacy_and_migrated: tuple[Path, Path]) 
 def test_golden_exit_codes(legacy_and_migrated: tuple[Path, Path], tmp_path: Path) -> None:
     _, migrated = legacy_and_migrated
     failing = _cli("compare", str(migrated), "--golden")
-    assert failing.returncode == 1 and "FAIL pcc,sqnr_db [culprit]" in failing.stdout
+    assert failing.returncode == 1 and "FAIL pcc,sqnr_db,tile_sqnr_db [culprit]" in failing.stdout
     passing = tmp_path / "pass"
     with reportdb.Writer(passing) as w:
         w.put_tensor(1, _values(1), ttnn_dtype="BFLOAT16")
