@@ -19,7 +19,7 @@ import reportdb
 from reportdb.analysis.policy import Criteria, Policy, PolicyError, Verdict, judge_stored
 from reportdb.errors import ComparisonError
 from reportdb.numeric import metrics, streamed
-from reportdb.numeric.fit import LOFI_SHRINK
+from reportdb.numeric.fit import LOFI_MEAN_LOSS, LOFI_SHRINK
 from reportdb.numeric.metrics import compare
 from reportdb.numeric.streamed import compare_stored, compare_streamed
 from reportdb.numeric.tiles import FLOOR
@@ -224,10 +224,26 @@ def test_an_offset_fails_on_scale_or_offset() -> None:
     assert any("an offset error" in n for n in verdict.notes)
 
 
-def test_a_shrink_beyond_lofi_truncation_fails() -> None:
+@pytest.mark.parametrize("shrink", [0.9, 0.95])
+def test_a_shrink_beyond_lofi_truncation_fails(shrink: float) -> None:
+    """x0.95 is more than twice LoFi's mean loss (2.25%): a wrong constant, not fidelity, though a tile-by-tile look
+    sees it only at the tile bound (26 dB); the fit says so."""
     golden = _golden((1, 128, 512), seed=11)
-    comparison, verdict = _judge((golden * 0.9).astype(BF16), golden, "BFLOAT16")
+    comparison, verdict = _judge((golden * shrink).astype(BF16), golden, "BFLOAT16")
     assert verdict.failed[:1] == ("scale_or_offset",) and "beyond LoFi truncation" in verdict.notes[0]
+
+
+def test_the_lofi_allowance_is_twice_its_mean_loss_as_measured() -> None:
+    """The derived mean loss matches a LoFi matmul computed bit-exactly (numeric/fidelity.py): 0.978 measured."""
+    from reportdb.numeric import fidelity
+
+    rng = np.random.default_rng(12)
+    a, b = rng.standard_normal((64, 1024)).astype(np.float32), rng.standard_normal((1024, 256)).astype(np.float32)
+    a, b = a.astype(BF16).astype(np.float32), b.astype(BF16).astype(np.float32)
+    lofi = fidelity.matmul(a, b, "LoFi").astype(np.float64)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    ratio = float(np.sum(np.abs(lofi)) / np.sum(np.abs(exact)))
+    assert abs((1 - ratio) - LOFI_MEAN_LOSS) < 0.003 and LOFI_SHRINK == pytest.approx(1 - 2 * LOFI_MEAN_LOSS)
 
 
 def test_old_stored_vectors_without_tile_fields_are_still_judged() -> None:

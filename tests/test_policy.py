@@ -95,7 +95,7 @@ def test_judge_refuses_counts_made_at_other_tolerances(tmp_path) -> None:
     path = tmp_path / "policy.toml"
     path.write_text('[[rules]]\nop = "*"\nrtol = 0.1\n')
     a = np.ones(8, np.float32)
-    with pytest.raises(reportdb.ComparisonError, match="policy.tolerances"):
+    with pytest.raises(reportdb.errors.ComparisonError, match="policy.tolerances"):
         Policy.load(path).judge(reportdb.compare(a, a), op="x", dtype="float32")
 
 
