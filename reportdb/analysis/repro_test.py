@@ -79,7 +79,7 @@ def ulp_dtype(a: np.dtype, b: np.dtype) -> np.dtype | None:
     return min(floats, key=lambda d: (ml_dtypes.finfo(d).nmant, d.itemsize)) if floats else None
 
 
-def measures(device: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> dict:
+def measures(device: np.ndarray, expected: np.ndarray, rtol: float, atol: float, pcc_threshold: float = 0.99) -> dict:
     """The figures the policy's criteria read, defined as reportdb.compare defines them."""
     a, b = device.astype(np.float64), expected.astype(np.float64)
     nan_a, nan_b = np.isnan(a), np.isnan(b)
@@ -95,6 +95,7 @@ def measures(device: np.ndarray, expected: np.ndarray, rtol: float, atol: float)
         da, db = fa - fa.mean(), fb - fb.mean()
         pcc = max(-1.0, min(1.0, float(np.dot(da, db) / math.sqrt(float(np.dot(da, da)) * float(np.dot(db, db))))))
     energy, noise = float(np.dot(fb, fb)), float(np.dot(error, error))
+    fit_error = pcc is not None and pcc >= pcc_threshold and pcc > 0 and scale_or_offset(fa, fb, pcc, atol)
     unit = ulp_dtype(device.dtype, expected.dtype)
     if unit is None:
         ulps = error
@@ -107,14 +108,73 @@ def measures(device: np.ndarray, expected: np.ndarray, rtol: float, atol: float)
         "allclose_mismatches": int(a.size - np.count_nonzero(matched)), "nonfinite": nonfinite,
         "ulp_max": int(ulps.max()) if ulps.size else None,
         "sqnr_db": 10 * math.log10(energy / noise) if energy > 0 and noise > 0 else None,
+        "scale_or_offset_error": fit_error, "tile_sqnr_db": tile_sqnr(a, b, finite),
     }
+
+
+#: reportdb's fit tolerance, tile floor, tile shape and smallest tile (numeric/metrics.py, numeric/tiles.py) and the
+#: LoFi allowance of the linear fit (numeric/fit.py): the same numbers, so this file judges as reportdb does.
+FIT_TOL, TILE_FLOOR, TILE, MIN_TILE_VALUES = 0.02, 0.1, (32, 32), 256
+LOFI_SHRINK = 1.0 - ((2.0**-4 - 2.0**-7) / 2 + (2.0**-6 - 2.0**-7) / 2) / math.log(2)
+
+
+def pcc_threshold(criteria: dict) -> float:
+    """The PCC the comparison's fit check is made at: the criteria's, else 0.99 (Policy.pcc_threshold)."""
+    return 0.99 if criteria.get("pcc") is None else float(criteria["pcc"])
+
+
+def scale_or_offset(fa: np.ndarray, fb: np.ndarray, pcc: float, atol: float) -> bool:
+    """Whether the fitted line ``b ~ k a + c`` (reduced major axis) is not the identity beyond the fit's tolerance,
+    a shrink within LoFi truncation aside (numeric/fit.py)."""
+    da, db = fa - fa.mean(), fb - fb.mean()
+    k = math.copysign(math.sqrt(float(np.dot(db, db)) / float(np.dot(da, da))), float(np.dot(da, db)))
+    c = float(fb.mean()) - k * float(fa.mean())
+    allowed = FIT_TOL + (1.0 / pcc - 1.0)
+    spread = max(math.sqrt(float(np.dot(fa, fa)) / fa.size), math.sqrt(float(np.dot(fb, fb)) / fb.size))
+    offset_error = abs(c) > allowed * spread + atol
+    if abs(k - 1.0) <= allowed and not offset_error:
+        return False
+    shrink = k > 1.0 and 1.0 / k >= LOFI_SHRINK * (2.0 - 1.0 / pcc)
+    return not (shrink and not offset_error)
+
+
+def tile_sqnr(a: np.ndarray, b: np.ndarray, finite: np.ndarray) -> float | None:
+    """The worst tile's SQNR (numeric/tiles.py): tiles of the last two dims, or runs of a tile's worth of values where
+    tiles would hold fewer than MIN_TILE_VALUES on average, each tile's golden energy floored at TILE_FLOOR of its share
+    of the tensor's; None when no tile has an error or the golden is zero."""
+    th, tw = TILE
+    shape = a.shape
+    lead = math.prod(shape[:-2]) if len(shape) >= 2 else 1
+    height, width = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[0] if shape else 1)
+    if a.size and lead * -(-height // th) * -(-width // tw) * MIN_TILE_VALUES > a.size:
+        lead, height, width, th, tw = 1, 1, a.size, 1, th * tw
+    rows, cols = -(-height // th), -(-width // tw)
+
+    def per_tile(values: np.ndarray) -> np.ndarray:
+        grid = np.zeros((lead, rows * th, cols * tw))
+        grid[:, :height, :width] = values.reshape(lead, height, width)
+        return grid.reshape(lead, rows, th, cols, tw).sum(axis=(2, 4)).reshape(-1)
+
+    error = per_tile(np.where(finite, a - b, 0.0) ** 2)
+    golden = per_tile(np.where(finite, b, 0.0) ** 2)
+    count = per_tile(finite.astype(np.float64))
+    total, n = float(golden.sum()), float(count.sum())
+    if not n or not error.size or not error.max() > 0 or total <= 0:
+        return None
+    reference = np.maximum(golden, count * (TILE_FLOOR * total / n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(error > 0, reference / np.where(error > 0, error, 1.0), np.inf)
+    return 10 * math.log10(float(ratio.min()))
 
 
 def failed_criteria(m: dict, c: dict) -> list[str]:
     """The criteria ``m`` fails, as reportdb's Policy.judge decides them."""
     failed = ["nonfinite"] if m["nonfinite"] else []
-    if c.get("pcc") is not None and not (m["pcc"] >= c["pcc"] if m["pcc"] is not None else not m["allclose_mismatches"]):
-        failed.append("pcc")
+    if c.get("pcc") is not None:
+        if not (m["pcc"] >= c["pcc"] if m["pcc"] is not None else not m["allclose_mismatches"]):
+            failed.append("pcc")
+        elif m["scale_or_offset_error"]:
+            failed.append("scale_or_offset")
     if any(c.get(k) is not None for k in ("rtol", "atol", "max_mismatch_fraction")):
         if m["allclose_mismatches"] > (c.get("max_mismatch_fraction") or 0.0) * m["count"]:
             failed.append("max_mismatch_fraction" if c.get("max_mismatch_fraction") else "rtol/atol")
@@ -125,6 +185,9 @@ def failed_criteria(m: dict, c: dict) -> list[str]:
     if c.get("sqnr_db") is not None and m["count"]:
         if not (not m["max_abs_error"] if m["sqnr_db"] is None else m["sqnr_db"] >= c["sqnr_db"]):
             failed.append("sqnr_db")
+    if c.get("tile_sqnr_db") is not None and m["count"]:
+        if not (not m["max_abs_error"] if m["tile_sqnr_db"] is None else m["tile_sqnr_db"] >= c["tile_sqnr_db"]):
+            failed.append("tile_sqnr_db")
     return failed
 
 
@@ -139,7 +202,7 @@ def test_device_output_passes_its_policy() -> None:
     device, expected = load(META["device_output"]), reference()
     policy = META["policy"]
     assert device.shape == expected.shape, f"shape {device.shape} != reference {expected.shape}"
-    m = measures(device, expected, policy["rtol"], policy["atol"])
+    m = measures(device, expected, policy["rtol"], policy["atol"], pcc_threshold(policy["criteria"]))
     failed = failed_criteria(m, policy["criteria"])
     assert not failed, f"{META['operation']} fails {failed} under {policy['criteria']}: {m}"
 
@@ -201,6 +264,6 @@ def test_the_operation_run_here_passes_its_policy() -> None:
     ran, expected = run_on_device(), reference()
     policy = META["policy"]
     assert ran.shape == expected.shape, f"shape {ran.shape} != reference {expected.shape}"
-    m = measures(ran, expected, policy["rtol"], policy["atol"])
+    m = measures(ran, expected, policy["rtol"], policy["atol"], pcc_threshold(policy["criteria"]))
     failed = failed_criteria(m, policy["criteria"])
     assert not failed, f"{META['operation']} run here fails {failed} under {policy['criteria']}: {m}"
