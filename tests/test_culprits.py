@@ -157,5 +157,6 @@ def test_an_output_far_out_of_line_with_its_peers_is_an_anomaly(tmp_path: Path) 
     out = subprocess.run([sys.executable, "-m", "reportdb", "compare", str(tmp_path / "faulty.sqlite"), "--golden"],
                          capture_output=True, text=True, cwd=ROOT)
     assert "anomaly: operation 3 ttnn.silu (tensor 21, 1x64x256 bfloat16)" in out.stdout, out.stdout + out.stderr
+    assert "local op 3 tensor 21: tile_sqnr_db: 32x32 tile (0, 1, 2):" in out.stdout  # where the verdict saw it
     _silu_layers(tmp_path / "clean.sqlite", faulty=False)
     assert reportdb.compare_golden(tmp_path / "clean.sqlite", store=False).anomalies == ()

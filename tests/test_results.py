@@ -142,7 +142,7 @@ def test_run_comparison_and_golden_results_nest_their_metrics(tmp_path: Path) ->
     assert (compared.status, compared.passed, missing.status, missing.passed) == ("compared", True, "tensor not stored", None)
     assert list(compared.to_dict()) == [
         "kind", "tensor_id", "rank", "golden_tensor_id", "desired_pcc", "recorded_pcc", "recorded_matches", "metrics",
-        "status", "operation_id", "name", "verdict", "failed", "role", "error_growth_db",  # added after the others
+        "status", "operation_id", "name", "verdict", "failed", "role", "error_growth_db", "notes",  # added after the others
     ]  # fmt: skip
     assert missing.to_dict()["metrics"] is None and compared.to_dict()["metrics"]["passed"] is True
 

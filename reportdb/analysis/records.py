@@ -44,7 +44,7 @@ class GoldenResult(GoldenRecord):
     ``verdict`` (``"pass"`` or ``"fail"``, None when not compared) with the ``failed`` criteria, and the output's
     ``role`` (``culprit``, ``victim``, ``pass``; None when it cannot be told); ``error_growth_db`` is the output's
     global error over the worst global error of the producing operation's inputs, in dB (reports with global records
-    only are ranked by it)."""
+    only are ranked by it); ``notes`` say what the verdict saw (the worst tile, a fidelity shrink: ``Verdict.notes``)."""
 
     metrics: Comparison | None
     status: str
@@ -54,6 +54,7 @@ class GoldenResult(GoldenRecord):
     failed: tuple[str, ...] = ()
     role: str | None = None
     error_growth_db: float | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool | None:
@@ -104,7 +105,8 @@ def recompute(
         return GoldenResult(**base, metrics=None, status=f"not compared: {exc}")
     verdict = policy.judge(metrics, op=op_name, dtype=dtype)
     return GoldenResult(
-        **base, metrics=metrics, status="compared", verdict="pass" if verdict.passed else "fail", failed=verdict.failed
+        **base, metrics=metrics, status="compared", verdict="pass" if verdict.passed else "fail", failed=verdict.failed,
+        notes=verdict.notes,
     )
 
 

@@ -229,7 +229,8 @@ def replay_operation(
         device = report.tensor(output_id, rank)
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
         metrics, verdict = judged(policy, row.name, dtype, device, expected)
-        at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics)
+        at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
+                     detail="; ".join(verdict.notes))  # what the verdict saw: the worst tile, a fidelity shrink
         if keeper is not None:
             keeper.keep(at, expected, policy)
         rows.append(at)

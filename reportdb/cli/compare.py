@@ -118,7 +118,8 @@ def _print_runs(result: "RunComparison") -> None:
     first = result.first_divergence
     _echo("first divergence: " + ("none" if first is None else
           f"operation {first.operation_id_a} {first.name} output {first.output_index} (B: operation "
-          f"{first.operation_id_b}; tensors {first.tensor_a} / {first.tensor_b}; failed {', '.join(first.failed)})"))
+          f"{first.operation_id_b}; tensors {first.tensor_a} / {first.tensor_b}; failed {', '.join(first.failed)})"
+          + "".join(f"; {note}" for note in first.notes)))
     for side, unmatched in (("A", result.unmatched_a), ("B", result.unmatched_b)):
         for op in unmatched:
             _echo(f"unmatched in {side}: operation {op.operation_id} {op.name}")
@@ -187,6 +188,9 @@ def _print_golden(result: "GoldenComparison", *, stored: bool) -> None:
     if result.global_only:
         _echo("global records only: no local record tells an operation's own error; culprits are where the error "
               f"first grows (output against its inputs' worst, by more than {result.growth_db:g} dB)")
+    for r in result.records:
+        for note in r.notes if r.verdict == "fail" else ():
+            _echo(f"{r.kind} op {_num(r.operation_id)} tensor {r.tensor_id}: {note}")
     first = result.first_culprit
     _echo("first culprit: " + ("none" if first is None else f"operation {first.operation_id} {first.name} "
                                f"(tensor {first.tensor_id})"))
