@@ -28,6 +28,9 @@ from ..results import Result
 PEER_GAP_DB = 20.0
 #: The fewest peers (other outputs of the same operation, shape and dtype) an output is compared with.
 MIN_PEERS = 2
+#: The most outputs :class:`Peers` keeps while rows stream (about 100 bytes each): a replay of 10^6 operations prints
+#: its rows without keeping them, and its peers stay within ~10 MB.
+MAX_TRACKED = 100_000
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,27 @@ class Anomaly(Result):
         op = "-" if self.operation_id is None else str(self.operation_id)
         return (f"operation {op} {self.name} (tensor {self.tensor_id}, {shape} {self.dtype}): SQNR {self.sqnr_db:.1f} dB"
                 f"{gap} the median of its {self.peers} peers ({peers})")
+
+
+class Peers:
+    """Outputs collected as rows stream (at most :data:`MAX_TRACKED`; ``complete`` says whether every one was kept),
+    judged against each other at the end."""
+
+    def __init__(self, limit: int = MAX_TRACKED) -> None:
+        self.outputs: list[PeerOutput] = []
+        self.limit = limit
+        self.complete = True
+
+    def add(self, output: PeerOutput) -> None:
+        """Keep one judged output, unless the limit is reached (then ``complete`` turns False)."""
+        if len(self.outputs) < self.limit:
+            self.outputs.append(output)
+        else:
+            self.complete = False
+
+    def anomalies(self) -> tuple[Anomaly, ...]:
+        """The anomalies among the outputs kept."""
+        return anomalies(self.outputs)
 
 
 def anomalies(outputs: Iterable[PeerOutput], gap_db: float = PEER_GAP_DB) -> tuple[Anomaly, ...]:

@@ -58,7 +58,7 @@ def replay(
     not cover is ``missing_inputs``. Stored (``store``) as global comparison records."""
     return ReplayResult.of(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain,
                                        substitute=substitute, substitute_failing=substitute_failing, workers=workers,
-                                       budget=budget))
+                                       budget=budget), chain=chain)
 
 
 def iter_replay(

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..numeric.metrics import Comparison, compare
 from ..results import Result, html_table
+from .peers import Anomaly, PeerOutput, anomalies
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -121,7 +122,8 @@ class ReplayResult(Result):
     """Every operation replayed (a row per output), in execution order, and the first row that failed its policy (by
     operation, then output index; None when none did); the counts: ``operations`` replayed, ``compared`` (with an
     output compared), ``not_compared`` (the others by status: ``no_reference``, ``unsupported_arguments``...) and
-    ``failed_outputs``."""
+    ``failed_outputs``; ``anomalies``: compared outputs far out of line with the same operation's on the same shape
+    (``analysis/peers.py``), passing or not."""
 
     rows: tuple[ReplayRow, ...]
     first_failure: ReplayRow | None
@@ -129,13 +131,15 @@ class ReplayResult(Result):
     compared: int = 0
     not_compared: dict[str, int] = field(default_factory=dict)
     failed_outputs: int = 0
+    anomalies: tuple[Anomaly, ...] = ()
 
     @classmethod
-    def of(cls, rows: Iterable[ReplayRow]) -> "ReplayResult":
-        """The result of these rows, counted."""
+    def of(cls, rows: Iterable[ReplayRow], *, chain: bool = False) -> "ReplayResult":
+        """The result of these rows, counted, with their anomalies (none for a chain: its errors accumulate)."""
         kept = tuple(rows)
         counts = ReplayCounts(kept)
-        return cls(kept, counts.first, counts.operations, counts.compared, dict(counts.why), counts.failed)
+        found = () if chain else anomalies(filter(None, map(peer_output, kept)))
+        return cls(kept, counts.first, counts.operations, counts.compared, dict(counts.why), counts.failed, found)
 
     @property
     def failed(self) -> tuple[ReplayRow, ...]:
@@ -148,3 +152,11 @@ class ReplayResult(Result):
         rows = [(r.operation_id, r.output_index, r.name, r.status, r.passed, r.metrics.pcc if r.metrics else None,
                  r.metrics.max_abs_error if r.metrics else None, ", ".join(r.failed), r.detail) for r in self.rows]
         return html_table(header, rows, caption=f"Replay: {len(self.rows)} operations, {len(self.failed)} failed")
+
+
+def peer_output(row: ReplayRow) -> PeerOutput | None:
+    """A compared row of a replay in isolation as its peers see it, None for any other row."""
+    m = row.metrics
+    if row.status != "compared" or m is None or m.shape_mismatch or row.devices:
+        return None
+    return PeerOutput(row.operation_id, row.output_tensor_id or 0, 0, row.name, m.shape_a, m.dtype_a, m.sqnr_db)

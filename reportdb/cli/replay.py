@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 import reportdb
+from reportdb.analysis.peers import Peers
 from reportdb.analysis.replay import ReplayCounts, ReplayResult, ReplayRow
+from reportdb.analysis.replay_rows import peer_output
 from reportdb.cli.common import _cells, _echo, _emit, _friendly, _migrate_hint, _not_migrated, _num, cli
 from reportdb.cli.compare import EXIT_NOT_COMPARED
 
@@ -79,17 +81,21 @@ def replay_(
     rows = reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain,
                                 substitute=substitute, substitute_failing=substitute_failing, workers=workers)
     if as_json:
-        result = ReplayResult.of(rows)
+        result = ReplayResult.of(rows, chain=chain)
         _emit(result.to_dict())
         _exit(report_path, ReplayCounts(result.rows), ops_glob)
         return
     tally = ReplayCounts()
+    peers = Peers()
     last: "ReplayRow | None" = None
     header, widths = (_HEADER[:-1] + _SIDE + _HEADER[-1:], _WIDTHS + (6, 7, 11)) if swapping else (_HEADER, _WIDTHS)
     for row in rows:
         if not tally.rows:  # the header only once there is a row: an unreadable report prints nothing before its error
             _echo(_cells(header, widths, _RIGHT))
         tally.add(row)
+        seen = None if chain else peer_output(row)
+        if seen is not None:
+            peers.add(seen)
         last = row if row.status == "compared" else last
         _echo(_row(row, swapping))  # printed as each operation is replayed, not kept: a report may hold 10^6 operations
     tally.done()
@@ -99,6 +105,10 @@ def replay_(
     if swapping and last is not None:
         _echo(f"last output (operation {last.operation_id} {last.name}): isolated {_verdict(last.isolated)}, chained "
               f"{_verdict(last.chained)}, substituted {_verdict(last.substituted)}")
+    for anomaly in peers.anomalies():
+        _echo(f"anomaly: {anomaly.describe()}")
+    if not peers.complete:
+        _echo(f"anomalies looked for among the first {peers.limit:,} compared outputs only")
     _echo(tally.line())
     _exit(report_path, tally, ops_glob)
 
