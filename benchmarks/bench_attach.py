@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import reportdb  # noqa: E402
-from reportdb.ttnn import attach_values  # noqa: E402
+import reportdb
+from reportdb.ttnn import attach_values
 
 SCHEMA_081 = ROOT / "tests" / "data" / "report-schemas" / "ttnn_0.81.1_schema_3.5.sqlite"
 

@@ -27,9 +27,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
-import gen_legacy as gen  # noqa: E402
-from bench_writer import ttnn_python  # noqa: E402
-from reportdb.formats import load_tensor_file  # noqa: E402
+import gen_legacy as gen
+from bench_writer import ttnn_python
+from reportdb.formats import load_tensor_file
 
 _TTNN_TIMER = """
 import sys, time, ttnn

@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import reportdb  # noqa: E402
-from reportdb.store import files  # noqa: E402
+import reportdb
+from reportdb.store import files
 
 
 def _median(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]

@@ -83,7 +83,7 @@ def main() -> None:
 
         def tile_map() -> None:
             scan(lambda w: actual[w], lambda w: golden[w], (rows, cols), (actual.dtype, golden.dtype), (32, 32),
-                 layout, rtol=rtol, atol=atol, pcc=None)  # fmt: skip
+                 layout, rtol=rtol, atol=atol, pcc=None)
 
         tile_map()
         mapped = timed(tile_map, args.repeat)

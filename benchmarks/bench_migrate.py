@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from gen_legacy import Spec, write_tensorbin, write_v5  # noqa: E402
+from gen_legacy import Spec, write_tensorbin, write_v5
 
 SCHEMA = ROOT.parent / "shared" / "fixtures" / "report-schemas" / "visualizer_empty_2024-09.sqlite"
 SHAPE = (1, 1, 2048, 4096)  # 16 MiB of bfloat16 per tensor

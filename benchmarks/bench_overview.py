@@ -57,10 +57,10 @@ def build(path: Path, ops: int) -> int:
             x = out
         w.add_rows("local_tensor_comparison_records", [
             {"tensor_id": op, "golden_tensor_id": 1_000_000 + op, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
-            for op in range(1, ops + 1)])  # fmt: skip
+            for op in range(1, ops + 1)])
         w.add_rows("global_tensor_comparison_records", [
             {"tensor_id": op, "golden_tensor_id": 2_000_000 + op, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
-            for op in range(1, ops + 1)])  # fmt: skip
+            for op in range(1, ops + 1)])
     return culprit
 
 

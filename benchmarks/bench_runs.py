@@ -76,7 +76,7 @@ def measure(checkout: Path, a: Path, b: Path) -> dict[str, float]:
     """One compare_runs of ``checkout``'s code in a fresh process: seconds, peak RSS, rows."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     out = subprocess.run([sys.executable, "-c", CHILD, str(a), str(b)], capture_output=True, text=True, env=env,
-                         check=True, timeout=3600, cwd=a.parent)  # fmt: skip (cwd: not this checkout's reportdb)
+                         check=True, timeout=3600, cwd=a.parent)  # cwd: not this checkout's reportdb
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

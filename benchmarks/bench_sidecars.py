@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reportdb.legacy.sidecars import import_sidecars, read_sidecars  # noqa: E402
+from reportdb.legacy.sidecars import import_sidecars, read_sidecars
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
         folder = Path(tmp)
         record = {"matches": True, "desired_pcc": 0.9999989867210388, "actual_pcc": 0.99999}
         tensor = {"shape": "torch.Size([32, 64])", "dtype": "torch.bfloat16", "layout": "torch.strided", "memory_config": None,
-                  "device_id": None, "address": None, "buffer_type": None, "storage_type": "HOST"}  # fmt: skip
+                  "device_id": None, "address": None, "buffer_type": None, "storage_type": "HOST"}
         comparison = {
             "version": 1,
             "local_tensor_comparison_records": [dict(record, tensor_id=i, golden_tensor_id=n + 2 * i) for i in range(n)],
@@ -45,7 +45,7 @@ def main() -> None:
         lifetime = [{"tensor_id": i, "producer_operation_id": i, "last_use_operation_id": i + 1, "deallocate_operation_id": None,
                      "producer_source_file": "/model/model.py", "producer_source_line": 10 + i % 50,
                      "last_use_source_file": "/model/model.py", "last_use_source_line": 11 + i % 50, "rank": 0}
-                    for i in range(n)]  # fmt: skip
+                    for i in range(n)]
         paths = [folder / "graph_capture.comparison_records.json", folder / "graph_capture.tensor_lifetime.json"]
         paths[0].write_text(json.dumps(comparison))
         paths[1].write_text(json.dumps(lifetime, indent=2))

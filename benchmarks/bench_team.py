@@ -36,9 +36,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import reportdb  # noqa: E402
-from reportdb import team  # noqa: E402
-from pg_server import PgServer, pg_bin  # noqa: E402
+import reportdb
+from reportdb import team
+from pg_server import PgServer, pg_bin
 
 
 def _size_of(path: Path) -> int:

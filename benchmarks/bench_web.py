@@ -146,7 +146,7 @@ def bench(root: Path, big: int, pair: int, report_mib: int, repeat: int) -> None
             "compare": lambda i: _get(url + f"api/compare-tensor/local/2?rtol={1e-5 + i * 1e-9}"),
             "error heatmap": lambda i: _get(url + f"api/compare-tensor/local/2/heatmap?error=abs&width=1024&height=1024"
                                                   f"&rtol={1e-5 + i * 1e-9}"),
-        }, repeat)  # fmt: skip
+        }, repeat)
 
         def peer_compare(i: int) -> None:
             a, g = np.load(root / "actual.npy"), np.load(root / "golden.npy")
@@ -160,7 +160,7 @@ def bench(root: Path, big: int, pair: int, report_mib: int, repeat: int) -> None
                                                                                   w // 2 : w // 2 + 64]),
             "compare": peer_compare,
             "error heatmap": lambda i: _plot(np.abs(np.load(root / "actual.npy") - np.load(root / "golden.npy")), out),
-        }, repeat)  # fmt: skip
+        }, repeat)
         anon.done.set()
         anon.join()
         peak = _status_mib(server.pid, "VmHWM")

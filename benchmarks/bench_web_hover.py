@@ -27,7 +27,7 @@ import reportdb
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from served import VIEWPORT, chromium, serving  # noqa: E402
+from served import VIEWPORT, chromium, serving
 
 MEASURE = """async (moves) => {
   const canvas = document.querySelector('#panel-actual .canvas-wrap canvas');

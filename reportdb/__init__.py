@@ -90,24 +90,24 @@ _MOVED = {
 _SUBMODULES = frozenset({"ttnn", "models", "web", "errors"})
 
 if TYPE_CHECKING:  # pragma: no cover - what the lazy names are, for type checkers and editors (tests/test_typing.py)
-    from . import errors, models, ttnn, web
-    from .analysis.golden import compare_golden
-    from .analysis.locate import locate
-    from .analysis.ops import operation_context
-    from .analysis.plot import plot_tensor
-    from .analysis.policy import Policy
-    from .analysis.replay import iter_replay, replay
-    from .analysis.repro import make_repro
-    from .analysis.runs import compare_runs
-    from .formats import load_tensor_file
-    from .formats.export import convert_tensor_file, describe_tensor_file
-    from .legacy.pipeline import migrate
-    from .legacy.verification import verify
-    from .numeric.metrics import compare
-    from .opening import open
-    from .report import Report, upgrade
-    from .spec import Distribution, Placement, TensorSpec
-    from .writer import Writer
+    from . import errors as errors, models as models, ttnn as ttnn, web as web
+    from .analysis.golden import compare_golden as compare_golden
+    from .analysis.locate import locate as locate
+    from .analysis.ops import operation_context as operation_context
+    from .analysis.plot import plot_tensor as plot_tensor
+    from .analysis.policy import Policy as Policy
+    from .analysis.replay import iter_replay as iter_replay, replay as replay
+    from .analysis.repro import make_repro as make_repro
+    from .analysis.runs import compare_runs as compare_runs
+    from .formats import load_tensor_file as load_tensor_file
+    from .formats.export import convert_tensor_file as convert_tensor_file, describe_tensor_file as describe_tensor_file
+    from .legacy.pipeline import migrate as migrate
+    from .legacy.verification import verify as verify
+    from .numeric.metrics import compare as compare
+    from .opening import open as open
+    from .report import Report as Report, upgrade as upgrade
+    from .spec import Distribution as Distribution, Placement as Placement, TensorSpec as TensorSpec
+    from .writer import Writer as Writer
 
 
 __getattr__ = lazy_getattr(__name__, globals(), _LAZY, _SUBMODULES, _MOVED)

@@ -92,7 +92,7 @@ class Checks(TensorReads):
             result = ReportSummary(
                 path=str(self.path), schema_revision=self.schema_revision, schema_head=schema.head_revision(),
                 report_schema_version=None, tables=counts, tensors=0, shards=0, logical_bytes=0, stored_bytes=0,
-            )  # fmt: skip
+            )
             if "report_metadata" in tables:
                 found = conn.execute("SELECT value FROM report_metadata WHERE key='schema_version'").fetchone()
                 result = replace(result, report_schema_version=found[0] if found else None)
@@ -108,7 +108,7 @@ class Checks(TensorReads):
                 result = replace(
                     result, tensors=counts["rdb_tensor"], shards=counts.get("rdb_shard", 0), logical_bytes=logical,
                     stored_bytes=stored, content_address=kind,
-                )  # fmt: skip
+                )
         return self._source.summary(result)
 
     def _repr_html_(self) -> str:

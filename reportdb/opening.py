@@ -17,7 +17,7 @@ from .store.codec import Compression
 TEAM_SCHEMES = ("postgresql", "postgres")
 
 
-def open(  # noqa: A001 - the public name is fixed
+def open(  # shadows the builtin open: the public name is fixed
     path: str | os.PathLike[str], mode: Mode = "r", *, chunk_size: int = DEFAULT_CHUNK_SIZE,
     compression: Compression = "none",
 ) -> Report:

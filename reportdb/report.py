@@ -33,7 +33,7 @@ def resolve_path(path: str | os.PathLike[str]) -> Path:
     return p / DB_NAME if p.is_dir() else p
 
 
-def open(  # noqa: A001 - the public name is fixed
+def open(  # shadows the builtin open: the public name is fixed
     path: str | os.PathLike[str], mode: Mode = "r", *, chunk_size: int = blobs.DEFAULT_CHUNK_SIZE,
     compression: Compression = "none",
 ) -> "Report":

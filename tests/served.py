@@ -19,7 +19,7 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 #: The flags a closed network needs (no background connections, updates or sync).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
+                 "--no-first-run", "--disable-sync", "--disable-quic"]
 VIEWPORT = {"width": 1366, "height": 768}
 
 

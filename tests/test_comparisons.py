@@ -111,7 +111,7 @@ def test_cli_compare_golden_and_runs(migrated: dict[str, Path], tmp_path: Path) 
     shutil.copytree(migrated[REPORTS[0]], work)
     b = tmp_path / "b"
     _differ_in_one_output(work, b, operation_id=6)
-    run = lambda *args: subprocess.run([sys.executable, "-m", "reportdb", *args], capture_output=True, text=True, timeout=300)  # noqa: E731
+    run = lambda *args: subprocess.run([sys.executable, "-m", "reportdb", *args], capture_output=True, text=True, timeout=300)
     golden = run("compare", str(work), "--golden")  # records below their desired PCC fail, as in a test runner
     assert golden.returncode == 1 and "FAIL pcc" in golden.stdout and "golden tensor not stored" in golden.stdout
     runs = run("compare", str(work), str(b), "--json")

@@ -26,7 +26,7 @@ def _chain(path: Path, *, local: bool) -> Path:
     101-105 (the op applied to the device's input), global goldens 201-205 (the golden chain from the start)."""
     rng = np.random.default_rng(7)
     x = rng.standard_normal((64, 64)).astype(np.float32)
-    noise = lambda: rng.standard_normal((64, 64)).astype(np.float32) * 1e-4  # noqa: E731
+    noise = lambda: rng.standard_normal((64, 64)).astype(np.float32) * 1e-4
     steps = [np.tanh, np.sin, lambda v: v * 3, lambda v: v * 2, lambda v: v + 1]
     device, local_golden, global_golden = {}, {}, {}
     prev_device, prev_golden = x, x
@@ -46,7 +46,7 @@ def _chain(path: Path, *, local: bool) -> Path:
             w.put_tensor(100 + k, local_golden[k])
             w.put_tensor(200 + k, global_golden[k])
             w.add_operation(k, f"ttnn.step{k}", inputs=[k - 1], outputs=[k])
-        record = lambda t, g: {"tensor_id": t, "golden_tensor_id": g, "desired_pcc": 0.99}  # noqa: E731
+        record = lambda t, g: {"tensor_id": t, "golden_tensor_id": g, "desired_pcc": 0.99}
         if local:
             w.add_rows("local_tensor_comparison_records", [record(k, 100 + k) for k in range(1, 6)])
         w.add_rows("global_tensor_comparison_records", [record(k, 200 + k) for k in range(1, 6)])
@@ -90,14 +90,14 @@ def test_cli_golden_json_object(tmp_path: Path) -> None:
     path = _chain(tmp_path / "r", local=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-m", "reportdb", "compare", str(path), "--golden", "--json"],
-                         capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+                         capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 1, out.stderr
     data = json.loads(out.stdout)
     assert data["first_culprit"] == {"operation_id": 3, "tensor_id": 3, "name": "ttnn.step3", "rank": 0}
     assert [r["role"] for r in data["records"] if r["kind"] == "global"] == ["pass", "pass", "culprit", "victim", "victim"]
     assert data["records"][2]["failed"] == ["pcc", "sqnr_db", "tile_sqnr_db"] and data["global_only"] is False
     text = subprocess.run([sys.executable, "-m", "reportdb", "compare", str(path), "--golden"],
-                          capture_output=True, text=True, timeout=300, env=env).stdout  # fmt: skip
+                          capture_output=True, text=True, timeout=300, env=env).stdout
     assert "first culprit: operation 3 ttnn.step3 (tensor 3)" in text and "[victim]" in text
 
 

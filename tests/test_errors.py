@@ -56,12 +56,11 @@ def test_the_top_level_holds_what_a_user_calls() -> None:
 
 # --- SQLite's errors are named by their error code, never misdiagnosed (issue 23) ---------------------------------
 
-import sqlite3  # noqa: E402
+import sqlite3
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
 
-from reportdb.store import engine  # noqa: E402
+from reportdb.store import engine
 
 
 def _report(path: Path) -> Path:

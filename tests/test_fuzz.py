@@ -39,7 +39,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # run as a script (the worker), conftest is not on the path
-from conftest import fixture_roots  # noqa: E402
+from conftest import fixture_roots
 
 CASES = 10_000
 SEED = 20240405
@@ -149,7 +149,7 @@ def worker(cases: int, seed: int) -> int:
                 done["ok"] += 1
             except ReportDBError:
                 done["error"] += 1
-            except BaseException as exc:  # noqa: BLE001 - the point is to catch anything else
+            except BaseException as exc:  # the point is to catch anything else
                 failures += 1
                 kind = "hang" if isinstance(exc, _Hang) else type(exc).__name__
                 print(f"case {case} ({path.name}): {kind}", file=sys.stderr)
@@ -528,7 +528,7 @@ def _read_everything(path: Path) -> list[str]:
             return fn()
         except ReportDBError:
             return None
-        except Exception as exc:  # noqa: BLE001 - anything else is the failure looked for
+        except Exception as exc:  # anything else is the failure looked for
             tail = traceback.extract_tb(exc.__traceback__)[-1]
             wrong.append(f"{what}: {type(exc).__name__}: {str(exc)[:200]} [{Path(tail.filename).name}:{tail.lineno}]")
             return None

@@ -38,7 +38,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # run as a script (the worker), conftest is not on the path
-from tamper import keep_crc  # noqa: E402
+from tamper import keep_crc
 
 MERGE_CASES, PULL_CASES = 40, 40
 SEED = 20261201
@@ -70,7 +70,7 @@ def _timed(run: Callable[[], None]) -> str | None:
         return None
     except ReportDBError:
         return None
-    except BaseException as exc:  # noqa: BLE001 - the point is to catch anything else
+    except BaseException as exc:  # the point is to catch anything else
         traceback.print_exc(limit=6)
         return "hang" if isinstance(exc, _Hang) else f"{type(exc).__name__}: {str(exc)[:200]}"
     finally:

@@ -437,7 +437,7 @@ def test_a_journal_naming_a_super_journal_cannot_delete_a_file_elsewhere(tmp_pat
     _super_journal_naming(db, victim, page_size)
     opening = {"append": lambda: reportdb.open(db, "a"), "upgrade": lambda: reportdb.upgrade(db),
                "read": lambda: reportdb.open(db)}[how]
-    with pytest.raises(UnsafeReportError, match=f"names .*precious.txt.* as its super-journal"):
+    with pytest.raises(UnsafeReportError, match="names .*precious.txt.* as its super-journal"):
         opening()
     assert victim.read_text() == "precious"
     Path(f"{db}-journal").unlink()  # what the message says to do: the committed report is intact

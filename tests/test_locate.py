@@ -56,7 +56,7 @@ def store(path: Path, items: dict[int, dict[str, Any]]) -> Path:
 
 
 def check_tiles(result: LocateResult, actual: np.ndarray, golden: np.ndarray, dtype: str,
-                tile: tuple[int, int] = (32, 32)) -> None:  # fmt: skip
+                tile: tuple[int, int] = (32, 32)) -> None:
     err, bad = mismatches(actual, golden, dtype)
     tmax, tmm = tile_oracle(err, bad, tile)
     assert result.tile_map is not None and result.tile_mismatch_map is not None
@@ -71,7 +71,7 @@ def test_bfloat16_tile_tensor_with_one_wrong_tile(tmp_path: Path) -> None:
     actual = golden.astype(ml_dtypes.bfloat16)
     actual[1, 32:50, 64:70] += 0.75  # the bottom-right (partial) tile of matrix 1
     path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="TILE", tile_shape=(32, 32), ttnn_dtype="BFLOAT16"),
-                                         2: dict(array=golden)})  # fmt: skip
+                                         2: dict(array=golden)})
     with reportdb.open(path) as report:
         result = reportdb.locate(report, 1, against=2)
     assert result.tile_shape == (32, 32)
@@ -109,9 +109,9 @@ def test_bfloat8_b_tensor_at_its_own_tolerances(tmp_path: Path) -> None:
 
 
 def _mesh_report(path: Path, golden: np.ndarray, shards: list[tuple[tuple[int, int], np.ndarray]],
-                 distribution: Distribution) -> Path:  # fmt: skip
+                 distribution: Distribution) -> Path:
     return store(path, {1: dict(shards=shards, distribution=distribution, layout="TILE", ttnn_dtype="BFLOAT16"),
-                        2: dict(array=golden)})  # fmt: skip
+                        2: dict(array=golden)})
 
 
 def _check_devices(result: LocateResult, expected: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]) -> None:
@@ -223,7 +223,7 @@ def physical_shards(err: np.ndarray, bad: np.ndarray, tile: tuple[int, int] | No
 def _memory_config(layout: str, grid: list[list[list[int]]], shape: list[int], orientation: str) -> dict[str, Any]:
     return {"memory_layout": layout, "buffer_type": "L1", "shard_spec": {"grid": grid, "shape": shape,
             "orientation": orientation, "mode": "PHYSICAL", "physical_shard_shape": None, "halo": None},
-            "nd_shard_spec": None}  # fmt: skip
+            "nd_shard_spec": None}
 
 
 SHARDED = [
@@ -243,21 +243,21 @@ SHARDED = [
 def test_sharded_tensor_with_one_wrong_shard(
     tmp_path: Path, layout: str, shape: tuple[int, ...], tiled: bool, shard: list[int], grid: list[Any],
     orientation: str, wrong: int, core: tuple[int, int],
-) -> None:  # fmt: skip
+) -> None:
     golden = RNG.standard_normal(shape).astype(np.float32)
     actual = golden.astype(ml_dtypes.bfloat16)
     tile = (32, 32) if tiled else None
     # make the wrong shard wrong: find its logical elements through the oracle's geometry
     marker = np.zeros(shape)
     layout_rows = physical_shards(np.arange(marker.size, dtype=np.float64).reshape(shape),
-                                  np.zeros(shape, dtype=bool), tile, tuple(shard))  # fmt: skip
+                                  np.zeros(shape, dtype=bool), tile, tuple(shard))
     assert layout_rows[wrong][2] > 0
     flat_ids = np.arange(marker.size).reshape(shape)
     in_wrong = _shard_mask(flat_ids, tile, tuple(shard), wrong)
     actual[in_wrong] = (actual[in_wrong].astype(np.float32) + 1.0).astype(ml_dtypes.bfloat16)
     mc = _memory_config(layout, grid, shard, orientation)
     path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="TILE" if tiled else "ROW_MAJOR",
-                                                 ttnn_dtype="BFLOAT16", memory_config=mc), 2: dict(array=golden)})  # fmt: skip
+                                                 ttnn_dtype="BFLOAT16", memory_config=mc), 2: dict(array=golden)})
     with reportdb.open(path) as report:
         result = reportdb.locate(report, 1, against=2)
     err, bad = mismatches(actual, golden, "BFLOAT16")
@@ -297,9 +297,9 @@ def test_nd_shard_spec_round_robin(tmp_path: Path) -> None:
     actual[2:4, 32:64, :] += 1  # ND shard (1, 1, 0): the fourth of 2x2x1
     mc = {"memory_layout": "ND_SHARDED", "buffer_type": "L1", "shard_spec": None,
           "nd_shard_spec": {"shard_shape": [2, 32, 64], "grid": [[[0, 0], [2, 0]]], "orientation": "ROW_MAJOR",
-                            "shard_distribution_strategy": "ROUND_ROBIN_1D"}}  # fmt: skip
+                            "shard_distribution_strategy": "ROUND_ROBIN_1D"}}
     path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="ROW_MAJOR", ttnn_dtype="BFLOAT16", memory_config=mc),
-                                         2: dict(array=golden)})  # fmt: skip
+                                         2: dict(array=golden)})
     with reportdb.open(path) as report:
         result = reportdb.locate(report, 1, against=2)
     err, bad = mismatches(actual, golden, "BFLOAT16")
@@ -318,7 +318,7 @@ def test_larger_than_the_read_window_is_streamed(tmp_path: Path, monkeypatch: py
     actual[2, 160:192, 288:300] *= -3
     mc = _memory_config("BLOCK_SHARDED", [[[0, 0], [4, 4]]], [160, 96], "ROW_MAJOR")
     path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="TILE", ttnn_dtype="BFLOAT16", memory_config=mc),
-                                         2: dict(array=golden)})  # fmt: skip
+                                         2: dict(array=golden)})
     with reportdb.open(path) as report:
         whole = reportdb.locate(report, 1, against=2)
     monkeypatch.setattr(scan_mod, "WINDOW_ELEMENTS", 4096)  # one tile row (32 x 300) is larger: whole tile columns
@@ -346,7 +346,7 @@ def test_golden_record_and_errors(tmp_path: Path) -> None:
     golden = RNG.standard_normal((1, 1, 32, 64)).astype(np.float32)
     actual = golden.astype(ml_dtypes.bfloat16)
     path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="TILE", ttnn_dtype="BFLOAT16"), 2: dict(array=golden),
-                                         3: dict(array=golden[..., :32])})  # fmt: skip
+                                         3: dict(array=golden[..., :32])})
     with reportdb.open(path) as report:
         with pytest.raises(reportdb.errors.InvalidArgumentError):
             reportdb.locate(report, 1)
@@ -366,7 +366,7 @@ def test_policy_file_and_bad_shard_spec(tmp_path: Path, monkeypatch: pytest.Monk
     actual = golden.astype(ml_dtypes.bfloat16)
     mc = _memory_config("HEIGHT_SHARDED", [[[0, 0], [7, 7]]], [1, 1], "ROW_MAJOR")  # 4096 shards: more than tracked
     path = store(tmp_path / "r.sqlite", {1: dict(array=actual, layout="TILE", ttnn_dtype="BFLOAT16", memory_config=mc),
-                                         2: dict(array=golden)})  # fmt: skip
+                                         2: dict(array=golden)})
     policy = tmp_path / "policy.toml"
     policy.write_text('[[rules]]\nop = "*"\ndtype = "BFLOAT16"\nrtol = 0.0\natol = 0.001\n')
     with reportdb.open(path) as report:
@@ -387,7 +387,7 @@ def test_empty_scalar_vector_and_non_finite(tmp_path: Path) -> None:
         5: dict(array=np.arange(100, dtype=np.float32)), 6: dict(array=np.arange(100, dtype=np.float32)[::-1].copy()),
         7: dict(array=np.array([np.nan, 1, np.inf, 3, -np.inf], np.float32)),
         8: dict(array=np.array([np.nan, 1, 2, np.inf, -np.inf], np.float32)),
-    })  # fmt: skip
+    })
     with reportdb.open(path) as report:
         empty, scalar, vector, special = (reportdb.locate(report, a, against=a + 1) for a in (1, 3, 5, 7))
     assert (empty.mismatches, empty.worst_tiles, empty.tile_map.shape) == (0, (), (0, 1))  # type: ignore[union-attr]
@@ -407,7 +407,7 @@ def test_multi_device_sharded_memory_config_cores_per_device(tmp_path: Path) -> 
     mc = _memory_config("HEIGHT_SHARDED", [[[0, 0], [1, 0]]], [32, 64], "ROW_MAJOR")
     path = store(tmp_path / "r.sqlite", {1: dict(shards=shards, distribution=Distribution((1, 2), (Placement("replicate"),
                  Placement("shard", 2))), layout="TILE", ttnn_dtype="BFLOAT16", memory_config=mc),
-                 2: dict(array=golden)})  # fmt: skip
+                 2: dict(array=golden)})
     with reportdb.open(path) as report:
         result = reportdb.locate(report, 1, against=2)
     assert [(c.device, c.shard, c.core) for c in result.cores] == [

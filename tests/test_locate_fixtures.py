@@ -36,7 +36,7 @@ def _scaled_copy(src: Path, dst: Path, tensor_id: int, device: tuple[int, ...], 
     changed = [(c, (a.astype(np.float32) * (scale if c == device else 1.0)).astype(a.dtype)) for c, a in shards]
     with reportdb.open(dst, "a") as out:
         out.put_tensor(tensor_id, shards=changed, distribution=info.spec.distribution, layout=info.spec.layout,
-                       tile_shape=info.spec.tile_shape, ttnn_dtype=info.spec.ttnn_dtype)  # fmt: skip
+                       tile_shape=info.spec.tile_shape, ttnn_dtype=info.spec.ttnn_dtype)
         out.put_tensor(1000, whole)
     return dict(changed)
 
@@ -109,7 +109,7 @@ def test_cli_locate(tmp_path: Path) -> None:
     actual = golden.astype(ml_dtypes.bfloat16)
     actual[0, 32:, :32] += 2
     mc = {"memory_layout": "HEIGHT_SHARDED", "buffer_type": "L1", "shard_spec": {"grid": [[[0, 0], [1, 0]]],
-          "shape": [32, 64], "orientation": "ROW_MAJOR"}, "nd_shard_spec": None}  # fmt: skip
+          "shape": [32, 64], "orientation": "ROW_MAJOR"}, "nd_shard_spec": None}
     with reportdb.open(tmp_path / "a.sqlite", "a") as report:
         report.put_tensor(1, actual, layout="TILE", ttnn_dtype="BFLOAT16", memory_config=mc)
         report.put_tensor(2, golden)

@@ -32,7 +32,7 @@ def _writer_report(path: Path) -> Path:
         w.put_tensor(104, np.maximum(y, 0) * 1.5)  # a wrong golden: relu's comparison fails by scale
         w.add_rows("source_files", [{"id": 1, "path": "model.py", "contents": SOURCE}])
         w.add_operation(1, "ttnn.matmul", duration=0.25, arguments={"transpose_b": False}, inputs=[1, 2], outputs=[3],
-                        stack_trace='File "model.py", line 4, in forward')  # fmt: skip
+                        stack_trace='File "model.py", line 4, in forward')
         w.add_operation(2, "ttnn.relu", duration=0.5, inputs=[3], outputs=[4],
                         stack_trace=['File "elsewhere.py", line 9, in g', 'File "model.py", line 5, in forward'])
         w.add_operation(3, "ttnn.add", inputs=[4, 4], outputs=[5])
@@ -67,8 +67,8 @@ def test_operation_context_of_a_writer_report(tmp_path: Path) -> None:
 def test_cli_op_text_json_and_a_missing_operation(tmp_path: Path) -> None:
     path = _writer_report(tmp_path / "r")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "reportdb", "op", *a], capture_output=True, text=True,  # noqa: E731
-                                    timeout=300, env=env)  # fmt: skip
+    run = lambda *a: subprocess.run([sys.executable, "-m", "reportdb", "op", *a], capture_output=True, text=True,
+                                    timeout=300, env=env)
     text = run(str(path), "2")
     assert text.returncode == 0, text.stderr
     assert "operation 2 ttnn.relu" in text.stdout and ">     5 |     z = ttnn.relu(y)" in text.stdout

@@ -161,7 +161,7 @@ def test_sqnr_and_error_quantiles_against_numpy(kind: str) -> None:
     streamed.WINDOW_ELEMENTS = 4096 * 4  # many windows: streamed in 16 windows of four rows
     try:
         streamed_result = compare_streamed(reader(a), reader(b), a.shape, b.shape, a.dtype, b.dtype, rtol=1e-5,
-                                           atol=1e-8, pcc=0.99)  # fmt: skip
+                                           atol=1e-8, pcc=0.99)
     finally:
         streamed.WINDOW_ELEMENTS = old
     assert len(windows) == 16

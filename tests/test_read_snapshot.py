@@ -96,7 +96,7 @@ def test_a_reader_reading_on_does_not_starve_a_writer(tmp_path: Path) -> None:
                 report.tensor(2)
                 report.tensor(1, window=(slice(3, 5), slice(100, 200)))
                 reads[0] += 1
-        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+        except BaseException as exc:  # handed to the test thread
             failed.append(exc)
 
     with reportdb.open(path) as report:

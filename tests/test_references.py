@@ -121,7 +121,7 @@ HAND = [  # (op, inputs, arguments, expected)
      [[[[2, 0, 0, 0], [2 / (1 + math.exp(0.5)), 4 * math.exp(0.5) / (1 + math.exp(0.5)), 0, 0]]]]),
     ("ttnn.experimental.rotary_embedding", [np.array([[[[1, 2, 3, 4]]]], F), np.full((1, 1, 1, 4), 0.5, F),
      np.full((1, 1, 1, 4), 2.0, F)], [], [[[[0.5 - 6, 1 - 8, 1.5 + 2, 2 + 4]]]]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("op, inputs, args, expected", HAND, ids=[f"{c[0]}-{i}" for i, c in enumerate(HAND)])
@@ -188,7 +188,7 @@ def test_concat_list_of_tensors() -> None:
     ("ttnn.relu", [np.array([1, 2], np.int32)], [], ("input_tensor",)),
     ("ttnn.concat", [X, X], [A("groups", "2")], ("groups",)),
     ("ttnn.matmul", [X], [], ("input_tensor_b",)),
-])  # fmt: skip
+])
 def test_unsupported_arguments_are_named(op: str, inputs: list[np.ndarray], args: list[A], names: tuple[str, ...]) -> None:
     with pytest.raises(UnsupportedArguments) as info:
         run(op, *inputs, args=args)
@@ -227,11 +227,11 @@ def test_operations_with_several_outputs_give_each() -> None:
     # a fused [1, 1, 4] QKV, 1 head of size 1 and 1 kv head...: q = x[0], k = x[1], v = x[2]; 2 query heads: q = x[0:2]
     fused = np.array([[[1, 2, 3]]], F)
     q, k, v = refs.compute_outputs("ttnn.transformer.split_query_key_value_and_split_heads", [(1, fused)],
-                                   [A("num_heads", "1")])  # fmt: skip
+                                   [A("num_heads", "1")])
     assert (q.tolist(), k.tolist(), v.tolist()) == ([[[[1]]]], [[[[2]]]], [[[[3]]]])
     fused = np.array([[[1, 2, 3, 4], [5, 6, 7, 8]]], F)  # batch 1, sequence 2, 2 query heads + 1 kv head of size 1
     q, k, v = refs.compute_outputs("ttnn.transformer.split_query_key_value_and_split_heads", [(1, fused)],
-                                   [A("num_heads", "2"), A("num_kv_heads", "1"), A("transpose_key", "False")])  # fmt: skip
+                                   [A("num_heads", "2"), A("num_kv_heads", "1"), A("transpose_key", "False")])
     assert q.tolist() == [[[[1], [5]], [[2], [6]]]] and k.tolist() == [[[[3], [7]]]] and v.tolist() == [[[[4], [8]]]]
     with pytest.raises(ValueError, match="compute_outputs"):
         refs.compute("ttnn.split", [(1, row)], [A("1", "2"), A("dim", "-1")])

@@ -15,7 +15,7 @@ import pytest
 import reportdb
 from conftest import FIXTURES
 from test_visualizer_queries import answers as visualizer_answers
-from test_visualizer_queries import runner, visualizer_python  # noqa: F401  (fixtures of the visualizer's venv)
+from test_visualizer_queries import runner, visualizer_python  # fixtures of the visualizer's venv
 
 BF16 = ml_dtypes.bfloat16
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def test_fixture_reports_are_replayed_without_guessing() -> None:
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "reportdb", "replay", *args], capture_output=True, text=True, env=env,
-                          timeout=300)  # fmt: skip
+                          timeout=300)
 
 
 @pytest.mark.process
@@ -145,9 +145,9 @@ def test_store_keeps_references_as_local_records(chain: Path, tmp_path: Path) ->
     again = reportdb.replay(report, store=True)  # a rerun reuses the references it stored
     with reportdb.open(report) as rep, rep.connection() as conn:
         rows = conn.execute("SELECT tensor_id, golden_tensor_id, passed, metrics FROM rdb_comparison WHERE kind='replay'"
-                            " ORDER BY tensor_id").fetchall()  # fmt: skip
+                            " ORDER BY tensor_id").fetchall()
         local = conn.execute("SELECT tensor_id, golden_tensor_id, matches FROM local_tensor_comparison_records"
-                             " ORDER BY tensor_id").fetchall()  # fmt: skip
+                             " ORDER BY tensor_id").fetchall()
         assert [(r[0], r[2]) for r in rows] == [(4, 1), (5, 1), (6, 0), (8, 1)]
         assert [tuple(r) for r in local] == [(r[0], r[1], r[2]) for r in rows]
         assert all(g > 10 for _, g, _, _ in rows) and len(rep.tensor_ids()) == 10 + 4
@@ -243,5 +243,5 @@ def test_stored_multi_output_results_are_read_back_per_output(tmp_path: Path) ->
     reportdb.replay(tmp_path / "multi.sqlite", store=True)
     with reportdb.open(tmp_path / "multi.sqlite") as r, r.connection() as conn:
         rows = conn.execute("SELECT tensor_id, passed, json_extract(metrics, '$.replay.output_index') FROM rdb_comparison"
-                            " WHERE kind='replay' ORDER BY tensor_id").fetchall()  # fmt: skip
+                            " WHERE kind='replay' ORDER BY tensor_id").fetchall()
     assert rows == [(2, 1, 0), (3, 0, 1), (5, 1, 0), (6, 1, 1), (7, 1, 2), (8, 1, 0), (9, 1, 1)]

@@ -78,7 +78,7 @@ def test_copied_folder_runs_in_a_venv_with_only_numpy_ml_dtypes_and_pytest(chain
     minor = f"{sys.version_info.major}{sys.version_info.minor}"
     try:
         python = cached_venv(f"repro-py{minor}-numpy-ml_dtypes-pytest", Path(sys.executable).resolve(),
-                             ["numpy", "ml_dtypes", "pytest"], "numpy, ml_dtypes and pytest")  # fmt: skip
+                             ["numpy", "ml_dtypes", "pytest"], "numpy, ml_dtypes and pytest")
     except EnvUnavailable as exc:
         pytest.skip(str(exc))
     except EnvBuildError as exc:
@@ -88,7 +88,7 @@ def test_copied_folder_runs_in_a_venv_with_only_numpy_ml_dtypes_and_pytest(chain
         copy = shutil.copytree(folder, tmp_path / "elsewhere" / f"r{op_id}")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=copy, capture_output=True,
-                              text=True, env=env, timeout=300)  # fmt: skip
+                              text=True, env=env, timeout=300)
         assert (proc.returncode == 0) == passes, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
@@ -104,7 +104,7 @@ def test_in_the_ttnn_env_without_a_device_the_run_of_the_op_is_skipped_with_its_
         pytest.skip("ttnn 0.81.1 wheels need CPython 3.12 on Linux x86-64")
     try:
         python = cached_venv("ttnn-0.81.1-pytest-py3.12", interpreter, ["ttnn==0.81.1", "ml_dtypes", "pytest"],
-                             "ttnn 0.81.1 with pytest")  # fmt: skip
+                             "ttnn 0.81.1 with pytest")
     except EnvUnavailable as exc:
         pytest.skip(str(exc))
     except EnvBuildError as exc:
@@ -115,7 +115,7 @@ def test_in_the_ttnn_env_without_a_device_the_run_of_the_op_is_skipped_with_its_
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TT_METAL"))}
         env["TT_METAL_MOCK_CLUSTER_DESC_PATH"] = str(MOCK_CLUSTER)  # ttnn imports; still no device to run on
         proc = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider"], cwd=copy, capture_output=True,
-                              text=True, env=env, timeout=600)  # fmt: skip
+                              text=True, env=env, timeout=600)
         out = proc.stdout
         assert (proc.returncode == 0) == passes, out[-3000:] + proc.stderr[-2000:]
         assert "1 skipped" in out and "no Tenstorrent device here" in out, out[-3000:]

@@ -29,7 +29,7 @@ COMPARISON_KEYS = [
     "constant_input", "scale_or_offset_error", "nonfinite_mismatch", "shape_mismatch", "passed", "notes",
     "sqnr_db", "abs_error_p50", "abs_error_p99", "abs_error_p999", "bitwise_equal",  # added after the others
     "tile_shape", "tile_sqnr_db", "worst_tile", "tile_sqnr_p50",
-]  # fmt: skip
+]
 
 
 class _Tables(HTMLParser):
@@ -125,7 +125,7 @@ def test_run_comparison_and_golden_results_nest_their_metrics(tmp_path: Path) ->
         "operation_id_a", "operation_id_b", "name", "output_index", "tensor_a", "tensor_b", "shape", "pcc",
         "max_abs_error", "ulp_max", "flags", "passed", "metrics", "status", "first_divergence",
         "verdict", "failed", "notes",  # added after the others
-    ]  # fmt: skip
+    ]
     assert data["first_divergence"] == data["rows"][1] and data["rows"][1]["shape"] == [8, 8]
     assert data["rows"][1]["flags"] == ["scale_or_offset_error"] and list(data["rows"][1]["metrics"]) == COMPARISON_KEYS
     json.dumps(data, allow_nan=False)
@@ -143,7 +143,7 @@ def test_run_comparison_and_golden_results_nest_their_metrics(tmp_path: Path) ->
     assert list(compared.to_dict()) == [
         "kind", "tensor_id", "rank", "golden_tensor_id", "desired_pcc", "recorded_pcc", "recorded_matches", "metrics",
         "status", "operation_id", "name", "verdict", "failed", "role", "error_growth_db", "notes",  # added after the others
-    ]  # fmt: skip
+    ]
     assert missing.to_dict()["metrics"] is None and compared.to_dict()["metrics"]["passed"] is True
 
 
@@ -170,13 +170,13 @@ def test_tensor_stats_has_one_shape_for_one_shard_and_for_many(tmp_path: Path) -
         assert list(data["shards"][0]) == [
             "count", "min", "max", "mean", "std", "absmax", "nan_count", "inf_count", "zero_count", "hist_counts",
             "hist_edges",
-        ]  # fmt: skip
+        ]
         json.dumps(data, allow_nan=False)
     assert summary.tensors == 2 and summary.shards == 3 and summary.tables["rdb_tensor"] == 2
     assert list(summary.to_dict()) == [
         "path", "schema_revision", "schema_head", "report_schema_version", "tables", "tensors", "shards",
         "logical_bytes", "stored_bytes", "content_address",
-    ]  # fmt: skip
+    ]
     assert summary.content_address == "blake3"
 
 

@@ -24,7 +24,7 @@ import reportdb
 from conftest import FIXTURES, built_once
 from reportdb.legacy.sidecars import MAX_SIDECAR_BYTES, SidecarError, read_sidecar
 from reportdb.ttnn import attach
-from test_visualizer_queries import answers, assert_same_answers, runner, visualizer_python  # noqa: F401 (fixtures)
+from test_visualizer_queries import answers, assert_same_answers, runner, visualizer_python  # fixtures
 
 FOLDER = FIXTURES / "ttnn-0.81.1-comparison"
 TABLES = ("local_tensor_comparison_records", "global_tensor_comparison_records", "tensor_lifetime")

@@ -90,7 +90,7 @@ def test_blocks_of_equal_values_next_to_differing_ones(small_blocks: int, golden
 
 
 @pytest.mark.parametrize("pair", [(BF16, np.float32), (np.float16, np.float32), (np.int16, np.float32),
-                                  (np.float32, np.float64), (np.float32, BF16), (np.float64, np.float32)])  # fmt: skip
+                                  (np.float32, np.float64), (np.float32, BF16), (np.float64, np.float32)])
 def test_ttmetal_pcc_with_exact_and_rounding_casts(small_blocks: int, pair: tuple[type, type]) -> None:
     """tt-metal casts the calculated side to the golden's dtype: where that cast is exact its PCC is the joint
     moments' (no pass of its own), where it rounds it is taken apart; both as comp_pcc step by step."""
@@ -184,7 +184,7 @@ def test_tile_maps_on_whole_and_partial_tiles(shape: tuple[int, ...], wrong: str
     rtol, atol = 2.0**-6, 2.0**-7
     tile = (32, 32)
     found = scan(lambda w: a[w] if w else a, lambda w: g[w] if w else g, shape, (a.dtype, g.dtype), tile, None,
-                 rtol=rtol, atol=atol, pcc=None)  # fmt: skip
+                 rtol=rtol, atol=atol, pcc=None)
     tmax, tmm = tile_reference(a if len(shape) > 1 else a[None], g if len(shape) > 1 else g[None], tile, rtol, atol)
     assert np.array_equal(found.tile_max.reshape(tmax.shape), tmax)
     assert np.array_equal(found.tile_mismatches.reshape(tmm.shape), tmm)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES
-from test_visualizer_queries import REPORTS, answers, runner, visualizer_python  # noqa: F401 - fixtures
+from test_visualizer_queries import REPORTS, answers, runner, visualizer_python  # fixtures
 import reportdb
 from reportdb import team
 

@@ -96,10 +96,10 @@ def test_cli_json_first_divergence_and_exit_1(tmp_path: Path) -> None:
     assert list(data)[0] == "first_divergence"
     assert {k: data["first_divergence"][k] for k in ("operation_id_a", "operation_id_b", "tensor_a", "tensor_b")} == {
         "operation_id_a": 4, "operation_id_b": 4, "tensor_a": 4, "tensor_b": 4,
-    }  # fmt: skip
+    }
     assert [row["verdict"] for row in data["rows"]] == [
         "identical", "within_tolerance", "identical", "diverges", "diverges", "diverges", "identical",
-    ]  # fmt: skip
+    ]
     assert data["rows"][3]["failed"] == ["pcc", "sqnr_db", "tile_sqnr_db"] and "max_abs_error" in data["rows"][3]
     text = _cli("compare", str(a), str(b))
     assert text.returncode == 1 and "first divergence: operation 4 ttnn.op4" in text.stdout

@@ -369,7 +369,7 @@ def test_heatmap_views_and_png(client: Any) -> None:
 @pytest.mark.parametrize("query, status", [
     ("width=0", 400), ("width=5000", 413), ("width=2048&height=2048&format=json", 413), ("height=abc", 400), ("y=5:2", 400), ("y=0:10:2", 400), ("x=3", 400),
     ("index=1", 400), ("index=0,0", 400), ("format=gif", 400), ("y=400:500", 400),
-])  # fmt: skip
+])
 def test_bad_heatmap_parameters(client: Any, query: str, status: int) -> None:
     get(client, f"/api/reports/made/tensors/40/heatmap?{query}", status)
 
@@ -539,7 +539,7 @@ def test_compare_histogram_streams_in_bands(client: Any, monkeypatch: pytest.Mon
     ("/api/compare-tensor/local/1/histogram?report=made&bins=0", 400),
     ("/api/compare-tensor/local/1/histogram?report=made&error=mask", 400),
     ("/api/compare-tensor/local/7?report=r62", 404),  # the 0.62 record's golden was never written
-])  # fmt: skip
+])
 def test_bad_compare_requests(client: Any, url: str, status: int) -> None:
     get(client, url, status)
 
@@ -580,7 +580,7 @@ def test_report_names_are_unique_and_from_the_folder(tmp_path: Path, made: Path)
     "/api/reports/db.sqlite/tensors/1", "/api/reports/<script>/operations", "/api/reports/made/tensors/1%2F..%2F2",
     "/api/reports/made/tensors/99999999999999999999999", "/api/reports/made/tensors/1.0/values",
     "/static/../db.sqlite", "/static/%2e%2e/__init__.py", "/api/reports/made/tensors/-1",
-])  # fmt: skip
+])
 def test_hostile_names_and_ids_never_reach_the_filesystem(client: Any, url: str) -> None:
     response = client.get(url)
     assert response.status_code in (400, 404), (url, response.status_code)

@@ -46,7 +46,7 @@ def _arrays(variant: int) -> dict[int, np.ndarray]:
         2: actual.astype(ml_dtypes.bfloat16), 1002: golden,
         3: relu, 1003: relu_golden,
         4: gathered, 1004: gathered_golden,
-    }  # fmt: skip
+    }
 
 
 def _build(path: Path, variant: int) -> dict[int, np.ndarray]:
@@ -68,7 +68,7 @@ def _build(path: Path, variant: int) -> dict[int, np.ndarray]:
             {"tensor_id": 2, "golden_tensor_id": 1002, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 0.999998},
             {"tensor_id": 3, "golden_tensor_id": 1003, "matches": 0, "desired_pcc": 0.99, "actual_pcc": -0.9},
             {"tensor_id": 4, "golden_tensor_id": 1004, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 0.9999},
-        ])  # fmt: skip
+        ])
     with reportdb.open(path, "a") as report:
         gathered = arrays[4]
         report.put_tensor(4, shards=[((0, 0), gathered[..., :64]), ((0, 1), gathered[..., 64:])], ttnn_dtype="FLOAT32",

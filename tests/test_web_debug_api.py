@@ -156,7 +156,7 @@ def test_engine_endpoints_beside_concurrent_requests(root: Path) -> None:
     urls = ["api/reports/run_a/operations/5", "api/compare-tensor/global/5?report=run_a",
             "api/compare-tensor/global/5/heatmap?format=json&report=run_a", "api/reports/run_a/operations/4",
             "api/reports/run_a/tensors/5/heatmap?format=json", "api/locate/global/4?report=run_a",
-            "api/reports/run_b/operations"]  # fmt: skip
+            "api/reports/run_b/operations"]
     try:
         threads = [threading.Thread(target=get, args=(u,)) for u in urls * 3]
         for t in threads:
@@ -378,7 +378,7 @@ def _engine_roles(root: Path) -> tuple[dict[int, str | None], str]:
             roles.setdefault(r.operation_id, set()).add(r.role)
     by_op = {op: next((x for x in ("culprit", "victim", "pass") if x in found), None) for op, found in roles.items()}
     letters = "".join({"culprit": "c", "victim": "v", "pass": "p"}.get(by_op.get(op) or "", "-")
-                      for op in range(1, data.OPS + 2))  # fmt: skip
+                      for op in range(1, data.OPS + 2))
     return by_op, letters
 
 
@@ -403,7 +403,7 @@ def test_the_first_list_and_overview_answer_while_the_analysis_runs(root: Path, 
         culprit = first["items"][data.CULPRIT_OP - 1]["outputs"][0]["comparisons"]["local"]
         assert culprit["pcc"] is None and culprit["passed"] is None and culprit["role"] is None  # nothing recomputed
         recorded = [all(c["recorded_matches"] for t in op["outputs"] for c in t["comparisons"].values() if c)
-                    for op in first["items"]]  # fmt: skip
+                    for op in first["items"]]
         assert [op["passed"] for op in first["items"]] == recorded  # the recorded verdicts meanwhile
         overview = _within(lambda: _get(client, "api/reports/run_a/overview?wait=0"), release)
         assert overview["pending"] is True and overview["judged"] is False

@@ -30,7 +30,7 @@ def markup(field: str) -> str:
 
 # Where each planted string goes and whether the page shows it (shown ones must appear as text).
 SHOWN = ("opname", "ttnnd", "layout", "buftype", "memlayout", "storage", "version", "runopname", "argname",
-         "argvalue", "stack")  # fmt: skip
+         "argvalue", "stack")
 HIDDEN = ("tensorsdtype", "errmsg")
 
 

@@ -5,7 +5,6 @@ checked against numpy."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -62,7 +62,7 @@ def _column_rgb(page: Any, index: int, total: int) -> tuple[int, int, int]:
         const c = document.querySelector('#overview canvas');
         const x = Math.floor((i + 0.5) * c.width / n);
         return Array.from(c.getContext('2d').getImageData(x, c.height - 2, 1, 1).data.slice(0, 3));
-    }""", [index, total]))  # fmt: skip
+    }""", [index, total]))
 
 
 def _click_op(page: Any, index: int, total: int) -> None:
@@ -163,7 +163,7 @@ def test_a_pasted_policy_is_checked_by_the_server(pages: Pages, tmp_path: Path) 
 
 
 def test_the_list_shows_before_the_analysis_and_then_its_roles(browser: Any, root: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                tmp_path: Path) -> None:  # fmt: skip
+                                                                tmp_path: Path) -> None:
     """On a fresh server whose golden analysis is held back, the page shows the operation list and the overview from
     the recorded verdicts with a note, then (no reload) the final roles with the culprit marked, the operation the user
     opened still open and selected."""

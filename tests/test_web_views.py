@@ -58,7 +58,7 @@ def _pair(dtype_a: object, dtype_b: object, special: bool) -> tuple[np.ndarray, 
 DTYPE_PAIRS = [
     (np.float32, np.float32), (np.float32, np.float16), (ml_dtypes.bfloat16, np.float32),
     (np.float64, np.float64), (np.float32, ml_dtypes.float8_e4m3fn), (np.int32, np.int32), (np.int32, np.float32),
-]  # fmt: skip
+]
 
 
 CASES = [(dtypes, special) for dtypes in DTYPE_PAIRS for special in (False, True)

@@ -70,11 +70,11 @@ def build(path: Path, variant: int = 0) -> dict[str, dict[int, np.ndarray]]:
         w.add_rows("local_tensor_comparison_records", [
             {"tensor_id": op, "golden_tensor_id": 100 + op, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
             for op in range(1, OPS + 1)
-        ])  # fmt: skip
+        ])
         w.add_rows("global_tensor_comparison_records", [
             {"tensor_id": op, "golden_tensor_id": 200 + op, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
             for op in range(1, OPS + 1)
-        ])  # fmt: skip
+        ])
     with reportdb.open(path, "a") as report:  # a 1x4 mesh tensor whose device (0, 2) is 7% off in scale
         mesh, golden = mesh_tensor()
         report.put_tensor(MESH_TENSOR, shards=[((0, d), mesh[..., 32 * d : 32 * (d + 1)]) for d in range(4)],
@@ -118,7 +118,7 @@ def build_sharded(path: Path, wrong: bool = True) -> None:
     out = out if wrong else golden
     mc = {"memory_layout": "BLOCK_SHARDED", "buffer_type": "L1", "nd_shard_spec": None,
           "shard_spec": {"grid": [[[0, 0], [2, 1]]], "shape": [32, 32], "orientation": "ROW_MAJOR", "mode": "PHYSICAL",
-                         "physical_shard_shape": None, "halo": None}}  # fmt: skip
+                         "physical_shard_shape": None, "halo": None}}
     with reportdb.Writer(path) as w:
         w.put_tensor(1, golden * 0.5)
         w.put_tensor(SHARDED_TENSOR, out, role="output", layout="TILE", ttnn_dtype="FLOAT32", memory_config=mc)
@@ -126,14 +126,14 @@ def build_sharded(path: Path, wrong: bool = True) -> None:
         w.add_operation(1, "ttnn.sharded_add", inputs=[1], outputs=[SHARDED_TENSOR])
         tall = np.random.default_rng(17).standard_normal(HEIGHT_SHAPE).astype(np.float32)
         hmc = {**mc, "memory_layout": "HEIGHT_SHARDED", "shard_spec": {**mc["shard_spec"], "grid": [[[0, 0], [3, 0]]],
-                                                                      "shape": [96, 32]}}  # fmt: skip
+                                                                      "shape": [96, 32]}}
         w.put_tensor(HEIGHT_TENSOR, tall, role="output", layout="TILE", ttnn_dtype="FLOAT32", memory_config=hmc)
         w.put_tensor(100 + HEIGHT_TENSOR, tall)
         w.add_operation(2, "ttnn.sharded_copy", inputs=[SHARDED_TENSOR], outputs=[HEIGHT_TENSOR])
         w.add_rows("local_tensor_comparison_records", [
             {"tensor_id": t, "golden_tensor_id": 100 + t, "matches": 1, "desired_pcc": 0.99, "actual_pcc": 1.0}
             for t in (SHARDED_TENSOR, HEIGHT_TENSOR)
-        ])  # fmt: skip
+        ])
 
 
 #: build_drift: DRIFT_OPS operations, each adding its own small noise (SQNR ~34 dB against its local golden, which

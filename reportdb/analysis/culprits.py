@@ -74,7 +74,7 @@ class GoldenComparison(Result):
             "failed": sum(1 for r in compared if not r.passed), "not_compared": len(self.records) - len(compared),
             "culprits": sum(1 for v in roles.values() if v == "culprit"),
             "victims": sum(1 for v in roles.values() if v == "victim"),
-        }  # fmt: skip
+        }
 
     def ranked(self) -> list[GoldenResult]:
         """The compared records worst first: by local error where local records exist (culprits before victims),
@@ -83,7 +83,7 @@ class GoldenComparison(Result):
         if self.global_only:  # failing first, then by growth (an input without error makes any error infinite growth)
             return sorted(compared, key=lambda r: (
                 bool(r.passed), -(r.error_growth_db if r.error_growth_db is not None else -math.inf), -_error_ratio(r)
-            ))  # fmt: skip
+            ))
         local = {(r.rank, r.tensor_id): _error_ratio(r) for r in compared if r.kind == "local"}
         return sorted(compared, key=lambda r: (-local.get((r.rank, r.tensor_id), -1.0), r.kind != "local"))
 
@@ -93,7 +93,7 @@ class GoldenComparison(Result):
             "first_culprit": None if self.first_culprit is None else self.first_culprit.to_dict(),
             "global_only": self.global_only, "growth_db": self.growth_db, "counts": self.counts(),
             "anomalies": [a.to_dict() for a in self.anomalies], "records": [r.to_dict() for r in self.records],
-        }  # fmt: skip
+        }
 
     def _repr_html_(self) -> str:
         """The records as one table, roles and verdicts beside the headline figures."""
@@ -103,7 +103,7 @@ class GoldenComparison(Result):
              None if r.metrics is None else r.metrics.pcc, None if r.metrics is None else r.metrics.sqnr_db,
              r.verdict or r.status, r.role)
             for r in self.records
-        ]  # fmt: skip
+        ]
         first = self.first_culprit
         caption = "GoldenComparison: first culprit " + (
             "none" if first is None else f"operation {first.operation_id} {first.name} (tensor {first.tensor_id})"

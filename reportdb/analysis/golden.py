@@ -59,7 +59,7 @@ def _store(report: "Report", results: "tuple[GoldenResult, ...]") -> None:
         )
         for r in results
         if r.metrics is not None
-    ]  # fmt: skip
+    ]
     if not rows:  # nothing compared: an empty executemany is an error to SQLAlchemy, and there is nothing to keep
         return
     with report.session() as session:

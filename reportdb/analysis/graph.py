@@ -95,7 +95,7 @@ def _read_graph(report: "Report", rank: int) -> TensorGraph:
     with report.session() as session:
         conn = session.connection()
         for op_id, name in ranked_rows(conn, "SELECT operation_id, name FROM operations{where} ORDER BY operation_id",
-                                       "operations", rank):  # fmt: skip
+                                       "operations", rank):
             graph.names[int(op_id)] = name or ""
         for op_id, index, tensor_id in ranked_rows(
             conn, "SELECT operation_id, output_index, tensor_id FROM output_tensors{where}", "output_tensors", rank
@@ -110,7 +110,7 @@ def _read_graph(report: "Report", rank: int) -> TensorGraph:
         for op_id, _index, tensor_id in ranked_rows(
             conn, "SELECT operation_id, input_index, tensor_id FROM input_tensors{where} ORDER BY operation_id, input_index",
             "input_tensors", rank,
-        ):  # fmt: skip
+        ):
             op, tensor = int(op_id), int(tensor_id)
             graph.inputs.setdefault(op, []).append(tensor)
             users = graph.consumers.setdefault(tensor, [])

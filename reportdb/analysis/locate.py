@@ -184,7 +184,7 @@ def _locate(
     for part in parts:
         layouts.append(_shard_layout(info, part.shape, tile, notes))
         found = scan(part.read_a, part.read_g, part.shape, (part.dtype_a, part.dtype_g), tile, layouts[-1], rtol=rtol,
-                     atol=atol, pcc=pcc if multi else None)  # fmt: skip
+                     atol=atol, pcc=pcc if multi else None)
         results.append((part, found))
     devices = tuple(_device_entry(p, f, policy, op, info.spec.ttnn_dtype or info.dtype) for p, f in results) if multi else ()
     tile_map, mm_map = _tile_maps(info, results, tile, multi, notes)
@@ -201,7 +201,7 @@ def _locate(
         shard_orientation=None if layout0 is None else layout0.orientation,
         cores=tuple(c for (p, f), lay in zip(results, layouts) for c in _core_entries(p, f, lay, multi)),
         tile_map=tile_map, tile_mismatch_map=mm_map, notes=tuple(dict.fromkeys(notes)),
-    )  # fmt: skip
+    )
 
 
 def _info(report: "Report", tensor_id: int, rank: int) -> "TensorInfo":
@@ -238,7 +238,7 @@ def _producer_op(report: "Report", tensor_id: int) -> str | None:
         with report.session() as session:
             conn = session.connection()
             if not {"operation_id", "tensor_id"} <= table_columns(conn, "output_tensors") or not {
-                "operation_id", "name"} <= table_columns(conn, "operations"):  # fmt: skip
+                "operation_id", "name"} <= table_columns(conn, "operations"):
                 return None
             row = conn.exec_driver_sql(
                 "SELECT o.name FROM output_tensors t JOIN operations o ON o.operation_id = t.operation_id"
@@ -283,7 +283,7 @@ def _parts(
         shape = tuple(info.shape if info.shape is not None else info.shards[0].shape)
         _same_shape(shape, g_info.shape, g_info)
         return [_Part(None, shape, numpy_dtype(info.shards[0].dtype), g_dtype,
-                      lambda w: report.tensor(tid, rank, window=w), whole_golden, None)]  # fmt: skip
+                      lambda w: report.tensor(tid, rank, window=w), whole_golden, None)]
     shards = list(enumerate(info.shards))
     if device is not None:
         coord = tuple(int(c) for c in device)
@@ -398,7 +398,7 @@ def _device_entry(part: _Part, found: PartErrors, policy: "Policy", op: str | No
     return DeviceError(
         coordinate=part.coordinate, pcc=comparison.pcc, max_abs_error=found.max_abs_error, fit_scale=found.fit[0],
         fit_offset=found.fit[1], passed=passed, mismatches=found.mismatches, failed=failed, origin=part.origin,
-    )  # fmt: skip
+    )
 
 
 def _worst_tiles(
@@ -467,4 +467,4 @@ def _core_entries(part: _Part, found: PartErrors, layout: ShardLayout | None, mu
         CoreError(layout.core(i), i, float(found.shard_max[i]), int(found.shard_mismatches[i]),
                   int(found.shard_elements[i]), device)
         for i in range(layout.shards)
-    ]  # fmt: skip
+    ]

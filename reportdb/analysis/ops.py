@@ -115,7 +115,7 @@ def operation_context(
             rows = _operation_rows(conn, operation_id, rank)
             tensor_rows = {int(r[0]): r for r in ranked_rows(
                 conn, "SELECT tensor_id, shape, dtype, layout, memory_config, device_id FROM tensors{where}", "tensors", rank
-            )} if {"shape", "dtype", "layout", "memory_config", "device_id"} <= table_columns(conn, "tensors") else {}  # fmt: skip
+            )} if {"shape", "dtype", "layout", "memory_config", "device_id"} <= table_columns(conn, "tensors") else {}
             source = tuple(_source_lines(conn, rows["stack_trace"] or ""))
         inputs = graph.inputs.get(operation_id, [])
         outputs = [t for _, t in sorted(graph.outputs.get(operation_id, {}).items())]
@@ -128,7 +128,7 @@ def operation_context(
         operation_id=operation_id, rank=rank, name=graph.names[operation_id], duration=rows["duration"],
         arguments=rows["arguments"], stack_trace=rows["stack_trace"], source=source, device_ids=device_ids,
         devices=devices, inputs=tensors[0], outputs=tensors[1],
-    )  # fmt: skip
+    )
 
 
 def _operation_rows(conn: Any, operation_id: int, rank: int) -> dict[str, Any]:
@@ -147,7 +147,7 @@ def _operation_rows(conn: Any, operation_id: int, rank: int) -> dict[str, Any]:
         clause = where if "rank" in have else "operation_id=?"
         return [tuple(r) for r in conn.exec_driver_sql(
             f"SELECT {columns} FROM {table} WHERE {clause} ORDER BY rowid", params if "rank" in have else (operation_id,)
-        )]  # fmt: skip
+        )]
 
     arguments = tuple((str(n), None if v is None else str(v)) for n, v in select("operation_arguments", "name, value"))
     traces = [str(t) for (t,) in select("stack_traces", "stack_trace") if t]
@@ -184,7 +184,7 @@ def _comparisons(
         out.setdefault(r.tensor_id, []).append(TensorComparison(
             r.kind, r.golden_tensor_id, r.recorded_pcc, None if m is None else m.pcc, None if m is None else m.sqnr_db,
             None if m is None else m.max_abs_error, r.verdict, r.failed, r.role, r.status,
-        ))  # fmt: skip
+        ))
     return {k: tuple(v) for k, v in out.items()}
 
 
@@ -218,7 +218,7 @@ def _tensor(
         None if layout is None else str(layout), None if memory_config is None else str(memory_config),
         device_id if isinstance(device_id, int) else None, report.has_tensor(tensor_id, rank), producer, consumers,
         len(users), comparisons,
-    )  # fmt: skip
+    )
 
 
 def _devices(conn: Any, device_ids: tuple[int, ...], rank: int) -> list[dict[str, Any]]:

@@ -247,7 +247,7 @@ class Policy:
             {"op": r.op, **({"dtype": r.dtype} if r.dtype else {}),
              **{k: v for k, v in r.criteria.to_dict().items() if v is not None}}
             for r in self.rules
-        ]}  # fmt: skip
+        ]}
 
     def rule_for(self, op: str | None, dtype: str) -> Rule | None:
         """The first rule matching ``op`` and ``dtype``, None when the defaults apply."""

@@ -68,7 +68,7 @@ class GoldenResult(GoldenRecord):
         return head if m is None else head + [
             ("pcc", m.pcc), ("pcc_ttmetal", m.pcc_ttmetal), ("max_abs_error", m.max_abs_error), ("ulp_max", m.ulp_max),
             ("sqnr_db", m.sqnr_db), ("flags", ", ".join(m.flags)),
-        ]  # fmt: skip
+        ]
 
 
 def golden_records(report: "Report") -> list[GoldenRecord]:
@@ -100,7 +100,7 @@ def recompute(
     rtol, atol = policy.tolerances(op_name, dtype)
     try:
         metrics = compare_stored(report, tensor_id, report, golden_id, rank, rtol=rtol, atol=atol,
-                                 pcc=policy.pcc_threshold(op_name, dtype))  # fmt: skip
+                                 pcc=policy.pcc_threshold(op_name, dtype))
     except ReportDBError as exc:  # e.g. a multi-device tensor that cannot be assembled
         return GoldenResult(**base, metrics=None, status=f"not compared: {exc}")
     verdict = policy.judge(metrics, op=op_name, dtype=dtype)

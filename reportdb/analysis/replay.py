@@ -16,7 +16,7 @@ import math
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 
@@ -202,7 +202,7 @@ def _opened(report: "Report | str | Path", store: bool) -> Iterator["Report"]:
 def replay_operation(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
     keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None,
-) -> list[ReplayRow]:  # fmt: skip
+) -> list[ReplayRow]:
     """One operation's rows, one per output it has (see :class:`ReplayRow`); ``keeper`` stores each compared output's
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
     operation's."""
@@ -214,7 +214,7 @@ def replay_operation(
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:
             return [replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
-                            + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]  # fmt: skip
+                            + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]
     prepared = prepare(report, graph, op_id, arguments, rank, chained)
     if isinstance(prepared, ReplayRow):
         return [replace(prepared, operation_id=op_id, name=row.name)]
@@ -262,7 +262,7 @@ def prepare(
     absent = [t for t in distinct if t not in given and not report.has_tensor(t, rank)]
     if absent:
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first,
-                         detail="tensors not stored: " + ", ".join(map(str, absent)))  # fmt: skip
+                         detail="tensors not stored: " + ", ".join(map(str, absent)))
     try:
         arrays = {t: given[t] if t in given else report.tensor(t, rank) for t in distinct}
     except ReportDBError as exc:  # e.g. a multi-device input whose shards do not assemble
@@ -279,10 +279,10 @@ def prepare(
     except references.UnsupportedArguments as exc:  # an oversized one names no argument: its reason is the detail
         names = () if isinstance(exc, references.Oversized) else exc.names
         return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=first, unsupported=names,
-                         detail=str(exc))  # fmt: skip
+                         detail=str(exc))
     except (ValueError, IndexError) as exc:  # the stored inputs do not fit the operation as its reference reads it
         return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=first, unsupported=("inputs",),
-                         detail=f"the stored inputs do not fit {name}: {exc}")  # fmt: skip
+                         detail=f"the stored inputs do not fit {name}: {exc}")
     prepared: list[tuple[int, int, np.ndarray | str]] = []
     for index, tensor_id in sorted(outputs.items()):
         if index >= len(expected):
@@ -331,7 +331,7 @@ def _arguments(report: "Report", rank: int) -> dict[int, list[references.Argumen
         rows = conn.exec_driver_sql(
             f"SELECT operation_id, name, substr(value, 1, {ARGUMENT_TEXT_LIMIT}) FROM operation_arguments{where}"
             " ORDER BY rowid", (rank,) if where else ()
-        )  # fmt: skip
+        )
         for op_id, name, value in rows:
             if op_id is not None:
                 result.setdefault(int(op_id), []).append(references.Argument(str(name), "" if value is None else str(value)))

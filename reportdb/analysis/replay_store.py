@@ -38,7 +38,7 @@ class ReplayStore:
         """ReadOnlyError unless ``report`` is a reportdb database (not a legacy original) open with ``mode``."""
         if report.schema_revision is None:
             raise ReadOnlyError(f"{report.path} is a legacy report database (the original), not a reportdb one; --store "
-                                "writes reportdb's tables, so run `reportdb migrate` first; nothing was changed")  # fmt: skip
+                                "writes reportdb's tables, so run `reportdb migrate` first; nothing was changed")
         if report.mode != mode:
             raise ReadOnlyError(f"{report.path} is open read-only: replay(store=True) needs mode 'a'")
 
@@ -49,10 +49,10 @@ class ReplayStore:
         with report.session() as session:
             conn = session.connection()
             ids = [conn.exec_driver_sql(f"SELECT max(tensor_id) FROM {t}").scalar() for t in ("rdb_tensor", "tensors")
-                   if "tensor_id" in table_columns(conn, t)]  # fmt: skip
+                   if "tensor_id" in table_columns(conn, t)]
             self.columns = table_columns(conn, self.table)
             self.previous: dict[int, int] = dict(conn.exec_driver_sql(
-                "SELECT tensor_id, golden_tensor_id FROM rdb_comparison WHERE kind=? AND rank=?", (self.kind, rank)).fetchall())  # fmt: skip
+                "SELECT tensor_id, golden_tensor_id FROM rdb_comparison WHERE kind=? AND rank=?", (self.kind, rank)).fetchall())
         self.next_id = max([int(i) for i in ids if i is not None] + [0]) + 1
 
     def keep(self, row: "ReplayRow", expected: np.ndarray, policy: "Policy") -> None:
@@ -68,7 +68,7 @@ class ReplayStore:
         details = dict(row.metrics.to_dict(), replay={
             "operation_id": row.operation_id, "output_index": row.output_index, "operation": row.name,
             "failed": list(row.failed),
-            "criteria": policy.criteria_for(row.name, row.dtype).to_dict(), "dtype": row.dtype})  # fmt: skip
+            "criteria": policy.criteria_for(row.name, row.dtype).to_dict(), "dtype": row.dtype})
         with self.report.session() as session:
             conn = session.connection()
             conn.exec_driver_sql(
@@ -78,12 +78,12 @@ class ReplayStore:
                 " passed=excluded.passed, metrics=excluded.metrics, created_at=excluded.created_at",
                 (self.kind, output, self.rank, golden_id, desired, row.metrics.pcc, int(bool(row.passed)),
                  json.dumps(details, allow_nan=False, default=str), time.time()),
-            )  # fmt: skip
+            )
             self._record(conn, output, golden_id, bool(row.passed), desired, row.metrics.pcc_ttmetal)
             session.commit()
 
     def _record(self, conn: object, output: int, golden_id: int, passed: bool, desired: float,
-                      actual: float | None) -> None:  # fmt: skip
+                      actual: float | None) -> None:
         """The ttnn-style record of the output, unless the table is absent or ttnn recorded one already."""
         columns = self.columns
         if not {"tensor_id", "golden_tensor_id", "matches", "desired_pcc", "actual_pcc"} <= columns:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def make_repro(
     report: "Report | str | Path", operation_id: int, out: str | Path, *, policy: "Policy | str | Path | None" = None,
     rank: int = 0, output_index: int = 0,
-) -> Path:  # fmt: skip
+) -> Path:
     """Write the repro folder of operation ``operation_id`` (its output ``output_index``, for an operation with
     several) to ``out`` (which must not exist, or be an empty folder) and return it. InvalidArgumentError when the
     operation cannot be replayed (no such operation or output, no reference, an argument not understood, values not
@@ -48,7 +48,7 @@ def make_repro(
         prepared = prepare(rep, graph, operation_id, arguments, rank)
         if isinstance(prepared, ReplayRow):
             raise InvalidArgumentError(f"operation {operation_id} {prepared.name} cannot be replayed "
-                                       f"({prepared.status}): {prepared.detail}")  # fmt: skip
+                                       f"({prepared.status}): {prepared.detail}")
         chosen = [(t, e) for i, t, e in prepared if i == output_index]
         if not chosen:
             raise InvalidArgumentError(f"operation {operation_id} has no output {output_index}")
@@ -61,7 +61,7 @@ def make_repro(
         metrics, verdict = judged(judge, name, dtype, device, expected)
         rtol, atol = judge.tolerances(name, dtype)
         inputs = [(t, rep.tensor(t, rank), judged_dtype(rep, graph, t, rank), rep.tensor_info(t, rank).spec.layout)
-                  for t in graph.inputs.get(operation_id, [])]  # fmt: skip
+                  for t in graph.inputs.get(operation_id, [])]
         meta: dict[str, Any] = {
             "report": str(rep.path), "operation_id": operation_id, "operation": name, "rank": rank,
             "output_index": output_index,
@@ -69,7 +69,7 @@ def make_repro(
             "policy": {"dtype": dtype, "rtol": rtol, "atol": atol, "criteria": verdict.criteria.to_dict()},
             "reportdb_verdict": {"passed": verdict.passed, "failed": list(verdict.failed), "pcc": metrics.pcc,
                                  "max_abs_error": metrics.max_abs_error},
-        }  # fmt: skip
+        }
         _write(target, meta, inputs, (output_id, device, dtype), expected)
     return target
 
@@ -81,11 +81,11 @@ def _save(
     tensor had on the device, which a run of the operation on a device needs)."""
     np.save(folder / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
     return {"file": f"{name}.npy", "dtype": array.dtype.name, "ttnn_dtype": ttnn_dtype, "tensor_id": tensor_id,
-            "shape": list(array.shape), "layout": layout}  # fmt: skip
+            "shape": list(array.shape), "layout": layout}
 
 
 def _write(target: Path, meta: dict[str, Any], inputs: list[tuple[int, np.ndarray, str, str | None]],
-           output: tuple[int, np.ndarray, str], expected: np.ndarray) -> None:  # fmt: skip
+           output: tuple[int, np.ndarray, str], expected: np.ndarray) -> None:
     """Fill a scratch folder beside ``target`` and move it into place, so a failure leaves nothing behind."""
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))

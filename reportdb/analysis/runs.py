@@ -107,12 +107,12 @@ class RunComparison(Result):
     def _repr_html_(self) -> str:
         """The rows as one table, the first divergence marked."""
         header = ("", "op A", "op B", "name", "out", "shape", "pcc", "max abs err", "ulp max", "flags", "status",
-                  "verdict", "failed")  # fmt: skip
+                  "verdict", "failed")
         rows = [
             (">>" if r.first_divergence else "", r.operation_id_a, r.operation_id_b, r.name, r.output_index, r.shape,
              r.pcc, r.max_abs_error, r.ulp_max, ", ".join(r.flags), r.status, r.verdict, ", ".join(r.failed))
             for r in self.rows
-        ]  # fmt: skip
+        ]
         caption = f"RunComparison: {len(self.rows)} outputs, operations matched by {self.matched_by}"
         return html_table(header, rows, caption=caption)
 
@@ -195,4 +195,4 @@ def _compare_output(
         row, shape=metrics.shape_a, pcc=metrics.pcc, max_abs_error=metrics.max_abs_error, ulp_max=metrics.ulp_max,
         flags=metrics.flags, passed=name != "diverges", metrics=metrics, verdict=name,
         failed=() if name == "identical" else verdict.failed, notes=() if name == "identical" else verdict.notes,
-    )  # fmt: skip
+    )

@@ -109,7 +109,7 @@ def _work_dtype(a: np.dtype, g: np.dtype) -> np.dtype:
 def scan(
     read_a: Reader, read_g: Reader, shape: tuple[int, ...], dtypes: tuple[np.dtype, np.dtype], tile: tuple[int, int],
     shards: ShardLayout | None, *, rtol: float, atol: float, pcc: float | None,
-) -> PartErrors:  # fmt: skip
+) -> PartErrors:
     """Stream ``read_a`` against ``read_g`` (both of ``shape``) window by window; ``pcc`` set: also the metric vector
     (with that PCC threshold) and the fit, for a device's summary."""
     check_params(rtol, atol, 0.99 if pcc is None else pcc, 0.02)
@@ -168,7 +168,7 @@ def scan(
         out.comparison = Comparison(
             shape_a=shape, shape_b=shape, dtype_a=dtype_name(dtypes[0]), dtype_b=dtype_name(dtypes[1]), rtol=float(rtol),
             atol=float(atol), pcc_threshold=float(pcc), fit_tol=0.02, **metrics,
-        )  # fmt: skip
+        )
         out.fit = _line(total.acc)
     return out
 
@@ -201,7 +201,7 @@ def _as_work(x: np.ndarray, work: np.dtype, name: str) -> np.ndarray:
 def _per_tile(
     ufunc: np.ufunc, x: np.ndarray, tile: tuple[int, int], row_starts: np.ndarray, col_starts: np.ndarray,
     even: bool, dtype: type | None = None,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """``ufunc`` (maximum or add) reduced over each tile of the window ``x``. Where every tile is whole (``even``) the
     rows of a tile row are reduced first, element-wise along whole rows (vectorised, one pass), then the tile columns
     of the 32x smaller result; else by ``reduceat`` at the tile starts, which steps tile by tile."""
@@ -218,7 +218,7 @@ def _window(
     st: _State, a_raw: np.ndarray, g_raw: np.ndarray, place: tuple[int, int, int, int, int, int], work: np.dtype,
     tile: tuple[int, int], grid: TileGrid, tm_flat: np.ndarray, tmm_flat: np.ndarray, shards: ShardLayout | None,
     rtol: float, atol: float,
-) -> None:  # fmt: skip
+) -> None:
     """Fold one window (2-D: its matrices' rows stacked) into the tile grids and the thread's state."""
     b0, nb, h0, h1, c0, c1 = place
     th, tw = tile
@@ -251,7 +251,7 @@ def _window(
         st.mismatches += int(np.count_nonzero(mask))
         counts = mask.view(np.uint8) if th < 256 else mask  # a tile row's th counts fit a byte
         tmm_flat[rows, cols] = _per_tile(np.add, counts, tile, row_starts, col_starts, even,
-                                         np.uint8 if th < 256 and even else np.int32)  # fmt: skip
+                                         np.uint8 if th < 256 and even else np.int32)
     elif where is not None:
         st.mismatches += int(where.size)
         r, c = np.divmod(where, c1 - c0)
@@ -288,7 +288,7 @@ def _mismatches(
 def _shard_window(
     st: _State, shards: ShardLayout, err: np.ndarray, mask: np.ndarray | None, where: np.ndarray | None,
     place: tuple[int, int, int, int, int, int],
-) -> None:  # fmt: skip
+) -> None:
     """Fold one window's errors into its shards: columns grouped by column shard, rows by row key; mismatches from
     their mask or their positions."""
     assert st.shard_max is not None and st.shard_mm is not None and st.shard_elems is not None

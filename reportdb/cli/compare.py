@@ -167,17 +167,17 @@ def _compare_golden(path: Path, *, store: bool, policy: "reportdb.Policy", pcc: 
 def _print_golden(result: "GoldenComparison", *, stored: bool) -> None:
     """The golden table: records in the report's order with verdicts and roles, then the counts and the first culprit."""
     table = [("kind", "op", "name", "tensor", "golden", "recorded pcc", "pcc", "pcc (tt-metal)", "sqnr dB",
-              "max abs err", "ulp max", "result")]  # fmt: skip
+              "max abs err", "ulp max", "result")]
     for r in result.records:
         m = r.metrics
         head = (r.kind, _num(r.operation_id), (r.name or "-")[:27], str(r.tensor_id), _num(r.golden_tensor_id),
-                _num(r.recorded_pcc))  # fmt: skip
+                _num(r.recorded_pcc))
         if m is None:
             table.append((*head, "-", "-", "-", "-", "-", r.status))
             continue
         verdict = "pass" if r.passed else "FAIL " + ",".join(r.failed)
         table.append((*head, _num(m.pcc), _num(m.pcc_ttmetal), _num(m.sqnr_db), _num(m.max_abs_error), _num(m.ulp_max),
-                      f"{verdict} [{r.role}]"))  # fmt: skip
+                      f"{verdict} [{r.role}]"))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     for row in table:
         cells = [c.ljust(w) if i in (0, 2) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]

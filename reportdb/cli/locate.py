@@ -71,17 +71,17 @@ def locate_(
         _require_tensor(report, report_path, tensor_id, rank)
         if golden:
             result = reportdb.locate(report, tensor_id, golden=kind or "local", device=device, policy=policy_path,
-                                     rank=rank, top=top)  # fmt: skip
+                                     rank=rank, top=top)
         else:
             if not path:
                 _require_tensor(report, report_path, int(other_id), rank)
                 result = reportdb.locate(report, tensor_id, against=int(other_id), device=device, policy=policy_path,
-                                         rank=rank, top=top)  # fmt: skip
+                                         rank=rank, top=top)
             else:
                 with reportdb.open(path, "r") as other:
                     _require_tensor(other, Path(path), int(other_id), rank)
                     result = reportdb.locate(report, tensor_id, against=(other, int(other_id)), device=device,
-                                             policy=policy_path, rank=rank, top=top)  # fmt: skip
+                                             policy=policy_path, rank=rank, top=top)
     if as_json:
         _emit(result.to_dict())
         return

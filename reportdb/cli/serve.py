@@ -54,7 +54,7 @@ def _policies(given: tuple[str, ...]) -> dict[str, Path]:
                    "file (repeatable); every verdict on the page follows the one chosen there.")
 @_friendly
 def serve_(reports: tuple[Path, ...], host: str, port: int, open_browser: bool, allow_hosts: tuple[str, ...],
-           cors_origins: tuple[str, ...], memory_budget: str, policies: tuple[str, ...]) -> None:  # fmt: skip
+           cors_origins: tuple[str, ...], memory_budget: str, policies: tuple[str, ...]) -> None:
     """Look at REPORTs' tensors and golden comparisons in a browser: a local web server (read-only) and its page.
 
     \b

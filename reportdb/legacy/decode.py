@@ -90,7 +90,7 @@ def decode_file(path: str, stats: bool, chunk_size: int, address: str, spool: st
     try:
         loaded = load_tensor_file(path)
         loaded.shards = [(coord, canonical(np.asarray(a))) for coord, a in loaded.shards]  # not memmap views
-    except Exception as exc:  # noqa: BLE001 - any failure to read a file is a finding, not a crash
+    except Exception as exc:  # any failure to read a file is a finding, not a crash
         return DecodedFile(None, None, f"{type(exc).__name__}: {exc}")
     prepared = [prepare_shard(a, chunk_size=chunk_size, stats=stats, address=address) for _, a in loaded.shards]
     decoded = DecodedFile(loaded, prepared, None)

@@ -150,7 +150,7 @@ def migrate(
             counts = TensorCounts(
                 **imported, carried_over=len(stored - {(f.tensor_id, f.rank) for f in files}),
                 stored=sum(by_format.values()), by_format=by_format,
-            )  # fmt: skip
+            )
             checked = verify(partial)
             if not checked.ok:
                 raise VerificationError(f"{partial}: verification failed: {checked.problems_text()}")
@@ -239,7 +239,7 @@ def _summary(
         problem_count=sum(len(v) for k, v in problems.items() if k != "golden_without_file"),
         verified=replace(checked, path=str(dst_dir / DB_NAME)),
         bytes=ByteCounts(before=db_bytes + tensor_bytes, before_db=db_bytes, before_tensors=tensor_bytes, after=None),
-    )  # fmt: skip
+    )
 
 
 def _write_failure(exc: BaseException) -> str | None:

@@ -55,12 +55,12 @@ RECORD_FIELDS = {"tensor_id": _INT, "golden_tensor_id": _INT, "matches": _BOOL, 
 TENSOR_FIELDS = {
     "tensor_id": _INT, "shape": _TEXT, "dtype": _TEXT, "layout": _TEXT, "memory_config": _TEXT, "device_id": _INT,
     "address": _INT, "buffer_type": _INT, "storage_type": _TEXT,
-}  # fmt: skip
+}
 LIFETIME_FIELDS = {
     "tensor_id": _INT, "producer_operation_id": _INT, "last_use_operation_id": _INT, "deallocate_operation_id": _INT,
     "producer_source_file": _TEXT, "producer_source_line": _INT, "last_use_source_file": _TEXT,
     "last_use_source_line": _INT,
-}  # fmt: skip
+}
 RECORD_TABLES = {"local": "local_tensor_comparison_records", "global": "global_tensor_comparison_records"}
 #: ttnn 0.81.1's own DDL (``ttnn.graph_report.create_database_schema``), for a report that lacks a table.
 _DDL = {
@@ -150,7 +150,7 @@ def read_sidecar(path: str | os.PathLike[str], *, max_bytes: int = MAX_SIDECAR_B
         rows[table] = tuple(_row(r, RECORD_FIELDS, rank, f"{where}: {table}[{i}]") for i, r in enumerate(records))
     tensors = _list(data.get("tensors", []), where, "tensors")
     rows["tensors"] = tuple(_tensor_row(_row(t, TENSOR_FIELDS, rank, f"{where}: tensors[{i}]", optional=True))
-                            for i, t in enumerate(tensors))  # fmt: skip
+                            for i, t in enumerate(tensors))
     return Sidecar(str(path), kind, rows)
 
 
@@ -315,7 +315,7 @@ def import_sidecars(conn: sqlite3.Connection, sidecars: list[Sidecar], *, write:
                 by_names.setdefault(tuple(wanted), []).append(tuple(wanted.values()))
             for names, values in by_names.items():
                 conn.executemany(f"INSERT INTO main.{table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                                 values)  # fmt: skip
+                                 values)
     return SidecarImport(
         files=tuple(s.path for s in sidecars), added={t: len(v) for t, v in added.items()}, already_present=present
     )

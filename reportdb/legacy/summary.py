@@ -95,7 +95,7 @@ class MigrationSummary(Result):
             ("tensors stored", t.stored), ("tensors imported", t.imported), ("unreadable files", t.unreadable),
             ("verified", f"{v.ok}: {v.tensors} tensors, {v.bytes_checked} bytes re-hashed"),
             ("bytes before", self.bytes.before), ("bytes after", self.bytes.after),
-        ]  # fmt: skip
+        ]
 
     @classmethod
     def from_json(cls, text: Any, where: str) -> MigrationSummary:
@@ -130,7 +130,7 @@ class MigrationSummary(Result):
             else _verify_result(d.get("verified_against_legacy", dict), where),
             already_migrated=d.get("already_migrated", bool, False), seconds=d.get("seconds", (int, float, type(None)), None),
             sidecars=d.get("sidecars", (dict, type(None)), None),
-        )  # fmt: skip
+        )
 
 
 #: The integer fields of :class:`TensorCounts`.
@@ -189,10 +189,10 @@ def _verify_result(data: dict[str, Any], where: str) -> VerifyResult:
         return VerifyProblem(
             f.get("tensor_id", (int, type(None)), None), f.get("rank", (int, type(None)), None),
             f.get("path", (str, type(None)), None), f.get("error", str),
-        )  # fmt: skip
+        )
 
     return VerifyResult(
         path=d.get("path", str, ""), ok=d.get("ok", bool), tensors=d.get("tensors", int, 0), blobs=d.get("blobs", int, 0),
         bytes_checked=d.get("bytes_checked", int, 0), against=d.get("against", (str, type(None)), None),
         compared=d.get("compared", int, 0), problems=tuple(d.items("problems", dict, problem)),
-    )  # fmt: skip
+    )

@@ -92,7 +92,7 @@ def verify_report(
                 if (tensor_id, rank) in by_key:
                     _compare_with_file(report, tensor_id, rank, by_key[tensor_id, rank])
                     compared += 1
-            except Exception as exc:  # noqa: BLE001 - every failure is reported, none stops the rest
+            except Exception as exc:  # every failure is reported, none stops the rest
                 problems.append(VerifyProblem(tensor_id, rank, None, f"{type(exc).__name__}: {exc}"))
         problems += [VerifyProblem(None, None, None, text) for text in report.check_store()]
         stored = set(keys)
@@ -103,7 +103,7 @@ def verify_report(
                 problems.append(VerifyProblem(
                     f.tensor_id, f.rank, rel,
                     f"{rel} is not stored in the database (unreadable or not migrated: see rdb_migration_log)",
-                ))  # fmt: skip
+                ))
     return VerifyResult(
         path=str(report_mod.resolve_path(path)), ok=not problems, tensors=len(keys), blobs=len(seen_blobs),
         bytes_checked=checked, against=None if against is None else str(against), compared=compared,

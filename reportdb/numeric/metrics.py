@@ -177,7 +177,7 @@ def _casts_exactly(src: np.dtype, dst: np.dtype) -> bool:
     frm = ml_dtypes.finfo(src)
     keeps_inf = bool(np.isinf(np.array(np.inf, dtype=src).astype(dst))) or not np.isinf(np.array(np.inf, dtype=src))
     return (int(frm.nmant) <= int(to.nmant) and float(frm.max) <= float(to.max) and keeps_inf
-            and float(frm.smallest_subnormal) >= float(to.smallest_subnormal))  # fmt: skip
+            and float(frm.smallest_subnormal) >= float(to.smallest_subnormal))
 
 
 @dataclass
@@ -323,7 +323,7 @@ def compare(
         shape_a=tuple(arr_a.shape), shape_b=tuple(arr_b.shape), dtype_a=dtype_name(arr_a.dtype),
         dtype_b=dtype_name(arr_b.dtype), rtol=float(rtol), atol=float(atol), pcc_threshold=float(pcc),
         fit_tol=float(fit_tol),
-    )  # fmt: skip
+    )
     if arr_a.shape != arr_b.shape:
         return Comparison(**inputs, shape_mismatch=True, passed=False, notes=("shapes differ: nothing else was compared",))
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed sums surface as None, not warnings
@@ -540,7 +540,7 @@ class PairAccumulator:
             (self.max_abs, self.sum_abs, self.max_rel, self.sum_rel),
             (self.mismatches, self.nan_mismatches, self.inf_mismatches),
             self.rtol, self.atol, pcc_threshold, fit_tol, not self.same_dtype, self.sum_sq_error,
-        )  # fmt: skip
+        )
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:

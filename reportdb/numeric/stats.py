@@ -625,7 +625,7 @@ class ShardStats(Result):
             absmax=stats["absmax"], nan_count=stats["nan_count"], inf_count=stats["inf_count"],
             zero_count=stats["zero_count"], hist_counts=None if counts is None else tuple(counts),
             hist_edges=None if edges is None else tuple(edges),
-        )  # fmt: skip
+        )
 
     def _html_fields(self) -> list[tuple[str, Any]]:
         """Every figure but the histogram, which is 64 bins long."""

@@ -56,7 +56,7 @@ def compare_streamed(
     read_a: Callable[[Window], np.ndarray], read_b: Callable[[Window], np.ndarray],
     shape_a: tuple[int, ...], shape_b: tuple[int, ...], dtype_a: np.dtype, dtype_b: np.dtype,
     *, rtol: float, atol: float, pcc: float, fit_tol: float = 0.02, tile: tuple[int, int] = DEFAULT_TILE,
-) -> Comparison:  # fmt: skip
+) -> Comparison:
     """``reportdb.compare(a, b, ...)`` of the tensors ``read_a(window)`` and ``read_b(window)`` give window by window
     (the same windows on both sides), holding a few windows at a time instead of both whole arrays."""
     if shape_a != shape_b:  # compare() reads nothing then: zero-strided stand-ins of the right shapes and dtypes
@@ -88,7 +88,7 @@ def compare_streamed(
     return Comparison(
         shape_a=shape_a, shape_b=shape_b, dtype_a=dtype_name(dtype_a), dtype_b=dtype_name(dtype_b), rtol=float(rtol),
         atol=float(atol), pcc_threshold=float(pcc), fit_tol=float(fit_tol), **metrics,
-    )  # fmt: skip
+    )
 
 
 def compare_stored(

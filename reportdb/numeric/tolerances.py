@@ -13,7 +13,7 @@ from __future__ import annotations
 SIGNIFICAND_BITS = {
     "FLOAT64": 53, "FLOAT32": 24, "FLOAT16": 11, "BFLOAT16": 8, "BFLOAT8_B": 7, "BFLOAT4_B": 3,
     "FLOAT8_E4M3FN": 4, "FLOAT8_E5M2": 3,
-}  # fmt: skip
+}
 #: Block floats: 16 values share one exponent, so precision is relative to the block's largest value.
 BLOCK_FLOATS = frozenset({"BFLOAT8_B", "BFLOAT4_B"})
 INTEGERS = frozenset({"BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "INTEGER"})

@@ -58,7 +58,7 @@ class AttachResult:
             "report": self.report, "values": self.values, "attached": self.attached,
             "already_attached": self.already_attached, "unmatched": [list(k) for k in self.unmatched],
             "bytes_attached": self.bytes_attached, "sidecars": self.sidecars,
-        }  # fmt: skip
+        }
 
 
 def attach(
@@ -92,7 +92,7 @@ def attach(
                     report=str(target), values=str(resolve_path(values)), attached=attached, already_attached=already,
                     unmatched=tuple(k for k in keys if k not in known), bytes_attached=nbytes,
                     sidecars=rows.to_dict() if cars else None,
-                )  # fmt: skip
+                )
     raise ReportLockedError(
         f"{target} was written by another process each of the {ATTEMPTS} times attach copied it (is the run that "
         "writes it still going?); nothing was changed: let it finish, then attach again"

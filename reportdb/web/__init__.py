@@ -63,7 +63,7 @@ def blueprint(
     allowed_hosts: Sequence[str] | None = None, cors_origins: Sequence[str] = (),
     memory_budget: int = limits.MEMORY_BUDGET, budget_wait: float = limits.BUDGET_WAIT_SECONDS,
     policy: Policy | str | Path | None = None, policies: Policies | None = None,
-) -> ReportBlueprint:  # fmt: skip
+) -> ReportBlueprint:
     """A Flask blueprint serving ``reports`` (report folders or database files, opened read-only now, so a missing
     or unreadable one fails here with its ReportDBError); register it under any ``url_prefix``.
 
@@ -100,7 +100,7 @@ def named_policies(policies: Policies) -> dict[str, Policy]:
 def create_app(
     reports: Paths, *, allowed_hosts: Sequence[str] | None = None, cors_origins: Sequence[str] = (),
     memory_budget: int = limits.MEMORY_BUDGET, policies: Policies | None = None,
-) -> flask.Flask:  # fmt: skip
+) -> flask.Flask:
     """A Flask app with the blueprint at ``/`` and JSON answers for unknown URLs (the ``reportdb serve`` app);
     ``policies`` are the named tolerance policies the page offers besides the defaults."""
     app = flask.Flask(__name__, static_folder=None)
@@ -130,7 +130,7 @@ def serve(
     reports: Paths, host: str = "127.0.0.1", port: int = 0, open_browser: bool = False, *,
     allow_hosts: Sequence[str] = (), cors_origins: Sequence[str] = (), memory_budget: int = limits.MEMORY_BUDGET,
     policies: Policies | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Serve ``reports`` with waitress (a production WSGI server, pure Python) until Ctrl-C or SIGTERM, which stop it
     cleanly. Prints the URL (``port=0`` takes a free port); warns on stderr when ``host`` is not a loopback address,
     since anyone who reaches it can then read the reports. It answers only requests whose Host header names it (the

@@ -38,7 +38,7 @@ class Flight:
     def stale(self) -> bool:
         """A transient failure old enough to try again."""
         return (isinstance(self.error, ApiError) and self.finished is not None
-                and time.monotonic() - self.finished >= RETRY_SECONDS)  # fmt: skip
+                and time.monotonic() - self.finished >= RETRY_SECONDS)
 
 
 class Analyses:
@@ -50,7 +50,7 @@ class Analyses:
         self._flights: dict[Hashable, Flight] = {}
 
     def start(self, key: Hashable, work: Callable[[], GoldenComparison],
-              keep: Callable[[GoldenComparison], None]) -> Flight:  # fmt: skip
+              keep: Callable[[GoldenComparison], None]) -> Flight:
         """The flight of ``key``: the one running or failed, else a new one running ``work`` in a daemon thread (its
         result handed to ``keep`` before the flight is done, so a request after it finds the result kept)."""
         with self._lock:
@@ -59,18 +59,18 @@ class Analyses:
                 return flight
             flight = self._flights[key] = Flight()
         thread = threading.Thread(target=self._run, args=(key, flight, work, keep), name="reportdb-golden-analysis",
-                                  daemon=True)  # fmt: skip
+                                  daemon=True)
         thread.start()
         return flight
 
     def _run(self, key: Hashable, flight: Flight, work: Callable[[], GoldenComparison],
-             keep: Callable[[GoldenComparison], None]) -> None:  # fmt: skip
+             keep: Callable[[GoldenComparison], None]) -> None:
         """The thread's body: run ``work`` and keep its result, or keep its error with the flight (anything raised,
         so that no failure is lost in the thread; the answers report it)."""
         try:
             flight.result = work()
             keep(flight.result)
-        except Exception as exc:  # noqa: BLE001 - reported in the answers (error_answer logs a bug's traceback)
+        except Exception as exc:  # reported in the answers (error_answer logs a bug's traceback
             flight.error = exc
         flight.finished = time.monotonic()
         with self._lock:

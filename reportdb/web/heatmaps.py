@@ -63,7 +63,7 @@ def heatmap_answer(area: views.Region, grid: np.ndarray, error: str | None, fmt:
             "X-Reportdb-Scale": scale.name, "X-Reportdb-Min": repr(scale.low), "X-Reportdb-Max": repr(scale.high),
             "X-Reportdb-Region": f"{area.y0}:{area.y1},{area.x0}:{area.x1}", "X-Reportdb-Cell": f"{area.cy},{area.cx}",
             "Cache-Control": "no-store",
-        })  # fmt: skip
+        })
         return response
     finite = grid[np.isfinite(grid)]
     return answer({
@@ -71,4 +71,4 @@ def heatmap_answer(area: views.Region, grid: np.ndarray, error: str | None, fmt:
         "shape2d": list(area.shape2d), "grid": values_json(grid),
         "min": float(finite.min()) if finite.size else None, "max": float(finite.max()) if finite.size else None,
         "scale": scale.to_json(),
-    })  # fmt: skip
+    })

@@ -148,7 +148,7 @@ class Served:
                 found[tid] = Record(
                     kind, tid, rank, golden if isinstance(golden, int) else None, _real(desired), _real(recorded),
                     None if matches is None else bool(matches),
-                )  # fmt: skip
+                )
         return found
 
     def record(self, kind: str, tensor_id: int, rank: int) -> Record:
@@ -192,7 +192,7 @@ class Served:
             Operation(op_id, "" if op_name is None else str(op_name), inputs.get(op_id, ()), outputs.get(op_id, ()))
             for op_id, op_name in rows
             if isinstance(op_id, int)
-        ]  # fmt: skip
+        ]
 
     def producer(self, tensor_id: int, rank: int = 0) -> str | None:
         """The name of the operation that output ``tensor_id`` (what a tolerance policy's rules match), or None."""

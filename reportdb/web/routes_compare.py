@@ -81,7 +81,7 @@ def compare_tensor(kind: str, tensor_id: str) -> Response:
                    "recorded_pcc": record.recorded_pcc, "recorded_matches": record.recorded_matches,
                    "pcc": metrics.get("pcc"), "passed": verdict.passed},
         "tolerances": plan.to_json(), "verdict": verdict.to_dict(), "metrics": metrics, "passed": verdict.passed,
-    })  # fmt: skip
+    })
 
 
 def compare_heatmap(kind: str, tensor_id: str) -> Response:
@@ -119,7 +119,7 @@ def compare_point(kind: str, tensor_id: str) -> Response:
         "abs_error": values_json(np.array([errs["abs"]]))[0], "rel_error": values_json(np.array([errs["rel"]]))[0],
         "ulp": values_json(np.array([errs["ulp"]]))[0], "tolerances": {"rtol": rtol, "atol": atol},
         "allowed": allowed, "mismatch": bool(errs["mask"]),
-    })  # fmt: skip
+    })
 
 
 def compare_histogram(kind: str, tensor_id: str) -> Response:

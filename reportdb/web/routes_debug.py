@@ -18,7 +18,7 @@ from ..analysis.golden import compare_golden
 from ..analysis.grids import matrix_dims, shard_layout
 from ..analysis.locate import locate
 from ..analysis.ops import operation_context
-from ..errors import InvalidArgumentError, ReportDBError, SpecError
+from ..errors import InvalidArgumentError, SpecError
 from ..numeric.stats import compute_stats
 from ..numeric.streamed import WINDOW_ELEMENTS
 from . import limits, params
@@ -103,7 +103,7 @@ def roles_of(analysis: GoldenComparison | None, rank: int) -> dict[tuple[str, in
                                 "sqnr_db": None if r.metrics is None else r.metrics.sqnr_db,
                                 "error_db": _error_db(r.metrics)}
         for r in analysis.records if r.rank == rank
-    }  # fmt: skip
+    }
 
 
 def _error_db(m: Comparison | None) -> float | None:
@@ -144,7 +144,7 @@ def golden(report: str) -> Response:
             "pcc": None if m is None else m.pcc, "sqnr_db": None if m is None else m.sqnr_db,
             "max_abs_error": None if m is None else m.max_abs_error, "verdict": r.verdict, "failed": list(r.failed),
             "role": r.role, "error_growth_db": r.error_growth_db, "status": r.status,
-        })  # fmt: skip
+        })
     first = analysis.first_culprit
     return answer({"report": one.name, "first_culprit": None if first is None else first.to_dict(),
                    "global_only": analysis.global_only, "counts": analysis.counts(), "records": records})

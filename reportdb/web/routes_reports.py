@@ -44,7 +44,7 @@ def reports() -> Response:
             "ttnn_version": one.metadata("version"),
             "comparisons": sum(one.count(t) for t in RECORD_TABLES.values()),
             "current": one is lookup().current,
-        })  # fmt: skip
+        })
     return answer({"reports": items})
 
 
@@ -147,7 +147,7 @@ class _Verdicts:
             "desired_pcc": record.desired_pcc, "actual_pcc": record.recorded_pcc,
             "recorded_pcc": record.recorded_pcc, "recorded_matches": record.recorded_matches, "pcc": pcc, "passed": passed,
             "role": judged.get("role"), "failed": judged.get("failed", []),
-        }  # fmt: skip
+        }
 
     def local_error_db(self, op: Operation) -> float | str | None:
         """The SQNR (dB) of an operation's worst local comparison as the worst-first order ranks it ("inf" without
@@ -166,7 +166,7 @@ class _Verdicts:
 
 
 def _ordered(ops: list[Operation], summaries: dict[int, tuple[float | None, bool | None]], sort: str,
-             descending: bool, ranks: dict[int, int]) -> list[Operation]:  # fmt: skip
+             descending: bool, ranks: dict[int, int]) -> list[Operation]:
     """The operations by id (execution order), name, worst PCC (worst first ascending), or error: the engine's
     worst-first order (``ranks``: by local error, culprits before victims); those without one last either way."""
     if sort == "error":
@@ -216,7 +216,7 @@ def operations(report: str) -> Response:
          "worst_pcc": summaries[op.id][0], "passed": summaries[op.id][1], "role": verdicts.role(op),
          "local_sqnr_db": verdicts.local_error_db(op)}
         for op in page_ops
-    ]  # fmt: skip
+    ]
     analysis = verdicts.analysis
     first = None if analysis is None else analysis.first_culprit
     victims = 0 if analysis is None else sum(verdicts.role(op) == "victim" for op in one.operations(rank))
@@ -309,13 +309,13 @@ def _overview(one: Served, rank: int, golden: Golden, waited: bool) -> str:
         code = role.get(op.id)
         if code is None:  # no recomputed role: the records' own verdicts
             found = [rec.recorded_matches for kind in RECORD_TABLES for t in op.outputs
-                     if (rec := records[kind].get(t)) is not None]  # fmt: skip
+                     if (rec := records[kind].get(t)) is not None]
             code = "-" if not found else "f" if False in found else "o"
         roles.append(code)
         pcc, sqnr = worst.get(op.id, (None, None))
         if pcc is None and analysis is None:
             pcc = min((rec.recorded_pcc for t in op.outputs if (rec := records["local"].get(t)) is not None
-                       and rec.recorded_pcc is not None), default=None)  # fmt: skip
+                       and rec.recorded_pcc is not None), default=None)
         pccs.append(_rounded(pcc, 6))
         sqnrs.append(_rounded(sqnr, 2))
     first = None if analysis is None else analysis.first_culprit
@@ -325,7 +325,7 @@ def _overview(one: Served, rank: int, golden: Golden, waited: bool) -> str:
         "first_culprit": None if first is None or first.rank != rank else first.to_dict(),
         "ids": ids, "names": list(names), "name_index": name_index, "roles": "".join(roles), "pcc": pccs,
         "sqnr_db": sqnrs, **({} if golden.pending else golden.fields(waited)),
-    }, separators=(",", ":"), allow_nan=False)  # fmt: skip
+    }, separators=(",", ":"), allow_nan=False)
 
 
 def tensor(report: str, tensor_id: str) -> Response:
@@ -348,7 +348,7 @@ def tensor(report: str, tensor_id: str) -> Response:
             "dtype": s.dtype, "nbytes": s.nbytes,
             "placement": None if dist is None or dist.placements is None else [p.to_json() for p in dist.placements],
             "stats": None if per_shard is None or len(info.shards) == 1 else _stats_only(per_shard[i]),
-        })  # fmt: skip
+        })
     chosen = shard_index(info, device) if device is not None else (0 if len(info.shards) == 1 else None)
     stats = None if per_shard is None or chosen is None else per_shard[chosen]
     dtype = tolerances.policy_dtype(spec.ttnn_dtype, info.dtype)
@@ -372,7 +372,7 @@ def tensor(report: str, tensor_id: str) -> Response:
         "policy": {"name": lookup().policy, "operation": op, "dtype": dtype, "rtol": rtol, "atol": atol,
                    "pcc": judge.pcc_threshold(op, dtype), "rule_pcc": rule is not None and rule.criteria.pcc is not None,
                    "criteria": criteria},
-    })  # fmt: skip
+    })
 
 
 def values(report: str, tensor_id: str) -> Response:

@@ -29,7 +29,7 @@ class Source:
     def __init__(
         self, served: Served, tensor_id: int, rank: int, device: tuple[int, ...] | None,
         part: tuple[slice, ...] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.served = served
         self.tensor_id = tensor_id
         self.rank = rank

@@ -35,7 +35,7 @@ _FAMILIES = (
 PLACEMENT = frozenset({
     "memory_config", "compute_kernel_config", "core_grid", "queue_id", "cq_id", "sub_core_grids", "use_multicore",
     "output_memory_config",
-})  # fmt: skip
+})
 
 
 #: How many times its largest stored array (input or output) an operation's reference may build: SDPA's score matrix
@@ -244,11 +244,11 @@ def _parse(argument: Argument, parser: Callable[[str], Any], bad: list[str]) -> 
 
 
 def _bind_tensors(ref: Reference, slots: list[tuple[int, int, Param, str]], inputs: list[tuple[int, Any]],
-                  values: dict[str, Any]) -> None:  # fmt: skip
+                  values: dict[str, Any]) -> None:
     """Give each tensor-valued slot its inputs (see :func:`bind`); refuse inputs nothing accounts for."""
     if not slots:  # nothing recorded says where the tensors went: the required ones, in input order
         slots = [(0, 0, p, "") for p in sorted(ref.params, key=lambda p: p.position or 0)
-                 if p.kind in ("tensor", "tensors", "number") and p.required and values.get(p.name) is None]  # fmt: skip
+                 if p.kind in ("tensor", "tensors", "number") and p.required and values.get(p.name) is None]
         singles = sum(1 for s in slots if s[2].kind != "tensors")
         counts = [len(inputs) - singles if s[2].kind == "tensors" else 1 for s in slots]
     else:

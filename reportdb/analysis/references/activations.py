@@ -46,7 +46,7 @@ def _silu(x: np.ndarray) -> np.ndarray:
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu": _relu, "silu": _silu, "sigmoid": sigmoid, "tanh": lambda x: np.tanh(np.asarray(x, np.float32)),
     "gelu": gelu, "gelu_tanh": lambda x: gelu(x, "tanh"),
-}  # fmt: skip
+}
 
 
 def apply_activation(x: np.ndarray, activation: str | None) -> np.ndarray:

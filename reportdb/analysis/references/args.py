@@ -169,7 +169,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "bool": parse_bool, "int": parse_int, "float": parse_float, "ints": parse_ints, "dtype": parse_dtype,
     "activation": parse_activation, "gelu_variant": parse_gelu_variant, "program_config": parse_no_fused_activation,
     "empty": parse_empty, "word": parse_word,
-}  # fmt: skip
+}
 
 # Parsers of the placement, shape and creation references (``placement``, ``shapes``, ``creation``).
 

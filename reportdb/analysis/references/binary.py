@@ -18,7 +18,7 @@ PARAMS = (
     Param("dtype", "dtype"), Param("activations", "empty"), Param("input_tensor_a_activations", "empty"),
     Param("input_tensor_b_activations", "empty"), Param("output_tensor", "output"), Param("use_legacy", "ignored"),
     Param("fast_and_approximate_mode", "bool", default=False),
-)  # fmt: skip
+)
 
 
 def operands_size(values: Mapping[str, Any]) -> int:

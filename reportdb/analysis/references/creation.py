@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, elements, reference, shape
+from . import Param, UnsupportedArguments, elements, reference
 from .typecast import stored_as
 
 #: Arguments that only place the created tensor.

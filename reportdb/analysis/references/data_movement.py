@@ -42,7 +42,7 @@ def permute(input_tensor: Any, dims: tuple[int, ...], **_: Any) -> np.ndarray:
 
 
 @reference("ttnn.reshape", "ttnn.view", "ttnn.experimental.view", params=(_IN, Param("shape", "ints", 1, required=True),
-                                                Param("padded_shape", "ignored", 2)))  # fmt: skip
+                                                Param("padded_shape", "ignored", 2)))
 def reshape(input_tensor: Any, shape: tuple[int, ...], **_: Any) -> np.ndarray:
     """ttnn.reshape: the same values in C order under ``shape`` (one -1 inferred); ttnn.view and
     ttnn.experimental.view are that reshape done without a copy where the layout allows it (the latter has no golden
@@ -62,7 +62,7 @@ def _concat_size(values: Mapping[str, Any]) -> int:
 
 @reference("ttnn.concat", params=(Param("tensors", "tensors", 0, required=True), Param("dim", "int", 1, 0),
                                   Param("groups", "int", default=1), Param("output_tensor", "output")),
-           size=_concat_size)  # fmt: skip
+           size=_concat_size)
 def concat(tensors: list[np.ndarray], dim: int, groups: int, **_: Any) -> np.ndarray:
     """ttnn.concat along ``dim`` (grouped concatenation is not modelled)."""
     if groups != 1:
@@ -80,9 +80,9 @@ def concat(tensors: list[np.ndarray], dim: int, groups: int, **_: Any) -> np.nda
 @reference("ttnn.slice", params=(
     _IN, Param("slice_start", "ints", 1), Param("slice_end", "ints", 2), Param("slice_step", "ints", 3),
     Param("starts", "ints"), Param("ends", "ints"), Param("steps", "ints"), Param("pad_value", "ignored"),
-))  # fmt: skip
+))
 def slice_(input_tensor: Any, slice_start: Any, slice_end: Any, slice_step: Any, starts: Any, ends: Any,
-           steps: Any, **_: Any) -> np.ndarray:  # fmt: skip
+           steps: Any, **_: Any) -> np.ndarray:
     """ttnn.slice: ``input[start:end:step]`` per leading axis, bounds as positional or keyword arguments."""
     begin, end, step = slice_start or starts, slice_end or ends, slice_step or steps
     if begin is None or end is None:
@@ -94,11 +94,11 @@ def slice_(input_tensor: Any, slice_start: Any, slice_end: Any, slice_step: Any,
 
 
 _LAYOUT = (_IN, Param("layout", "ignored", 1), Param("dtype", "dtype"), Param("use_multicore", "ignored"),
-           Param("device", "ignored"), Param("pad_value", "ignored"), Param("use_pack_untilize", "ignored"))  # fmt: skip
+           Param("device", "ignored"), Param("pad_value", "ignored"), Param("use_pack_untilize", "ignored"))
 
 
 @reference("ttnn.to_layout", "ttnn.tilize", "ttnn.untilize", "ttnn.tilize_with_zero_padding", "ttnn.to_memory_config",
-           params=_LAYOUT)  # fmt: skip
+           params=_LAYOUT)
 def to_layout(input_tensor: Any, dtype: str | None = None, **_: Any) -> np.ndarray:
     """A change of layout or memory: the logical values are unchanged (a ``dtype`` asked for as well is refused)."""
     if dtype is not None:
@@ -115,7 +115,7 @@ def _embedding_size(values: Mapping[str, Any]) -> int:
 @reference("ttnn.embedding", params=(
     _IN, Param("weight", "tensor", 1, required=True), Param("padding_idx", "ignored"), Param("layout", "ignored"),
     Param("embeddings_type", "ignored"), Param("dtype", "dtype"), Param("output_tensor", "output"),
-), size=_embedding_size)  # fmt: skip
+), size=_embedding_size)
 def embedding(input_tensor: Any, weight: Any, **_: Any) -> np.ndarray:
     """ttnn.embedding: the rows of ``weight`` the indices name (an index outside the table is refused)."""
     indices = np.asarray(input_tensor)

@@ -15,7 +15,7 @@ _COMMON = (
     Param("transpose_a", "bool", 2, False), Param("transpose_b", "bool", 3, False),
     Param("activation", "activation"), Param("program_config", "program_config"), Param("dtype", "dtype"),
     Param("output_tile", "ignored"), Param("optional_output_tensor", "output"), Param("global_cb", "ignored"),
-)  # fmt: skip
+)
 
 
 def _product(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> np.ndarray:
@@ -55,7 +55,7 @@ def _size(values: Mapping[str, Any]) -> int:
 
 @reference("ttnn.matmul", params=_COMMON + (Param("bias", "tensor"),), size=_size)
 def matmul(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpose_b: bool, activation: str | None,
-           program_config: None, dtype: str | None, bias: Any) -> np.ndarray:  # fmt: skip
+           program_config: None, dtype: str | None, bias: Any) -> np.ndarray:
     """ttnn.matmul: its golden ignores ``bias`` (ttnn.linear applies one), so a matmul with a bias is refused."""
     if bias is not None:
         raise UnsupportedArguments(["bias"], "ttnn.matmul's golden function does not add a bias")
@@ -64,7 +64,7 @@ def matmul(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpos
 
 @reference("ttnn.linear", params=_COMMON + (Param("bias", "tensor"),), size=_size)
 def linear(input_tensor_a: Any, input_tensor_b: Any, transpose_a: bool, transpose_b: bool, activation: str | None,
-           program_config: None, dtype: str | None, bias: Any) -> np.ndarray:  # fmt: skip
+           program_config: None, dtype: str | None, bias: Any) -> np.ndarray:
     """ttnn.linear: the product plus ``bias`` (a ``[1, n]`` bias is its row), then the activation."""
     out = _product(input_tensor_a, input_tensor_b, transpose_a, transpose_b)
     if bias is not None:

@@ -15,13 +15,13 @@ _NORM = (
     Param("input_tensor", "tensor", 0, required=True), Param("epsilon", "float", default=1e-12),
     Param("weight", "tensor"), Param("bias", "tensor"), Param("residual_input_tensor", "tensor"),
     Param("program_config", "ignored"), Param("dtype", "dtype"),
-)  # fmt: skip
+)
 
 
 @reference("ttnn.softmax", "ttnn.softmax_in_place", params=(
     Param("input_tensor", "tensor", 0, required=True), Param("dim", "int", 1, -1), Param("numeric_stable", "ignored"),
     Param("program_config", "ignored"),
-))  # fmt: skip
+))
 def softmax(input_tensor: Any, dim: int, **_: Any) -> np.ndarray:
     """ttnn.softmax and ttnn.softmax_in_place (one golden, tt-metal ``ttnn/ttnn/operations/normalization.py``) along
     ``dim`` (the last axis by default)."""

@@ -14,7 +14,7 @@ from . import Param, UnsupportedArguments, floats, reference
 _PARAMS = (
     Param("input_tensor", "tensor", 0, required=True), Param("dim", "ints", 1), Param("keepdim", "bool", 2, False),
     Param("scalar", "float", default=1.0), Param("output_tensor", "output"),
-)  # fmt: skip
+)
 
 
 def _axes(dim: tuple[int, ...] | None, ndim: int) -> tuple[int, ...] | None:

@@ -24,7 +24,7 @@ def _size(values: Mapping[str, Any]) -> int:
 @reference("ttnn.where", params=(
     Param("condition", "tensor", 0, required=True), Param("true_value", "number", 1, required=True),
     Param("false_value", "number", 2, required=True), Param("output_tensor", "output"),
-), size=_size)  # fmt: skip
+), size=_size)
 def where(condition: Any, true_value: Any, false_value: Any, **_: Any) -> np.ndarray:
     """ttnn.where: any non-zero predicate (of any dtype) selects the true branch."""
     predicate = np.asarray(condition)

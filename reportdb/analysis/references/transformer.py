@@ -39,16 +39,16 @@ def _attention_size(values: Mapping[str, Any]) -> int:
     Param("input_tensor_v", "tensor", 2, required=True), Param("attn_mask", "tensor"), Param("is_causal", "bool", default=True),
     Param("scale", "float"), Param("sliding_window_size", "int"), Param("attention_sink", "tensor"),
     Param("cu_window_seqlens", "tensor"), Param("program_config", "ignored"),
-), size=_attention_size)  # fmt: skip
+), size=_attention_size)
 def scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: Any, input_tensor_v: Any, attn_mask: Any,
                                  is_causal: bool, scale: float | None, sliding_window_size: int | None,
-                                 attention_sink: Any, cu_window_seqlens: Any, **_: Any) -> np.ndarray:  # fmt: skip
+                                 attention_sink: Any, cu_window_seqlens: Any, **_: Any) -> np.ndarray:
     """softmax(q k^T * scale + mask) v over [batch, heads, sequence, head_dim]; K/V heads repeated for grouped queries."""
     for name, value in (("attention_sink", attention_sink), ("cu_window_seqlens", cu_window_seqlens)):
         if value is not None:
             raise UnsupportedArguments([name], "not modelled by this reference")
     q, k, v = (float64s(n, t) for n, t in (("input_tensor_q", input_tensor_q), ("input_tensor_k", input_tensor_k),
-                                             ("input_tensor_v", input_tensor_v)))  # fmt: skip
+                                             ("input_tensor_v", input_tensor_v)))
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or q.shape[1] % k.shape[1] or k.shape[1] != v.shape[1]:
         raise UnsupportedArguments(["input_tensor_q"], f"shapes {q.shape}, {k.shape}, {v.shape} are not [b, heads, s, d]")
     if sliding_window_size is not None and sliding_window_size < 1:  # a negative one would wrap in int64 arithmetic
@@ -78,9 +78,9 @@ def _rotary_size(values: Mapping[str, Any]) -> int:
 @reference("ttnn.experimental.rotary_embedding", params=(
     Param("input_tensor", "tensor", 0, required=True), Param("cos_cache", "tensor", 1, required=True),
     Param("sin_cache", "tensor", 2, required=True), Param("token_index", "int", 3), Param("token_idx", "int"),
-), size=_rotary_size)  # fmt: skip
+), size=_rotary_size)
 def rotary_embedding(input_tensor: Any, cos_cache: Any, sin_cache: Any, token_index: int | None,
-                     token_idx: int | None, **_: Any) -> np.ndarray:  # fmt: skip
+                     token_idx: int | None, **_: Any) -> np.ndarray:
     """x * cos + rotate_half(x) * sin, with cos/sin taken at ``token_index`` (one row) when it is given."""
     x, cos, sin = float64s("input_tensor", input_tensor), float64s("cos_cache", cos_cache), float64s("sin_cache", sin_cache)
     index = token_index if token_index is not None else token_idx
@@ -95,10 +95,10 @@ def rotary_embedding(input_tensor: Any, cos_cache: Any, sin_cache: Any, token_in
            "ttnn.experimental.split_query_key_value_and_split_heads", params=(
     Param("input_tensor", "tensor", 0, required=True), Param("kv_input_tensor", "tensor", 1),
     Param("num_heads", "int", required=True), Param("num_kv_heads", "int"), Param("transpose_key", "bool", default=True),
-), size=lambda values: sum(elements(shape(values[n])) for n in ("input_tensor", "kv_input_tensor")))  # fmt: skip
+), size=lambda values: sum(elements(shape(values[n])) for n in ("input_tensor", "kv_input_tensor")))
 def split_query_key_value_and_split_heads(input_tensor: Any, kv_input_tensor: Any, num_heads: int,
                                           num_kv_heads: int | None, transpose_key: bool,
-                                          **_: Any) -> tuple[np.ndarray, ...]:  # fmt: skip
+                                          **_: Any) -> tuple[np.ndarray, ...]:
     """A fused [batch, sequence, hidden] QKV (or Q and a separate KV) split into query, key and value heads
     [batch, heads, sequence, head_size], the key transposed to [batch, heads, head_size, sequence] by default."""
     x = np.asarray(input_tensor)

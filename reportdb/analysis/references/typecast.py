@@ -15,7 +15,7 @@ from . import Param, UnsupportedArguments, elements, reference, shape
 
 _FLOATS = {
     "float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16),
-}  # fmt: skip
+}
 _BLOCK_FLOATS = {"bfloat8_b": 7, "bfloat4_b": 3}  # mantissa bits beside the sign
 _INTEGERS = ("uint8", "uint16", "uint32", "int8", "int32")
 _GROUP = 16  # values sharing one exponent: a row of a 16x16 face
@@ -34,7 +34,7 @@ def _size(values: Mapping[str, Any]) -> int:
     "ttnn.typecast", params=(Param("input_tensor", "tensor", 0, required=True), Param("dtype", "dtype", 1, required=True),
                              Param("output_tensor", "output")),
     input_dtypes=True, size=_size,
-)  # fmt: skip
+)
 def typecast(input_tensor: Any, dtype: str, input_dtypes: Mapping[int, str | None] | None = None, **_: Any) -> np.ndarray:
     """ttnn.typecast of the input to ``dtype`` (see the module's docstring for what each target does)."""
     x = np.asarray(input_tensor)
@@ -84,7 +84,7 @@ def _block_source(x: np.ndarray, source: str | None) -> bool:
     if name or x.dtype != np.dtype(ml_dtypes.bfloat16):
         return False
     raise UnsupportedArguments(["input_tensor"], "bfloat16 values whose ttnn dtype (BFLOAT16 or a block float, "
-                               "which convert to uint16 differently) is not recorded")  # fmt: skip
+                               "which convert to uint16 differently) is not recorded")
 
 
 def block_float(values: np.ndarray, bits: int) -> np.ndarray:

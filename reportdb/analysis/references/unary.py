@@ -16,7 +16,7 @@ from .activations import ACTIVATIONS, erf as _erf, gelu as _gelu
 _BASE = (
     Param("input_tensor", "tensor", 0, required=True), Param("output_tensor", "output"), Param("dtype", "dtype"),
     Param("fast_and_approximate_mode", "bool", default=False), Param("vector_mode", "ignored"),
-)  # fmt: skip
+)
 
 
 def _unary(function: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
@@ -36,7 +36,7 @@ _SIMPLE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "relu6": lambda x: np.minimum(np.maximum(x, 0), 6),
     "swish": ACTIVATIONS["silu"], "sigmoid_accurate": ACTIVATIONS["sigmoid"], "erf": _erf,
     "eqz": lambda x: (x == 0).astype(np.float32),
-}  # fmt: skip
+}
 
 for _name, _function in _SIMPLE.items():
     reference(f"ttnn.{_name}", params=_BASE)(_unary(_function))

@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent
 sys.path.insert(0, str(DATA.parent))
-from ttnn_env import TtnnEnv, build_ttnn_env, cache_dir  # noqa: E402
+from ttnn_env import TtnnEnv, build_ttnn_env, cache_dir
 
 TORCH_VERSION = "2.13"
 DATABASE_WHEEL = "0.64.5"  # the last ttnn whose report module still dumped tensors, as .tensorbin

@@ -27,7 +27,7 @@ import numpy as np
 import ttnn
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from ttnn_tensors import TENSORBIN, make, read_back  # noqa: E402
+from ttnn_tensors import TENSORBIN, make, read_back
 
 # Per operation: how many new input tensors it takes besides the previous operation's output. Ids are
 # handed out in order, so the 0.62.2 report has tensors 1-28 (outputs 2, 5, 7, 10, ...) and the

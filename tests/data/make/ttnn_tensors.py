@@ -81,7 +81,7 @@ def read_back(tensor: ttnn.Tensor) -> np.ndarray:
         tensor = ttnn.to_dtype(tensor, ttnn.float32)
     try:
         return np.array(tensor.to_numpy())
-    except Exception:  # noqa: BLE001 - old wheels cannot convert some layouts to numpy; to_list always works
+    except Exception:  # old wheels cannot convert some layouts to numpy; to_list always works
         return np.array(tensor.to_list(), dtype=np.float32 if "FLOAT" in str(tensor.dtype) else np.int64)
 
 
