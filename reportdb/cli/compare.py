@@ -182,20 +182,20 @@ def _print_golden(result: "GoldenComparison", *, stored: bool) -> None:
     for row in table:
         cells = [c.ljust(w) if i in (0, 2) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
         _echo("  ".join(cells + [row[-1]]).rstrip())
+    for r in result.records:
+        for note in r.notes if r.verdict == "fail" else ():
+            _echo(f"{r.kind} op {_num(r.operation_id)} tensor {r.tensor_id}: {note}")
+    for anomaly in result.anomalies:
+        _echo(f"anomaly: {anomaly.describe()}")
     c = result.counts()
     _echo(f"{c['compared']} compared: {c['passed']} passed, {c['failed']} failed; {c['not_compared']} not compared"
           + (" (results stored)" if stored and c["compared"] else ""))
     if result.global_only:
         _echo("global records only: no local record tells an operation's own error; culprits are where the error "
               f"first grows (output against its inputs' worst, by more than {result.growth_db:g} dB)")
-    for r in result.records:
-        for note in r.notes if r.verdict == "fail" else ():
-            _echo(f"{r.kind} op {_num(r.operation_id)} tensor {r.tensor_id}: {note}")
     first = result.first_culprit
     _echo("first culprit: " + ("none" if first is None else f"operation {first.operation_id} {first.name} "
                                f"(tensor {first.tensor_id})"))
-    for anomaly in result.anomalies:
-        _echo(f"anomaly: {anomaly.describe()}")
 
 
 @cli.command(name="plot")
