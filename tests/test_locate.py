@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +127,13 @@ def _check_devices(result: LocateResult, expected: dict[tuple[int, int], tuple[n
         assert entry.max_abs_error == pytest.approx(np.abs(a - g).max(), rel=1e-6)
         assert entry.mismatches == int(mismatches(shard, part, "BFLOAT16")[1].sum())
         rtol, atol = tolerances("BFLOAT16")
-        whole = replace(reportdb.compare(shard, part, rtol=rtol, atol=atol), tile_shape=None)  # scan: no tile energies
+        whole = reportdb.compare(shard, part, rtol=rtol, atol=atol)  # the device's tiles judged as compare's
         verdict = policy.judge(whole, op=None, dtype="BFLOAT16")
-        assert (entry.passed, entry.failed) == (verdict.passed, verdict.failed)
+        assert (entry.passed, entry.failed, entry.worst_tile) == (verdict.passed, verdict.failed, verdict.worst_tile)
+        where = f" on device {entry.coordinate}"  # no memory config: no core
+        assert tuple(n.replace(where, "") for n in entry.notes) == verdict.notes
+        if "tile_sqnr_db" in entry.failed:
+            assert any(f"tile {entry.worst_tile}{where}:" in n for n in entry.notes)
 
 
 @pytest.mark.parametrize("scale", [1.07, 1.5])

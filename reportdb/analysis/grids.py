@@ -127,6 +127,10 @@ class ShardLayout:
             key = key * count + idx // size
         return (key[:, None] * self.row_count + h // self.shard_height).reshape(-1)
 
+    def shard_of(self, b: int, h: int, w: int) -> int:
+        """The shard holding row ``h``, column ``w`` of matrix ``b`` (the id :meth:`core` takes)."""
+        return int(self.row_keys(b, 1, h, h + 1)[0]) * self.col_shards + w // self.shard_width
+
     def core(self, shard: int) -> Core | None:
         """The core that holds shard ``shard``: round-robin over the grid's cores for an ND spec; None for a legacy
         shard the grid has no core for (a spec inconsistent with the tensor)."""

@@ -4,7 +4,8 @@
 other stored tensor) in one streamed pass per part (the tensor, or each device's shard against the matching part of
 the golden: its slice by the distribution, the whole golden for a replicated shard) and answers in the terms a
 kernel, a CCL or a core is debugged in: the worst tiles with the element ranges they cover, the per-tile error map,
-per-device PCC and least-squares fit, and per-shard (core) errors. Mismatches are counted at the tolerance policy's
+per-device PCC, least-squares fit and verdict (each device's tiles judged, its worst tile's core named), and
+per-shard (core) errors. Mismatches are counted at the tolerance policy's
 rtol/atol and each device's verdict is the policy's (``reportdb.analysis.policy``), as everywhere else.
 """
 
@@ -28,9 +29,9 @@ from ..errors import (
     TensorNotFoundError,
 )
 from ..results import Result, jsonable
-from ..spec import distribution_coordinate
 from .graph import opened, table_columns
-from .grids import ShardLayout, TileGrid, shard_layout
+from .grids import ShardLayout, TileGrid
+from .places import Place, core_of, shard_origins, tensor_shard_layout, tile_element, with_place
 from .policy import Policy, as_policy
 from .records import golden_records
 from .scan import PartErrors, Reader, scan
@@ -61,7 +62,9 @@ class TileError(Result):
 class DeviceError(Result):
     """One device's shard against its part of the golden: PCC, max abs error, the least-squares line ``actual =
     fit_scale * golden + fit_offset``, mismatches, the policy's verdict (``failed`` names the failed criteria) and
-    where the shard lies in the global tensor (``origin``, None when that cannot be said)."""
+    where the shard lies in the global tensor (``origin``, None when that cannot be said). The verdict judges the
+    shard's tiles too: ``worst_tile`` is its worst (``(lead, tile row, tile col)`` of the shard) and ``notes`` say
+    what a failed criterion saw, the worst tile's core and device named (``analysis/places.py``)."""
 
     coordinate: tuple[int, ...]
     pcc: float | None
@@ -72,6 +75,8 @@ class DeviceError(Result):
     mismatches: int
     failed: tuple[str, ...] = ()
     origin: tuple[int, ...] | None = None
+    worst_tile: tuple[int, ...] | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,8 @@ def _locate(
         found = scan(part.read_a, part.read_g, part.shape, (part.dtype_a, part.dtype_g), tile, layouts[-1], rtol=rtol,
                      atol=atol, pcc=pcc if multi else None)
         results.append((part, found))
-    devices = tuple(_device_entry(p, f, policy, op, info.spec.ttnn_dtype or info.dtype) for p, f in results) if multi else ()
+    dtype = info.spec.ttnn_dtype or info.dtype
+    devices = tuple(_device_entry(p, f, lay, policy, op, dtype) for (p, f), lay in zip(results, layouts)) if multi else ()
     tile_map, mm_map = _tile_maps(info, results, tile, multi, notes)
     layout0 = layouts[0]
     mc = info.spec.memory_config if isinstance(info.spec.memory_config, dict) else {}
@@ -297,11 +303,11 @@ def _parts(
     origins: dict[int, tuple[int, ...]] | None
     if shard_wise:
         try:
-            origins = _origins(info)
+            origins = shard_origins(info)
         except AssemblyError:  # shard against shard needs no place in the global tensor
             origins = None
     else:
-        origins = _origins(info)
+        origins = shard_origins(info)
         _same_shape(tuple(info.shape or ()), g_info.shape, g_info)
     parts = []
     for index, shard in shards:
@@ -340,45 +346,10 @@ def _same_shape(shape: Sequence[int], g_shape: Sequence[int] | None, g_info: "Te
         )
 
 
-def _origins(info: "TensorInfo") -> dict[int, tuple[int, ...]]:
-    """Where each shard starts in the global tensor by the distribution (a replicated mesh axis adds nothing: the
-    shard spans the whole golden along every dim it is not sharded on); AssemblyError when it cannot be said."""
-    dist = info.spec.distribution
-    if len(info.shards) == 1 and info.shape is not None:
-        return {0: (0,) * len(info.shape)}
-    if info.shape is None or dist is None or dist.placements is None:
-        raise AssemblyError(
-            f"tensor {info.tensor_id} (rank {info.rank}) has {len(info.shards)} device shards without a distribution "
-            "that says where each lies: compare it with a golden of the same shards, or one device with --device"
-        )
-    rank_n = len(info.shape)
-    coords = [distribution_coordinate(s.mesh_coordinate, i, dist) for i, s in enumerate(info.shards)]
-    by_coord = {c: s.shape for c, s in zip(coords, info.shards)}
-    origins: dict[int, tuple[int, ...]] = {}
-    for index, coord in enumerate(coords):
-        origin = [0] * rank_n
-        for axis, placement in enumerate(dist.placements):
-            if placement.kind != "shard":
-                continue
-            dim = (placement.dim or 0) % rank_n
-            for j in range(coord[axis]):
-                before = by_coord.get(coord[:axis] + (j,) + coord[axis + 1 :])
-                if before is None:
-                    raise AssemblyError(f"tensor {info.tensor_id}: no shard at distribution coordinate "
-                                        f"{list(coord[:axis] + (j,) + coord[axis + 1:])}")
-                origin[dim] += before[dim]
-        if any(o + n > g for o, n, g in zip(origin, info.shards[index].shape, info.shape)):
-            raise AssemblyError(f"tensor {info.tensor_id}: shard {list(info.shards[index].mesh_coordinate)} does not "
-                                f"fit the global shape {list(info.shape)}")
-        origins[index] = tuple(origin)
-    return origins
-
-
 def _shard_layout(info: "TensorInfo", shape: tuple[int, ...], tile: tuple[int, ...], notes: list[str]) -> ShardLayout | None:
     """The sharded memory config's layout of a part of ``shape`` (the spec is per device), None when not sharded."""
-    padded_tile = (int(tile[0]), int(tile[1])) if (info.spec.layout or "").upper() == "TILE" else None
     try:
-        layout = shard_layout(info.spec.memory_config, shape, padded_tile)
+        layout = tensor_shard_layout(info, shape, tile)
     except SpecError as exc:  # a shard spec that cannot describe this tensor: the rest can still be located
         notes.append(f"cores not located: {exc}")
         return None
@@ -390,14 +361,23 @@ def _shard_layout(info: "TensorInfo", shape: tuple[int, ...], tile: tuple[int, .
     return layout
 
 
-def _device_entry(part: _Part, found: PartErrors, policy: "Policy", op: str | None, dtype: str | None) -> DeviceError:
+def _device_entry(
+    part: _Part, found: PartErrors, layout: ShardLayout | None, policy: "Policy", op: str | None, dtype: str | None
+) -> DeviceError:
+    """One device's shard judged by the policy (its tiles included), the worst tile's core named in the notes."""
     comparison = found.comparison
     assert comparison is not None and part.coordinate is not None
     verdict = policy.judge(comparison, op=op, dtype=dtype or "")
-    passed, failed = verdict.passed, verdict.failed
+    notes = verdict.notes
+    worst = verdict.worst_tile
+    if worst is not None and comparison.tile_shape is not None:
+        element = tile_element(part.shape, comparison.tile_shape, worst)
+        place = Place(worst, element, core_of(layout, part.shape, element), part.coordinate)
+        notes = with_place(notes, worst, place.describe())
     return DeviceError(
         coordinate=part.coordinate, pcc=comparison.pcc, max_abs_error=found.max_abs_error, fit_scale=found.fit[0],
-        fit_offset=found.fit[1], passed=passed, mismatches=found.mismatches, failed=failed, origin=part.origin,
+        fit_offset=found.fit[1], passed=verdict.passed, mismatches=found.mismatches, failed=verdict.failed,
+        origin=part.origin, worst_tile=worst, notes=notes,
     )
 
 

@@ -15,6 +15,7 @@ from ..numeric.metrics import Comparison
 from ..numeric.streamed import compare_stored
 from ..results import Result
 from .graph import TensorGraph, judged_dtype, table_columns
+from .places import placed_notes
 from .policy import Policy
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ class GoldenResult(GoldenRecord):
     ``verdict`` (``"pass"`` or ``"fail"``, None when not compared) with the ``failed`` criteria, and the output's
     ``role`` (``culprit``, ``victim``, ``pass``; None when it cannot be told); ``error_growth_db`` is the output's
     global error over the worst global error of the producing operation's inputs, in dB (reports with global records
-    only are ranked by it); ``notes`` say what the verdict saw (the worst tile, a fidelity shrink: ``Verdict.notes``)."""
+    only are ranked by it); ``notes`` say what the verdict saw (the worst tile, a fidelity shrink: ``Verdict.notes``), the worst tile's core
+    and device named (``analysis/places.py``)."""
 
     metrics: Comparison | None
     status: str
@@ -104,9 +106,10 @@ def recompute(
     except ReportDBError as exc:  # e.g. a multi-device tensor that cannot be assembled
         return GoldenResult(**base, metrics=None, status=f"not compared: {exc}")
     verdict = policy.judge(metrics, op=op_name, dtype=dtype)
+    notes = placed_notes(report, tensor_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
     return GoldenResult(
         **base, metrics=metrics, status="compared", verdict="pass" if verdict.passed else "fail", failed=verdict.failed,
-        notes=verdict.notes,
+        notes=notes,
     )
 
 

@@ -22,6 +22,7 @@ from ..numeric.metrics import Comparison
 from ..numeric.streamed import compare_stored
 from ..results import Result, html_table
 from .graph import OperationRef, TensorGraph, judged_dtype, opened, tensor_graph
+from .places import placed_notes
 from .policy import Policy, as_policy
 
 if TYPE_CHECKING:
@@ -46,8 +47,9 @@ class RunRow(Result):
     two tensors, the headline figures and flags beside the full metric vector, or (``status``) why it was not
     compared; ``verdict`` (``identical``, ``within_tolerance``, ``diverges``; None when not compared) with the names of
     the ``failed`` criteria and the verdict's ``notes`` (what a failed criterion saw: the worst tile and its SQNR,
-    the fitted scale); ``passed`` is False exactly for ``diverges``; ``first_divergence`` marks the first diverging
-    row in execution order. ``metrics`` measures B's output against A's (A is the expected side); its
+    the fitted scale; the worst tile's core and device in B's run, the side measured: ``analysis/places.py``);
+    ``passed`` is False exactly for ``diverges``; ``first_divergence`` marks the first diverging row in execution
+    order. ``metrics`` measures B's output against A's (A is the expected side); its
     ``shape_a``/``dtype_a`` describe A's tensor, as ``tensor_a`` names it, and ``shape_b``/``dtype_b`` B's."""
 
     operation_id_a: int
@@ -194,5 +196,7 @@ def _compare_output(
     return replace(
         row, shape=metrics.shape_a, pcc=metrics.pcc, max_abs_error=metrics.max_abs_error, ulp_max=metrics.ulp_max,
         flags=metrics.flags, passed=name != "diverges", metrics=metrics, verdict=name,
-        failed=() if name == "identical" else verdict.failed, notes=() if name == "identical" else verdict.notes,
+        failed=() if name == "identical" else verdict.failed,
+        notes=() if name == "identical" else placed_notes(b, tb, verdict.worst_tile, verdict.notes, rank=rank,
+                                                          tile=metrics.tile_shape),
     )

@@ -1,5 +1,6 @@
 """One streamed pass over a tensor (or one device's part of it) against its golden: per-tile and per-shard errors,
-and for a device the metric vector and the least-squares fit ``actual = scale * golden + offset``.
+and for a device the metric vector (its per-tile SQNR among it, so a device's verdict sees one wrong tile) and the
+least-squares fit ``actual = scale * golden + offset``.
 
 The tensor is read window by window (at most :data:`WINDOW_ELEMENTS` elements a side, whole tile rows, in two threads),
 never whole: memory stays bounded whatever its size. Per window, ``|actual - golden|`` is reduced to its tiles and
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..numeric.blocks import BLOCK_ELEMENTS, flat_blocks, parallel_map, scratch
 from ..numeric.metrics import Comparison, PairAccumulator, check_params
+from ..numeric.tiles import tile_geometry
 from ..dtypes import dtype_name
 from ..errors import ComparisonError
 from .grids import ShardLayout, TileGrid, matrix_dims
@@ -125,10 +127,11 @@ def scan(
     work = _work_dtype(*dtypes)
     block = max(1, min(math.prod(shape), BLOCK_ELEMENTS))
     boxes = windows(shape, tile) if math.prod(shape) else []
+    geometry = tile_geometry(shape, tile) if pcc is not None else None  # the device's verdict judges its tiles too
 
     def state() -> _State:
         n = shards.shards if shards is not None else 0
-        acc = PairAccumulator(dtypes[0], dtypes[1], rtol, atol, block) if pcc is not None else None
+        acc = PairAccumulator(dtypes[0], dtypes[1], rtol, atol, block, geometry) if pcc is not None else None
         if shards is None:
             return _State(None, None, None, acc)
         return _State(np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64), acc)
@@ -144,8 +147,7 @@ def scan(
                 _window(st, a_raw.reshape(shape3), g_raw.reshape(shape3), place, work, tile, grid, tm_flat, tmm_flat,
                         shards, rtol, atol)
                 if st.acc is not None:
-                    for ba, bg in zip(flat_blocks(a_raw.reshape(-1), block), flat_blocks(g_raw.reshape(-1), block)):
-                        st.acc.add(ba, bg)
+                    _accumulate(st.acc, a_raw, g_raw, place, (h, w), block)
         return st
 
     halves = [boxes[: len(boxes) // 2], boxes[len(boxes) // 2 :]] if len(boxes) >= 2 else [boxes]  # may be empty
@@ -171,6 +173,25 @@ def scan(
         )
         out.fit = _line(total.acc)
     return out
+
+
+def _accumulate(
+    acc: PairAccumulator, a_raw: np.ndarray, g_raw: np.ndarray, place: tuple[int, int, int, int, int, int],
+    hw: tuple[int, int], block: int,
+) -> None:
+    """Fold one window into the device's metric vector, each block at its flat position in the part so the tile
+    energies (``numeric/tiles.py``) land in the right tiles: whole rows are one contiguous run from the window's
+    first element; a window of whole tile columns (a tile row too long for one window) is one run per row."""
+    b0, _, h0, h1, c0, c1 = place
+    h, w = hw
+    if c1 - c0 == w:
+        runs = [(a_raw.reshape(-1), g_raw.reshape(-1), (b0 * h + h0) * w)]
+    else:
+        a2, g2 = a_raw.reshape(h1 - h0, c1 - c0), g_raw.reshape(h1 - h0, c1 - c0)
+        runs = [(a2[r], g2[r], (b0 * h + h0 + r) * w + c0) for r in range(h1 - h0)]
+    for a_run, g_run, first in runs:
+        for k, (ba, bg) in enumerate(zip(flat_blocks(a_run, block), flat_blocks(g_run, block))):
+            acc.add(ba, bg, first + k * block)
 
 
 def _line(acc: PairAccumulator) -> tuple[float | None, float | None]:
