@@ -192,10 +192,11 @@ export async function openOperationById(id, { tensorId = null } = {}) {
   }
 }
 
+/** Show one tab's view (ops, runs or replay) and hide the others. */
 export function switchTab(which) {
-  $("#tab-ops").setAttribute("aria-selected", String(which === "ops"));
-  $("#tab-runs").setAttribute("aria-selected", String(which === "runs"));
-  $("#view-ops").hidden = which !== "ops";
-  $("#view-runs").hidden = which !== "runs";
+  for (const name of ["ops", "runs", "replay"]) {
+    $(`#tab-${name}`).setAttribute("aria-selected", String(which === name));
+    $(`#view-${name}`).hidden = which !== name;
+  }
   if (which === "ops") requestAnimationFrame(() => { if (state.tensor) fetchHeatmaps(); });
 }
