@@ -123,6 +123,7 @@ function renderOps() {
     const name = document.createElement("td");
     name.textContent = op.name;
     name.title = op.name;
+    if (op.anomaly) name.append(" ", el("span", { className: "anomaly-mark", title: op.anomaly }, "\u26a0"));
     const sqnr = el("td", { className: "num mono local-db" }, fmtDb(op.local_sqnr_db));
     sqnr.dataset.value = String(op.local_sqnr_db ?? "");
     const role = document.createElement("td");
