@@ -24,7 +24,7 @@ import { clearPins } from "./pins.js";
 import { mountPolicy } from "./policy.js";
 import { loadReplay, openFirstFailure, openReplayOperation, setReplayMode } from "./replay.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
-import { wireRunWhere } from "./runwhere.js";
+import { restoreRunPins, wireRunWhere } from "./runwhere.js";
 import { panels, state, syncSlider } from "./state.js";
 import { changed, hashParams, subscribe } from "./store.js";
 import { refreshCompare, renderStats } from "./tables.js";
@@ -192,7 +192,8 @@ function wire() {
   window.addEventListener("resize", debounce(() => { if (state.tensor) fetchHeatmaps(); }, 150));
 }
 
-/** Reopen the runs tab a URL names: its reports and tolerances, compared, and its open output at its zoom window. */
+/** Reopen the runs tab a URL names: its reports and tolerances, compared, and its open output at its zoom window,
+ * leading indices and pins. */
 async function restoreRuns(hash) {
   const names = state.reports.map((r) => r.name);
   if (names.includes(hash.get("a"))) $("#run-a").value = hash.get("a");
@@ -202,7 +203,11 @@ async function restoreRuns(hash) {
   await loadOps();
   await compareRuns();
   const row = Number(hash.get("row"));
-  if (hash.has("row") && Number.isInteger(row)) openRunPair(row, hash.get("view"));
+  if (!hash.has("row") || !Number.isInteger(row)) return;
+  const indices = (text) => (text ? text.split(".").map(Number) : []);
+  await openRunPair(row, hash.get("view"), indices(hash.get("lead")));
+  const pins = (hash.get("pins") || "").split("_").filter(Boolean).map(indices);
+  if (pins.length) await restoreRunPins(pins);
 }
 
 async function main() {
