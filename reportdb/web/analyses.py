@@ -1,5 +1,5 @@
-"""The golden analysis of a served report (``compare_golden`` under one policy) run once in a background thread per
-report and policy, so the page's operation list and overview answer at once from what the report recorded while it
+"""The background analyses of a served report (the golden one, ``compare_golden``, and replay, ``reportdb.replay``,
+under one policy) run once in a background thread per report, policy and mode, so the page's operation list and overview answer at once from what the report recorded while it
 runs (``pending``), and the next requests get the recomputed roles. A failure is kept with the flight and reported
 in the answers instead of being lost in the thread; a transient one (the memory budget busy, the report closing) is
 retried by a request after :data:`RETRY_SECONDS`."""
@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
-from ..analysis.culprits import GoldenComparison
 from .params import ApiError
 
 #: Seconds after which a request starts again an analysis that failed for a passing reason (an ApiError: busy, closing).
@@ -22,11 +21,11 @@ MAX_KEPT = 64
 
 @dataclass
 class Flight:
-    """One run of the golden analysis: when it started, whether it is done, and its result or its error."""
+    """One run of an analysis (golden or replay): when it started, whether it is done, and its result or its error."""
 
     started: float = field(default_factory=time.monotonic)
     done: threading.Event = field(default_factory=threading.Event)
-    result: GoldenComparison | None = None
+    result: Any = None
     error: Exception | None = None
     finished: float | None = None
 
@@ -42,15 +41,15 @@ class Flight:
 
 
 class Analyses:
-    """The golden analyses running or failed, by key (policy and report path): each key runs in one thread at a time
+    """The analyses running or failed, by key (policy, analysis and report path): each key runs in one thread at a time
     however many requests ask; a success goes to ``keep`` (the server's result cache) and its flight is dropped."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._flights: dict[Hashable, Flight] = {}
 
-    def start(self, key: Hashable, work: Callable[[], GoldenComparison],
-              keep: Callable[[GoldenComparison], None]) -> Flight:
+    def start(self, key: Hashable, work: Callable[[], Any],
+              keep: Callable[[Any], None]) -> Flight:
         """The flight of ``key``: the one running or failed, else a new one running ``work`` in a daemon thread (its
         result handed to ``keep`` before the flight is done, so a request after it finds the result kept)."""
         with self._lock:
@@ -58,13 +57,13 @@ class Analyses:
             if flight is not None and not flight.stale():
                 return flight
             flight = self._flights[key] = Flight()
-        thread = threading.Thread(target=self._run, args=(key, flight, work, keep), name="reportdb-golden-analysis",
+        thread = threading.Thread(target=self._run, args=(key, flight, work, keep), name=f"reportdb-analysis-{key!r:.40}",
                                   daemon=True)
         thread.start()
         return flight
 
-    def _run(self, key: Hashable, flight: Flight, work: Callable[[], GoldenComparison],
-             keep: Callable[[GoldenComparison], None]) -> None:
+    def _run(self, key: Hashable, flight: Flight, work: Callable[[], Any],
+             keep: Callable[[Any], None]) -> None:
         """The thread's body: run ``work`` and keep its result, or keep its error with the flight (anything raised,
         so that no failure is lost in the thread; the answers report it)."""
         try:

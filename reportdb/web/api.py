@@ -27,6 +27,9 @@ Endpoints (relative to the blueprint's prefix; ``report`` is a served report's n
 - ``GET api/locate/<local|global>/<id>`` (``report``, ``device``, ``top``): the worst tiles, the tile map, devices
   and cores of a tensor's error; ``api/runs/locate`` (``a``, ``b``, ``tensor_a``, ``tensor_b``, ``top``): the same
   of run B's output against run A's (``reportdb locate --against``)
+- ``GET api/reports/<report>/replay`` (``mode`` isolated, chain or substitute; ``wait``): every operation replayed
+  on its stored inputs (``reportdb.replay(...).to_dict()`` as ``result``, the counts ``line``, ``anomaly_notes``),
+  run once per report, policy and mode in the background (``pending`` with ``wait=0`` until done)
 
 Every endpoint that judges takes ``policy=NAME``: one of the tolerance policies the server was given (``GET
 api/policies`` lists them with their rules; ``default`` or none: the blueprint's own), or one pasted into the page
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, g, request
 
-from . import limits, routes_compare, routes_debug, routes_reports
+from . import limits, routes_compare, routes_debug, routes_replay, routes_reports
 from .answers import error_answer
 from .context import Lookup, Settings
 from .params import ApiError
@@ -101,5 +104,6 @@ def routes(bp: Blueprint, config: Settings) -> None:
     routes_reports.register(bp)
     routes_compare.register(bp)
     routes_debug.register(bp)
+    routes_replay.register(bp)
     bp.add_url_rule("/<path:rest>", endpoint="unknown", view_func=_unknown,
                     methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"])

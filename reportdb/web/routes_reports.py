@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, request, send_from_directory
 
+from ..analysis.culprits import GoldenComparison
 from ..errors import CorruptionError, PolicyError, SchemaError, TensorNotFoundError
 from . import limits, params, tolerances, views
 from .answers import answer, values_json
@@ -211,10 +212,11 @@ def operations(report: str) -> Response:
                 **described.get(tensor_id, {"shape": None, "dtype": None, "ttnn_dtype": None}),
                 "comparisons": {kind: verdicts.comparison(kind, tensor_id) for kind in RECORD_TABLES}}
 
+    anomalous = _anomalies(verdicts.analysis, rank)
     items = [
         {"id": op.id, "name": op.name, "inputs": [ref(t) for t in op.inputs], "outputs": [ref(t) for t in op.outputs],
          "worst_pcc": summaries[op.id][0], "passed": summaries[op.id][1], "role": verdicts.role(op),
-         "local_sqnr_db": verdicts.local_error_db(op)}
+         "local_sqnr_db": verdicts.local_error_db(op), "anomaly": anomalous.get(op.id)}
         for op in page_ops
     ]
     analysis = verdicts.analysis
@@ -226,6 +228,16 @@ def operations(report: str) -> Response:
     if golden.pending:
         lookup().keep(pending, found)
     return answer(found)
+
+
+def _anomalies(analysis: GoldenComparison | None, rank: int) -> dict[int, str]:
+    """Each operation of ``rank`` with an output far out of line with its peers (``Anomaly``), by id: the outputs'
+    sentences (``Anomaly.describe()``), one a line."""
+    found: dict[int, list[str]] = {}
+    for a in () if analysis is None else analysis.anomalies:
+        if a.rank == rank and a.operation_id is not None:
+            found.setdefault(a.operation_id, []).append(a.describe())
+    return {op: "\n".join(texts) for op, texts in found.items()}
 
 
 def _golden(one: Served, waits: bool) -> Golden:
@@ -255,7 +267,8 @@ def overview(report: str) -> Response:
     overview: ``ids``, ``names`` (each distinct name once) and ``name_index``, ``roles`` (``c`` culprit, ``v`` victim,
     ``p`` pass, ``f``/``o`` a recorded fail/pass where the report is too large to recompute or while the analysis
     runs, ``-`` no record), ``pcc`` and ``sqnr_db`` of each operation's worst local comparison (global where only
-    global records exist), the first culprit, and ``pending`` (``wait=0``: the analysis still runs); all under the
+    global records exist), the first culprit, ``anomalies`` (operations with an output far below its peers' SQNR, each
+    with its sentence), and ``pending`` (``wait=0``: the analysis still runs); all under the
     request's policy (kept per policy)."""
     one = lookup().get(report)
     rank = params.integer(request.args, "rank", 0)
@@ -324,7 +337,8 @@ def _overview(one: Served, rank: int, golden: Golden, waited: bool) -> str:
         "global_only": bool(analysis is not None and analysis.global_only),
         "first_culprit": None if first is None or first.rank != rank else first.to_dict(),
         "ids": ids, "names": list(names), "name_index": name_index, "roles": "".join(roles), "pcc": pccs,
-        "sqnr_db": sqnrs, **({} if golden.pending else golden.fields(waited)),
+        "sqnr_db": sqnrs, "anomalies": [{"operation_id": op, "text": text} for op, text in _anomalies(analysis, rank).items()],
+        **({} if golden.pending else golden.fields(waited)),
     }, separators=(",", ":"), allow_nan=False)
 
 

@@ -5,7 +5,7 @@
 //
 // Modules: dom, api, format, store (plumbing; store: views say what changed, subscribers react) -> colour, state ->
 // tables, verdict, panel, heatmaps, points, hover, pins, histograms, leadfields, where, coremap (the tensor view) ->
-// opview, oplist, context, runs, runwhere (views) -> hash (the URL writer, subscribed to "view") -> app (wiring). No
+// opview, oplist, context, runs, runwhere, replay (views) -> hash (the URL writer, subscribed to "view") -> app (wiring). No
 // module imports one that imports it back (tests/test_web_static_modules.py).
 
 import { api, enc } from "./api.js";
@@ -22,8 +22,9 @@ import { mountOverview } from "./overview.js";
 import { Panel } from "./panel.js";
 import { clearPins } from "./pins.js";
 import { mountPolicy } from "./policy.js";
+import { loadReplay, openFirstFailure, openReplayOperation, setReplayMode } from "./replay.js";
 import { compareRuns, jumpToDivergence, openRunPair, openRunRow, runData, runPair, zoomRunPair } from "./runs.js";
-import { wireRunWhere } from "./runwhere.js";
+import { restoreRunPins, wireRunWhere } from "./runwhere.js";
 import { panels, state, syncSlider } from "./state.js";
 import { changed, hashParams, subscribe } from "./store.js";
 import { refreshCompare, renderStats } from "./tables.js";
@@ -46,6 +47,7 @@ function wire() {
     showReportSummary();
     changed("view");
     loadOps();
+    if (!$("#view-replay").hidden) loadReplay();
   });
   const filter = debounce(() => {
     state.ops.filter = $("#op-filter").value.trim();
@@ -156,6 +158,16 @@ function wire() {
 
   $("#tab-ops").addEventListener("click", () => { switchTab("ops"); changed("view"); });
   $("#tab-runs").addEventListener("click", () => { switchTab("runs"); changed("view"); });
+  $("#tab-replay").addEventListener("click", () => { switchTab("replay"); changed("view"); loadReplay(); });
+  $("#replay-mode").addEventListener("change", (ev) => setReplayMode(ev.target.value));
+  $("#replay-first").addEventListener("click", openFirstFailure);
+  const replayBody = $("#replay-table tbody");
+  const replayOpen = (ev) => {
+    const tr = ev.target.closest("tr[data-op-id]");
+    if (tr && (ev.type === "click" || ev.key === "Enter")) openReplayOperation(Number(tr.dataset.opId));
+  };
+  replayBody.addEventListener("click", replayOpen);
+  replayBody.addEventListener("keydown", replayOpen);
   $("#run-compare").addEventListener("click", compareRuns);
   $("#run-jump").addEventListener("click", jumpToDivergence);
   $("#jump-culprit").addEventListener("click", jumpToCulprit);
@@ -180,7 +192,8 @@ function wire() {
   window.addEventListener("resize", debounce(() => { if (state.tensor) fetchHeatmaps(); }, 150));
 }
 
-/** Reopen the runs tab a URL names: its reports and tolerances, compared, and its open output at its zoom window. */
+/** Reopen the runs tab a URL names: its reports and tolerances, compared, and its open output at its zoom window,
+ * leading indices and pins. */
 async function restoreRuns(hash) {
   const names = state.reports.map((r) => r.name);
   if (names.includes(hash.get("a"))) $("#run-a").value = hash.get("a");
@@ -190,12 +203,17 @@ async function restoreRuns(hash) {
   await loadOps();
   await compareRuns();
   const row = Number(hash.get("row"));
-  if (hash.has("row") && Number.isInteger(row)) openRunPair(row, hash.get("view"));
+  if (!hash.has("row") || !Number.isInteger(row)) return;
+  const indices = (text) => (text ? text.split(".").map(Number) : []);
+  await openRunPair(row, hash.get("view"), indices(hash.get("lead")));
+  const pins = (hash.get("pins") || "").split("_").filter(Boolean).map(indices);
+  if (pins.length) await restoreRunPins(pins);
 }
 
 async function main() {
   keepUrl();
   subscribe("wanted-operation", ({ id }) => openOperationById(id));
+  subscribe("tab", ({ which }) => { switchTab(which); changed("view"); });
   wire();
   syncSlider();
   await mountPolicy($("#policy-picker"));
@@ -209,6 +227,10 @@ async function main() {
   const hash = hashParams();
   if (hash.get("tab") === "runs" && state.reports.length > 1) {
     await restoreRuns(hash);
+  } else if (hash.get("tab") === "replay") {
+    switchTab("replay");
+    loadOps();
+    await setReplayMode(hash.get("mode"));
   } else {
     await loadOps();
     const wanted = Number(hash.get("op"));

@@ -4,14 +4,16 @@
 import { $, debounce } from "./dom.js";
 import { requestRegion } from "./heatmaps.js";
 import { policyParams } from "./policy.js";
+import { replayView } from "./replay.js";
 import { runData, runPair, runTolerances } from "./runs.js";
+import { runPinIndices } from "./runwhere.js";
 import { state } from "./state.js";
 import { hashParams, subscribe } from "./store.js";
 
 /** Keep the view in the URL: report, operation, tensor, golden kind, device, zoom window, the tolerances the user
  * chose (a PCC threshold only when typed: otherwise the policy's, so a link follows the policy), error kind, log
- * scale and pins; on
- * the runs tab its reports, tolerances, the open output and its zoom window. */
+ * scale and pins; on the replay tab its report and mode; on
+ * the runs tab its reports, tolerances, the open output, its zoom window, leading indices and pins. */
 export function writeHash() {
   if (state.restore) return; // a pasted URL is still being opened
   const p = new URLSearchParams(policyParams());
@@ -24,11 +26,20 @@ export function writeHash() {
       p.set("row", runPair.row);
       const v = runPair.view;
       if (v) p.set("view", `${v.y0}:${v.y1},${v.x0}:${v.x1}`);
+      if (runPair.lead.length) p.set("lead", runPair.lead.join("."));
+      const pins = runPinIndices();
+      if (pins.length) p.set("pins", pins.map((index) => index.join(".")).join("_"));
     }
     history.replaceState(null, "", `#${p}`);
     return;
   }
   if (state.report) p.set("report", state.report);
+  if (!$("#view-replay").hidden) {
+    p.set("tab", "replay");
+    p.set("mode", replayView.mode);
+    history.replaceState(null, "", `#${p}`);
+    return;
+  }
   if (state.opId !== null) p.set("op", state.opId);
   const t = state.tensor;
   if (t) {

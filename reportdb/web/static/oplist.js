@@ -111,19 +111,26 @@ function renderOps() {
     tr.dataset.opId = op.id;
     tr.tabIndex = -1;
     tr.setAttribute("aria-selected", String(op.id === state.opId));
+    const { all, local } = failedCriteria(op, o.globalOnly);
+    const why = all.size ? `failed: ${[...all].join(", ")}` : "";
     const pcc = document.createElement("td");
-    pcc.className = "num mono" + (op.passed === false ? " pcc-fail" : "");
+    pcc.className = "num mono" + (all.has("pcc") ? " pcc-fail" : "");
     pcc.textContent = op.worst_pcc === null ? "" : fmtPcc(op.worst_pcc);
+    pcc.title = why;
     const status = document.createElement("td");
     status.className = "center";
     status.append(badge(op.passed));
+    status.title = why;
+    status.dataset.failed = [...all].join(",");
     const id = document.createElement("td");
     id.className = "num mono";
     id.textContent = op.id;
     const name = document.createElement("td");
     name.textContent = op.name;
     name.title = op.name;
-    const sqnr = el("td", { className: "num mono local-db" }, fmtDb(op.local_sqnr_db));
+    if (op.anomaly) name.append(" ", el("span", { className: "anomaly-mark", title: op.anomaly }, "\u26a0"));
+    const sqnrFailed = local.has("sqnr_db") || local.has("tile_sqnr_db");
+    const sqnr = el("td", { className: "num mono local-db" + (sqnrFailed ? " pcc-fail" : ""), title: why }, fmtDb(op.local_sqnr_db));
     sqnr.dataset.value = String(op.local_sqnr_db ?? "");
     const role = document.createElement("td");
     role.className = "center";
@@ -146,6 +153,24 @@ function renderOps() {
     th.setAttribute("aria-sort", th.dataset.sort === o.sort ? (o.order === "asc" ? "ascending" : "descending") : "none");
   }
   $("#worst-first").setAttribute("aria-pressed", String((o.sort === "pcc" || o.sort === "error") && o.order === "asc"));
+}
+
+/** The criteria an operation's failing comparisons failed: ``all`` of them, and ``local`` (those of its local
+ * records, or of its global ones where only global records exist, as its dB column measures). A record failed as
+ * ttnn recorded it (no recomputed criteria) failed its PCC, the one criterion ttnn judges. */
+function failedCriteria(op, globalOnly) {
+  const all = new Set();
+  const local = new Set();
+  for (const out of op.outputs) {
+    for (const [kind, c] of Object.entries(out.comparisons)) {
+      if (!c || c.passed !== false) continue;
+      for (const name of c.failed?.length ? c.failed : ["pcc"]) {
+        all.add(name);
+        if (kind === "local" || globalOnly) local.add(name);
+      }
+    }
+  }
+  return { all, local };
 }
 
 /** A local SQNR in the list: one decimal, "exact" without error, "\u2212\u221e" where SQNR cannot see the error. */
@@ -192,10 +217,11 @@ export async function openOperationById(id, { tensorId = null } = {}) {
   }
 }
 
+/** Show one tab's view (ops, runs or replay) and hide the others. */
 export function switchTab(which) {
-  $("#tab-ops").setAttribute("aria-selected", String(which === "ops"));
-  $("#tab-runs").setAttribute("aria-selected", String(which === "runs"));
-  $("#view-ops").hidden = which !== "ops";
-  $("#view-runs").hidden = which !== "runs";
+  for (const name of ["ops", "runs", "replay"]) {
+    $(`#tab-${name}`).setAttribute("aria-selected", String(which === name));
+    $(`#view-${name}`).hidden = which !== name;
+  }
   if (which === "ops") requestAnimationFrame(() => { if (state.tensor) fetchHeatmaps(); });
 }

@@ -9,6 +9,8 @@ const COLOURS = { c: [196, 48, 43], f: [196, 48, 43], v: [228, 154, 37], p: [58,
 const WORSE = { c: 5, f: 4, v: 3, p: 2, o: 1, "-": 0 };
 const LABELS = { c: "culprit", f: "fails (recorded)", v: "victim", p: "pass", o: "passes (recorded)", "-": "no golden record" };
 const HEIGHT = 56;
+/** The anomaly marker's colour: an output far below its peers' SQNR (passing or not), distinct from every role. */
+const ANOMALY = "#7a3fc0";
 /** Milliseconds before the first poll while the server recomputes the roles (the answer says ``pending``), each next
  * one half as long again up to POLL_MAX_MS. */
 const POLL_MS = 500;
@@ -44,12 +46,15 @@ export function mountOverview(container, { api, report, open }) {
   container.classList.add("overview");
   const first = node("span", { className: "overview-first" });
   const legend = node("span", { className: "overview-legend" },
-    ...["c", "v", "p", "-"].map((k) => node("span", {}, node("i", { style: `background: rgb(${COLOURS[k]})` }), LABELS[k])));
+    ...["c", "v", "p", "-"].map((k) => node("span", {}, node("i", { style: `background: rgb(${COLOURS[k]})` }), LABELS[k])),
+    node("span", { title: "an output far below its peers' SQNR (the same operation on the same shape), passing or not" },
+      node("i", { style: `background: ${ANOMALY}; border-radius: 50%` }), "anomaly"));
   const canvas = node("canvas", { tabIndex: 0, ariaLabel: "Operations in execution order, coloured by local error; click to open" });
   const readout = node("div", { className: "overview-readout" });
   container.replaceChildren(node("div", { className: "overview-head" }, node("b", {}, "Overview"), first, legend), canvas, readout);
   const ctx = canvas.getContext("2d");
   let data = null;
+  let anomalies = new Map(); // operation index -> its anomalies' sentences
   let columns = null; // per pixel column: the index of the operation it shows (-1: none)
   let cursor = -1; // keyboard cursor and last opened operation (index)
   let seq = 0;
@@ -116,6 +121,15 @@ export function mountOverview(container, { api, report, open }) {
       ctx.fill();
       container.dataset.culpritX = String(mark(culprit, "#1d2330", false));
     } else delete container.dataset.culpritX;
+    for (const i of anomalies.keys()) { // a dot above each anomalous operation's bar
+      const x = ((i + 0.5) * W) / n;
+      const y = Math.max(5 * dpr, Math.round(H * (1 - height(i))) - 6 * dpr);
+      ctx.beginPath();
+      ctx.arc(x, y, 4 * dpr, 0, 2 * Math.PI);
+      ctx.fillStyle = ANOMALY;
+      ctx.fill();
+    }
+    container.dataset.anomalies = [...anomalies.keys()].map((i) => data.ids[i]).join(",");
     if (cursor >= 0 && cursor < n) mark(cursor, "rgba(47, 111, 219, 0.9)", true);
     container.dataset.drawMs = (performance.now() - t0).toFixed(2);
   }
@@ -132,7 +146,8 @@ export function mountOverview(container, { api, report, open }) {
     if (i < 0 || !data) return "";
     const pcc = data.pcc[i] === null ? "" : ` \u00b7 local pcc ${data.pcc[i].toFixed(6)}`;
     const sqnr = data.sqnr_db[i] === null ? "" : ` \u00b7 sqnr ${data.sqnr_db[i].toFixed(1)} dB`;
-    return `#${data.ids[i]} ${data.names[data.name_index[i]]} \u00b7 ${LABELS[data.roles[i]]}${pcc}${sqnr}`;
+    const odd = anomalies.has(i) ? ` \u00b7 anomaly: ${anomalies.get(i)}` : "";
+    return `#${data.ids[i]} ${data.names[data.name_index[i]]} \u00b7 ${LABELS[data.roles[i]]}${pcc}${sqnr}${odd}`;
   }
 
   function choose(i) {
@@ -169,6 +184,8 @@ export function mountOverview(container, { api, report, open }) {
     if (mine !== seq || name !== report()) return;
     const kept = data && data.report === found.report && cursor >= 0 ? data.ids[cursor] : null;
     data = found;
+    const index = new Map(data.ids.map((id, i) => [id, i]));
+    anomalies = new Map((data.anomalies ?? []).filter((a) => index.has(a.operation_id)).map((a) => [index.get(a.operation_id), a.text]));
     cursor = kept === null ? -1 : data.ids.indexOf(kept);
     const f = data.first_culprit;
     const err = data.analysis_error;

@@ -86,8 +86,9 @@ export async function jumpToDivergence() {
 }
 
 /** Show matched output `i` of the runs as A, B and |A-B| heatmaps over one shared, zoomable view (resolved once
- * they are drawn). */
-export async function openRunPair(i, view = null) {
+ * they are drawn): the whole of its first matrix, or the window ``view`` ("y0:y1,x0:x1") at leading indices
+ * ``lead`` where a restored URL names them and they lie within the output. */
+export async function openRunPair(i, view = null, lead = null) {
   const row = runData?.items[i];
   if (!row) return;
   for (const tr of $$("#run-table tbody tr")) tr.setAttribute("aria-selected", String(Number(tr.dataset.row) === i));
@@ -100,6 +101,8 @@ export async function openRunPair(i, view = null) {
   const [H, W] = dims2d(row.shape);
   runPair.view = { y0: 0, y1: H, x0: 0, x1: W, H, W };
   runPair.lead = row.shape.slice(0, -2).map(() => 0);
+  const dims = row.shape.slice(0, -2);
+  if (lead && lead.length === dims.length && lead.every((k, d) => Number.isInteger(k) && k >= 0 && k < dims[d])) runPair.lead = lead;
   const asked = (view || "").match(/^(\d+):(\d+),(\d+):(\d+)$/);
   if (asked) {
     const [y0, y1, x0, x1] = asked.slice(1).map(Number);

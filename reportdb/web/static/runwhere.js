@@ -8,11 +8,12 @@ import { fmt } from "./format.js";
 import { showTooltip } from "./hover.js";
 import { runData, runPair, setRunView } from "./runs.js";
 import { coreAt } from "./state.js";
-import { subscribe } from "./store.js";
+import { changed, subscribe } from "./store.js";
 
 const SIDES = ["a", "b", "error"];
 let located = null; // the open pair's locate answer (null while it is asked, or when it failed)
 let pins = [];
+let locating = Promise.resolve(); // the open pair's locate request (pins restored from a URL wait for its cores)
 
 /** The core entry whose shard holds element (r, c) of the pair's view at its leading indices, or null. */
 function coreOf(r, c) {
@@ -139,6 +140,23 @@ function renderPins() {
     return tr;
   });
   $("#run-pins").replaceChildren(head, ...rows);
+  changed("view");
+}
+
+/** The pinned points' indices (leading indices, row, column), for the URL. */
+export const runPinIndices = () => pins.map((p) => p.index);
+
+/** Pin the points a URL names (``indices``) in the open pair once it is located: those at its leading indices and
+ * inside its matrix; their values are the drawn grids'. */
+export async function restoreRunPins(indices) {
+  await locating;
+  const v = runPair.view;
+  if (!v) return;
+  const lead = runPair.lead.join(",");
+  pins = indices.filter((ix) => ix.length === runPair.lead.length + 2 && ix.slice(0, -2).join(",") === lead &&
+    ix.every((k) => Number.isInteger(k) && k >= 0) && ix.at(-2) < v.H && ix.at(-1) < v.W)
+    .map((ix) => ({ index: ix, rows: pointRows(ix.at(-2), ix.at(-1)) }));
+  renderPins();
 }
 
 /** Wire the pair's panels (hover, click to pin), its worst-tile button, and locating each pair as it opens. */
@@ -157,5 +175,5 @@ export function wireRunWhere() {
     });
   }
   $("#run-worst-tile").addEventListener("click", goRunWorstTile);
-  subscribe("run-pair", (row) => { locatePair(row).catch(reportError); });
+  subscribe("run-pair", (row) => { locating = locatePair(row).catch(reportError); });
 }
