@@ -154,3 +154,23 @@ def test_replicated_mesh_axis_names_the_replica_read(tmp_path: Path) -> None:
         assert tile_place(report, 1, (0, 1, 3)) == Place((0, 1, 3), (32, 96), None, (0, 1))
         assert tile_place(report, 1, (0, 0, 1)).describe() == "on device (0, 0)"
         assert tile_place(report, 2, (0, 1, 3)) == Place((0, 1, 3), (32, 96), None, None)
+
+
+@pytest.mark.process
+def test_the_locate_command_prints_the_failing_devices_notes(tmp_path: Path) -> None:
+    """``reportdb locate`` prints what a failing device's verdict saw under its table: the tile, core and device."""
+    import subprocess
+    import sys
+
+    x_now, x_last = RNG.standard_normal((2, 1, 1, 64, 128)).astype(np.float32)
+    golden, last = _silu(x_now), _silu(x_last)
+    shards = [((0, c), (last if c == 1 else golden)[..., :, c * 64 : (c + 1) * 64].astype(ml_dtypes.bfloat16))
+              for c in range(2)]
+    dist = Distribution((1, 2), (Placement("replicate"), Placement("shard", 3)))
+    loaded = LoadedTensor(shards=shards, spec=TensorSpec(distribution=dist), source={})
+    path = _golden_report(tmp_path / "r", loaded, golden)
+    out = subprocess.run([sys.executable, "-m", "reportdb", "locate", str(path), "1", "--golden"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert any(line.startswith("  device 0,1: tile_sqnr_db:") and "on device (0, 1)" in line
+               for line in out.stdout.splitlines()), out.stdout

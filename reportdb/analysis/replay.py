@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, ReportDBError
 from . import references
 from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
+from .places import placed_notes
 from .policy import Policy, as_policy, canonical_dtype
 from .replay_parallel import BUDGET, default_workers, replay_isolated
 from .replay_collectives import replay_collective
@@ -229,8 +230,9 @@ def replay_operation(
         device = report.tensor(output_id, rank)
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
         metrics, verdict = judged(policy, row.name, dtype, device, expected)
+        notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
         at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
-                     detail="; ".join(verdict.notes))  # what the verdict saw: the worst tile, a fidelity shrink
+                     detail="; ".join(notes))  # what the verdict saw: the worst tile and its core, a fidelity shrink
         if keeper is not None:
             keeper.keep(at, expected, policy)
         rows.append(at)

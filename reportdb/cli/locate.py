@@ -117,6 +117,9 @@ def _print(result: "LocateResult") -> None:
                             _num(d.fit_offset), str(d.mismatches), verdict))
         for line in _table(devices, right={1, 2, 3, 4, 5}, indent="  "):
             _echo(line)
+        for d in result.devices:
+            for note in () if d.passed else d.notes:
+                _echo(f"  device {','.join(map(str, d.coordinate))}: {note}")
     if result.cores:
         _echo(f"cores ({result.memory_layout}, shard {'x'.join(map(str, result.shard_shape or ()))}, "
               f"{result.shard_orientation}), worst first:")
