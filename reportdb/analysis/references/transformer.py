@@ -45,8 +45,9 @@ def scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: Any, input
                                  attention_sink: Any, cu_window_seqlens: Any, **_: Any) -> np.ndarray:
     """softmax(q k^T * scale + mask) v over [batch, heads, sequence, head_dim]; K/V heads repeated for grouped queries.
 
-    In float32 throughout, as ttnn's golden (tt-metal ``ttnn/ttnn/operations/transformer.py``,
-    ``_attention_reference``) computes it: its inputs, scores, mask and softmax are torch float32. The scores are
+    In float32 throughout, as ttnn's golden (ttnn 0.81.1 ``ttnn/operations/transformer_golden.py``,
+    ``scaled_dot_product_attention_golden`` through ``_scaled_attention``) computes it: its inputs, scores, mask and
+    softmax are torch float32. The scores are
     scaled, masked and normalised in place (one score array, no float64 copies: for a prefill the [heads, S, S] scores
     are most of the reference's memory and time)."""
     for name, value in (("attention_sink", attention_sink), ("cu_window_seqlens", cu_window_seqlens)):
