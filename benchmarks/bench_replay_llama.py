@@ -174,16 +174,16 @@ def main() -> None:
         reportdb.replay(path)  # warm: imports, thread pools, the file's pages
         read, read_cpu, _ = best(options.repeat, lambda: read_all(path))
         fwd, fwd_cpu, _ = best(options.repeat, lambda: forward(model))
-        base = read + fwd
+        base, base_cpu = read + fwd, read_cpu + fwd_cpu
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {options.layers} layers, hidden "
               f"{options.hidden}, sequence {options.seq}: {stored / 2**20:.0f} MiB of tensors")
         print(f"read every tensor once {read:.2f} s (CPU {read_cpu:.2f}); forward pass {fwd:.2f} s (CPU {fwd_cpu:.2f});"
-              f" sum {base:.2f} s")
+              f" sum {base:.2f} s (CPU {base_cpu:.2f})")
         for label, kwargs in (("replay, 1 worker", {"workers": 1}), ("replay, 2 workers", {"workers": 2}),
                               ("replay --chain", {"chain": True})):
             wall, cpu, result = best(options.repeat, lambda: reportdb.replay(path, **kwargs))
-            print(f"{label}: {wall:.2f} s (CPU {cpu:.2f}), {base / wall:.2f}x the sum; compared {result.compared} of "
-                  f"{result.operations}, {result.failed_outputs} failed")
+            print(f"{label}: {wall:.2f} s (CPU {cpu:.2f}), {base / wall:.2f}x the sum by wall, {base_cpu / cpu:.2f}x "
+                  f"by CPU; compared {result.compared} of {result.operations}, {result.failed_outputs} failed")
 
 
 if __name__ == "__main__":

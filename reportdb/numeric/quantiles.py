@@ -23,10 +23,13 @@ _SHIFT = 16
 class AbsErrorHistogram:
     """Running counts of absolute errors by float32 bit-pattern bin; two histograms of disjoint positions merge."""
 
-    __slots__ = ("counts", "_f32", "_index")
+    __slots__ = ("counts", "_f32", "_index", "_used")
 
     def __init__(self, block: int = 0) -> None:
         self.counts = np.zeros(BINS, dtype=np.int64)
+        # Bins from here on are all zero: quantiles and merges touch only the front (errors rarely reach the top
+        # exponents), not all 512 KiB of counts, which a replay of many small outputs paid once per comparison.
+        self._used = 0
         self._f32 = scratch("quantile_f32", block, np.float32)  # this thread's buffers for blocks up to ``block``
         self._index = scratch("quantile_bin", block, np.intp)  # intp: bincount takes it without a copy
 
@@ -44,18 +47,24 @@ class AbsErrorHistogram:
         np.right_shift(f32.view(np.uint32), _SHIFT, out=index, casting="unsafe")
         found = np.bincount(index)  # as long as the largest bin met: errors rarely reach the top exponents
         self.counts[: found.size] += found
+        self._used = max(self._used, found.size)
 
     def add_zeros(self, count: int) -> None:
         """Count ``count`` errors that are exactly zero."""
         self.counts[0] += count
+        self._used = max(self._used, 1)
 
     def merge(self, other: AbsErrorHistogram) -> None:
         """Fold in the counts of other positions."""
-        self.counts += other.counts
+        used = max(self._used, other._used)
+        self.counts[:used] += other.counts[:used]
+        self._used = used
 
     def quantiles(self, qs: tuple[float, ...], maximum: float) -> list[float | None]:
         """The ``qs`` quantiles (numpy's linear method, within 0.4%), None each when nothing was counted."""
-        cumulative = np.cumsum(self.counts)
+        if self._used == 0:
+            return [None for _ in qs]
+        cumulative = np.cumsum(self.counts[: self._used])  # past it every bin is empty: the same ranks fall inside
         n = int(cumulative[-1])
         if n == 0:
             return [None for _ in qs]

@@ -1,7 +1,7 @@
 """Attention operations of ttnn's transformer models: splitting a fused QKV projection into heads and concatenating
 heads back (prefill and decode layouts), the llama rotary embedding with its transformation matrix, decode
-attention over a KV cache (contiguous or paged) and chunked prefill attention over a paged one, in float64 rounded
-once to float32 where they compute."""
+attention over a KV cache (contiguous or paged) in float64 rounded once to float32 where they compute, and chunked
+prefill attention over a paged one in float32, as ttnn's golden computes it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, broadcast, elements, float64s, reference, shape
+from . import Param, UnsupportedArguments, broadcast, elements, float64s, floats, reference, shape
 from .transformer import scaled_dot_product_attention
 
 #: The tile edge: rotary_embedding_llama applies its transformation matrix to each 32-wide tile of a head.
@@ -307,11 +307,12 @@ def chunked_scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: An
                                          scale: float | None, **_: Any) -> np.ndarray:
     """ttnn.transformer.chunked_scaled_dot_product_attention as its golden (tt-metal ``transformer_golden.py``,
     ``chunked_scaled_dot_product_attention_golden``): the paged caches read through the page table, cut to the
-    chunk's end, and causal attention of the chunk's queries, which sit at ``chunk_start_idx`` onwards."""
+    chunk's end, and causal attention of the chunk's queries, which sit at ``chunk_start_idx`` onwards (in float32, as
+    :func:`scaled_dot_product_attention` and the golden compute it)."""
     q = np.asarray(input_tensor_q)
     table = np.asarray(page_table_tensor)
-    keys = np.stack(pages("input_tensor_k", float64s("input_tensor_k", input_tensor_k), table))
-    values = np.stack(pages("input_tensor_v", float64s("input_tensor_v", input_tensor_v), table))
+    keys = np.stack(pages("input_tensor_k", floats("input_tensor_k", input_tensor_k), table))
+    values = np.stack(pages("input_tensor_v", floats("input_tensor_v", input_tensor_v), table))
     start = chunk_start_idx
     if chunk_start_idx_tensor is not None:
         found = np.asarray(chunk_start_idx_tensor).reshape(-1)

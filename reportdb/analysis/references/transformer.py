@@ -1,6 +1,6 @@
 """Attention: scaled dot-product attention (causal or not, an additive or boolean mask, grouped-query heads, a sliding
-window) and the rotary embedding, in float64 rounded once to float32, as ttnn's golden functions define them, and the
-split of a fused QKV projection into heads (three outputs)."""
+window) in float32 as ttnn's golden computes it, and the rotary embedding in float64 rounded once to float32, as ttnn's
+golden functions define them, and the split of a fused QKV projection into heads (three outputs)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import Param, UnsupportedArguments, broadcast, elements, float64s, reference, shape
+from . import Param, UnsupportedArguments, broadcast, elements, float64s, floats, reference, shape
 
 
 def _allowed(query_length: int, key_length: int, causal: bool, window: int | None) -> np.ndarray:
@@ -43,27 +43,39 @@ def _attention_size(values: Mapping[str, Any]) -> int:
 def scaled_dot_product_attention(input_tensor_q: Any, input_tensor_k: Any, input_tensor_v: Any, attn_mask: Any,
                                  is_causal: bool, scale: float | None, sliding_window_size: int | None,
                                  attention_sink: Any, cu_window_seqlens: Any, **_: Any) -> np.ndarray:
-    """softmax(q k^T * scale + mask) v over [batch, heads, sequence, head_dim]; K/V heads repeated for grouped queries."""
+    """softmax(q k^T * scale + mask) v over [batch, heads, sequence, head_dim]; K/V heads repeated for grouped queries.
+
+    In float32 throughout, as ttnn's golden (ttnn 0.81.1 ``ttnn/operations/transformer_golden.py``,
+    ``scaled_dot_product_attention_golden`` through ``_scaled_attention``) computes it: its inputs, scores, mask and
+    softmax are torch float32. The scores are
+    scaled, masked and normalised in place (one score array, no float64 copies: for a prefill the [heads, S, S] scores
+    are most of the reference's memory and time)."""
     for name, value in (("attention_sink", attention_sink), ("cu_window_seqlens", cu_window_seqlens)):
         if value is not None:
             raise UnsupportedArguments([name], "not modelled by this reference")
-    q, k, v = (float64s(n, t) for n, t in (("input_tensor_q", input_tensor_q), ("input_tensor_k", input_tensor_k),
-                                             ("input_tensor_v", input_tensor_v)))
+    q, k, v = (floats(n, t) for n, t in (("input_tensor_q", input_tensor_q), ("input_tensor_k", input_tensor_k),
+                                           ("input_tensor_v", input_tensor_v)))
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or q.shape[1] % k.shape[1] or k.shape[1] != v.shape[1]:
         raise UnsupportedArguments(["input_tensor_q"], f"shapes {q.shape}, {k.shape}, {v.shape} are not [b, heads, s, d]")
     if sliding_window_size is not None and sliding_window_size < 1:  # a negative one would wrap in int64 arithmetic
         raise UnsupportedArguments(["sliding_window_size"], f"a window of {sliding_window_size} keys")
     k, v = (np.repeat(t, q.shape[1] // t.shape[1], axis=1) for t in (k, v))
-    scores = q @ np.swapaxes(k, -1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    scores = np.matmul(q, np.swapaxes(k, -1, -2))
+    scores *= np.float32(q.shape[-1] ** -0.5 if scale is None else scale)  # torch rounds the scale to float32
     if attn_mask is not None:
         mask = np.asarray(attn_mask)
-        scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + float64s("attn_mask", mask)
+        if mask.dtype == bool:
+            scores = np.where(mask, scores, np.float32(-np.inf))
+        else:
+            scores = scores + floats("attn_mask", mask)  # a broadcast mask may widen the scores' batch axes
     if is_causal or sliding_window_size is not None:
-        scores = np.where(_allowed(q.shape[-2], k.shape[-2], is_causal, sliding_window_size), scores, -np.inf)
+        np.copyto(scores, np.float32(-np.inf),
+                  where=~_allowed(q.shape[-2], k.shape[-2], is_causal, sliding_window_size))
     with np.errstate(invalid="ignore"):
-        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        weights /= weights.sum(axis=-1, keepdims=True)
-    return (weights @ v).astype(np.float32)
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+    return np.matmul(scores, v)
 
 
 def _rotary_size(values: Mapping[str, Any]) -> int:
