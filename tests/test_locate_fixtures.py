@@ -128,7 +128,8 @@ def test_cli_locate(tmp_path: Path) -> None:
     text = run("locate", path, "1", "--against", "2")
     assert text.returncode == 0, text.stderr
     assert "worst tiles:" in text.stdout and "HEIGHT_SHARDED" in text.stdout and "32:64" in text.stdout
-    for args, message in [(("--golden",), "no local comparison record"), (("--against", "2", "--device", "a,b"), "--device takes")]:
+    for args, message, status in [(("--golden",), "no local comparison record", 1),
+                                  (("--against", "2", "--device", "a,b"), "--device takes", 2)]:  # 2: a usage error
         bad = run("locate", path, "1", *args)
-        assert bad.returncode == 1 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert bad.returncode == status and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert (Path(path).read_bytes(), os.stat(path).st_mtime_ns) == before  # reading changed nothing

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 import reportdb
-from reportdb.analysis.peers import Peers
-from reportdb.analysis.replay import ReplayCounts, ReplayResult, ReplayRow
-from reportdb.analysis.replay_rows import peer_output
 from reportdb.cli.common import _cells, _echo, _emit, _friendly, _migrate_hint, _not_migrated, _num, cli
 from reportdb.cli.compare import EXIT_NOT_COMPARED
+
+if TYPE_CHECKING:  # pragma: no cover - imported where used, so `reportdb --help` loads no numpy
+    from reportdb.analysis.replay_rows import ReplayCounts, ReplayRow
 
 
 @cli.command(name="replay")
@@ -80,6 +81,9 @@ def replay_(
     policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
     rows = reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain,
                                 substitute=substitute, substitute_failing=substitute_failing, workers=workers)
+    from reportdb.analysis.peers import Peers
+    from reportdb.analysis.replay_rows import ReplayCounts, ReplayResult, peer_output
+
     if as_json:
         result = ReplayResult.of(rows, chain=chain)
         _emit(result.to_dict())
@@ -163,7 +167,7 @@ def _row(row: "ReplayRow", side: bool = False) -> str:
     return _cells(cells + (outcome,), _WIDTHS + ((6, 7, 11) if side else ()), _RIGHT)
 
 
-def _exit(report_path: Path, tally: ReplayCounts, ops_glob: str | None) -> None:
+def _exit(report_path: Path, tally: "ReplayCounts", ops_glob: str | None) -> None:
     """Exit 1 when a compared output fails, 3 when nothing was compared (said on stderr, with the migrate command
     where legacy tensor files are why), else return (status 0)."""
     if tally.failed:
