@@ -152,6 +152,18 @@ def _adaptive_size(values: Mapping[str, Any]) -> int:
     return max(4 * batch * max(oh, 1) * max(ow, 1) * channels, 2 * elements(shape(values["input_tensor"])))
 
 
+def _adaptive_input(input_tensor: Any, batch_size: int, input_h: int, input_w: int, channels: int,
+                    output_size: tuple[int, ...]) -> tuple[np.ndarray, int, int]:
+    """An adaptive pool's input as NHWC and its output height and width; UnsupportedArguments when they disagree."""
+    x = nhwc("input_tensor", input_tensor, batch_size, input_h, input_w, None)
+    if x.shape[-1] != channels:
+        raise UnsupportedArguments(["channels"], f"{channels} channels in an input of {x.shape[-1]}")
+    oh, ow = pair("output_size", output_size, 1)
+    if oh < 1 or ow < 1:
+        raise UnsupportedArguments(["output_size"], f"an output of {output_size}")
+    return x, oh, ow
+
+
 @reference("ttnn.adaptive_avg_pool2d", params=_POOL + (Param("output_size", "ints", 5, required=True),)
            + _POOL_KEYWORDS, size=_adaptive_size)
 def adaptive_avg_pool2d(input_tensor: Any, batch_size: int, input_h: int, input_w: int, channels: int,
@@ -159,12 +171,7 @@ def adaptive_avg_pool2d(input_tensor: Any, batch_size: int, input_h: int, input_
     """ttnn.adaptive_avg_pool2d as its golden (tt-metal ``ttnn/ttnn/operations/pool.py``,
     ``golden_adaptive_avg_pool2d``): torch's adaptive_avg_pool2d over the NCHW view, flattened to
     ``[1, 1, N*oh*ow, C]``. Computed as a difference of 2-D prefix sums, so its cost is the input's."""
-    x = nhwc("input_tensor", input_tensor, batch_size, input_h, input_w, None)
-    if x.shape[-1] != channels:
-        raise UnsupportedArguments(["channels"], f"{channels} channels in an input of {x.shape[-1]}")
-    oh, ow = pair("output_size", output_size, 1)
-    if oh < 1 or ow < 1:
-        raise UnsupportedArguments(["output_size"], f"an output of {output_size}")
+    x, oh, ow = _adaptive_input(input_tensor, batch_size, input_h, input_w, channels, output_size)
     prefix = np.zeros((x.shape[0], x.shape[1] + 1, x.shape[2] + 1, x.shape[3]))
     prefix[:, 1:, 1:] = x.cumsum(axis=1).cumsum(axis=2)
     (h0, h1), (w0, w1) = _bins(x.shape[1], oh), _bins(x.shape[2], ow)
@@ -180,12 +187,7 @@ def adaptive_max_pool2d(input_tensor: Any, batch_size: int, input_h: int, input_
     """ttnn.adaptive_max_pool2d as its golden (tt-metal ``ttnn/ttnn/operations/pool.py``,
     ``golden_adaptive_max_pool2d``): torch's adaptive_max_pool2d over the NCHW view (bins as adaptive_avg_pool2d's),
     flattened to ``[1, 1, N*oh*ow, C]``; one maximum per output row, then per output column."""
-    x = nhwc("input_tensor", input_tensor, batch_size, input_h, input_w, None)
-    if x.shape[-1] != channels:
-        raise UnsupportedArguments(["channels"], f"{channels} channels in an input of {x.shape[-1]}")
-    oh, ow = pair("output_size", output_size, 1)
-    if oh < 1 or ow < 1:
-        raise UnsupportedArguments(["output_size"], f"an output of {output_size}")
+    x, oh, ow = _adaptive_input(input_tensor, batch_size, input_h, input_w, channels, output_size)
     (h0, h1), (w0, w1) = _bins(x.shape[1], oh), _bins(x.shape[2], ow)
     rows = np.stack([x[:, a:b].max(axis=1) for a, b in zip(h0, h1)], axis=1)  # [N, oh, W, C]
     out = np.stack([rows[:, :, a:b].max(axis=2) for a, b in zip(w0, w1)], axis=2)  # [N, oh, ow, C]
