@@ -34,11 +34,17 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_report(tmp_path_factory.mktemp("serve") / "made")
 
 
+#: ``python -m reportdb`` with Ctrl-C's handler in place: a test run started as a background job (a CI script's
+#: ``cmd &`` without job control) hands its children SIGINT ignored, and Python then keeps it ignored.
+_MAIN = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+         "runpy.run_module('reportdb', run_name='__main__', alter_sys=True)")
+
+
 class Server:
     """A ``reportdb serve`` subprocess whose output lines are collected by a thread (so no read can hang a test)."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "reportdb", "serve", *args], stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-c", _MAIN, "serve", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
