@@ -228,7 +228,9 @@ def test_server_gone_mid_push_leaves_nothing_visible(tmp_path: Path) -> None:
         with pytest.raises(ReportNotFoundError):
             team.pull(url, "r", tmp_path / "back")
         rerun = team.push(folder, url)
-        assert rerun.created and 0 < rerun.chunks_uploaded < rerun.chunks
+        # chunks confirmed before the server went are not sent again; uploads in flight may have sent them all by
+        # then (the stop comes from the first batch's progress call), so the rerun may upload none
+        assert rerun.created and 0 <= rerun.chunks_uploaded < rerun.chunks
         assert dump(Path(team.pull(url, "r", tmp_path / "back").path)) == dump(folder / "db.sqlite")
     finally:
         server.close()
