@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -137,6 +138,9 @@ def test_serve_on_a_non_loopback_address_warns(report: Path) -> None:
     try:
         url = running.url()
         assert "0.0.0.0" in url
+        deadline = time.monotonic() + TIMEOUT  # stderr's pump thread may not have read the warning yet
+        while "not a loopback address" not in "".join(running.stderr) and time.monotonic() < deadline:
+            time.sleep(0.01)
         warning = "".join(running.stderr)
         assert "warning" in warning and "not a loopback address" in warning
         port = int(url.rsplit(":", 1)[1].strip("/"))
