@@ -48,17 +48,11 @@ class PeerOutput:
 
 
 @dataclass(frozen=True)
-class Anomaly(Result):
-    """An output far out of line with its peers: the output, its SQNR, its peers' median SQNR (None: every peer is
-    exact), how many peers, and the gap in dB (None when the peers are exact)."""
+class Anomaly(PeerOutput, Result):
+    """An output far out of line with its peers: the output as peers see it (its ``sqnr_db`` never None: an output
+    without error is never out of line), its peers' median SQNR (None: every peer is exact), how many peers, and the
+    gap in dB (None when the peers are exact)."""
 
-    operation_id: int | None
-    tensor_id: int
-    rank: int
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    sqnr_db: float
     peer_sqnr_db: float | None
     peers: int
     gap_db: float | None
@@ -112,9 +106,8 @@ def anomalies(outputs: Iterable[PeerOutput], gap_db: float = PEER_GAP_DB) -> tup
             median = statistics.median(quality[:pos] + quality[pos + 1 :])
             if median - out.sqnr_db > gap_db:
                 exact = math.isinf(median)
-                found[i] = Anomaly(out.operation_id, out.tensor_id, out.rank, out.name, out.shape, out.dtype,
-                                   out.sqnr_db, None if exact else median, len(members) - 1,
-                                   None if exact else median - out.sqnr_db)
+                found[i] = Anomaly(**vars(out), peer_sqnr_db=None if exact else median, peers=len(members) - 1,
+                                   gap_db=None if exact else median - out.sqnr_db)
     return tuple(found[i] for i in sorted(found))
 
 
