@@ -248,7 +248,8 @@ def prepare(
     operation has no reference at all. Inputs are read from the report, or taken from ``given`` where it holds them."""
     given = given or {}
     name = graph.names.get(op_id, "")
-    if references.lookup(name) is None:
+    ref = references.lookup(name)
+    if ref is None:
         return ReplayRow(op_id, name, "no_reference", detail=f"no reference for {name or 'an unnamed operation'}")
     outputs = graph.outputs.get(op_id, {})
     if not outputs:
@@ -256,7 +257,7 @@ def prepare(
     first = outputs[min(outputs)]
     input_ids = graph.inputs.get(op_id, [])
     aliased = sorted(set(outputs.values()) & set(input_ids))
-    if aliased and _family(name) not in IN_PLACE_FAMILIES:
+    if aliased and ref.family not in IN_PLACE_FAMILIES:
         return ReplayRow(op_id, name, "in_place", output_tensor_id=aliased[0], detail=(
             f"tensor {aliased[0]} is both an input and an output of this in-place call, and the report keeps one value "
             "for it (from before or after the call, by the ttnn version): nothing to compare its result with"))
@@ -300,12 +301,6 @@ def prepare(
 #: Families whose in-place calls give the same result from the value before or after the call (a cache update
 #: overwrites the same positions with the same new values), so an output that is also an input is still judged.
 IN_PLACE_FAMILIES = frozenset({"caches"})
-
-
-def _family(name: str) -> str:
-    """The family (reference module) of an operation with a reference."""
-    ref = references.lookup(name)
-    return "" if ref is None else ref.function.__module__.rsplit(".", 1)[-1]
 
 
 def stored_elements(report: "Report", tensor_id: int, rank: int) -> int:

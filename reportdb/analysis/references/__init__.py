@@ -75,6 +75,11 @@ class Reference:
     #: and its function gives each device's reference output (:class:`.collectives.MeshResult`).
     per_device: bool = False
 
+    @property
+    def family(self) -> str:
+        """The family the reference belongs to: the name of the module holding it (``conv``, ``caches``...)."""
+        return self.function.__module__.rsplit(".", 1)[-1]
+
     def param(self, argument: Argument) -> Param | None:
         """The parameter a recorded argument binds to: by position, else by name."""
         position = argument.position
@@ -144,7 +149,7 @@ def catalogue() -> list[dict[str, Any]]:
                    "default": p.default if p.default is None or isinstance(p.default, (bool, int, float, str))
                    else repr(p.default)} for p in ref.params if p.kind != "ignored"]
         ignored = sorted(PLACEMENT | {p.name for p in ref.params if p.kind == "ignored"})
-        entries.append({"name": name, "family": ref.function.__module__.rsplit(".", 1)[-1], "parameters": params,
+        entries.append({"name": name, "family": ref.family, "parameters": params,
                         "ignored": ignored, "per_device": ref.per_device})
     return entries
 
