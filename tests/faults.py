@@ -104,26 +104,34 @@ def _core_rows(x: np.ndarray) -> tuple[np.ndarray, int] | None:
     return rows, rows.shape[0] // CORES
 
 
-def core_scaled(device: np.ndarray, stale: np.ndarray) -> np.ndarray | None:
-    """A height-sharded tensor whose core 3 (of 8) wrote its shard of rows x1.5."""
-    out = device.copy()
-    split = _core_rows(out)
-    if split is None:
-        return None
-    rows, per = split
+def _on_core(
+    change: Callable[[np.ndarray, int], None],
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None]:
+    """A fault on a height-sharded tensor: ``change(rows, per)`` rewrites core 3's (of 8) shard of ``rows`` in place."""
+
+    def fault(device: np.ndarray, stale: np.ndarray) -> np.ndarray | None:
+        out = device.copy()
+        split = _core_rows(out)
+        if split is None:
+            return None
+        change(*split)
+        return out
+
+    return fault
+
+
+def _scale_core(rows: np.ndarray, per: int) -> None:
+    """Core 3 wrote its shard of rows x1.5."""
     rows[3 * per : 4 * per] *= 1.5
-    return out
 
 
-def core_wrong_rows(device: np.ndarray, stale: np.ndarray) -> np.ndarray | None:
-    """A height-sharded tensor whose core 3 (of 8) holds core 4's rows."""
-    out = device.copy()
-    split = _core_rows(out)
-    if split is None:
-        return None
-    rows, per = split
+def _copy_core(rows: np.ndarray, per: int) -> None:
+    """Core 3 holds core 4's rows."""
     rows[3 * per : 4 * per] = rows[4 * per : 5 * per].copy()
-    return out
+
+
+core_scaled = _on_core(_scale_core)
+core_wrong_rows = _on_core(_copy_core)
 
 
 def device_stale(device: np.ndarray, stale: np.ndarray) -> np.ndarray | None:
