@@ -6,12 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ml_dtypes
-import numpy as np
 import pytest
 
 import reportdb
 from reportdb.analysis.peers import PEER_GAP_DB, PeerOutput, anomalies
+from test_culprits import _silu_layers
 
 
 def _out(tensor_id: int, sqnr: float | None, name: str = "ttnn.silu", shape: tuple[int, ...] = (1, 256, 2816),
@@ -42,23 +41,8 @@ def test_exact_peers_make_the_one_erring_call_an_anomaly() -> None:
     assert "its 2 peers (exact)" in found[0].describe()
 
 
-def _silu_report(path: Path) -> None:
-    """Four silu calls on one bfloat16 shape, every output its float32 result rounded; the third with one x1.5 tile."""
-    rng = np.random.default_rng(6)
-    with reportdb.Writer(path) as w:
-        for k in range(4):
-            x = rng.standard_normal((1, 64, 256)).astype(ml_dtypes.bfloat16)
-            xf = x.astype(np.float32)
-            out = (xf / (1 + np.exp(-xf))).astype(ml_dtypes.bfloat16).astype(np.float32)
-            if k == 2:
-                out[0, :32, :32] *= 1.5
-            w.put_tensor(10 * k, x, ttnn_dtype="BFLOAT16")
-            w.put_tensor(10 * k + 1, out.astype(ml_dtypes.bfloat16), ttnn_dtype="BFLOAT16")
-            w.add_operation(k + 1, "ttnn.silu", inputs=[10 * k], outputs=[10 * k + 1])
-
-
 def test_replay_flags_the_call_out_of_line_with_its_peers(tmp_path: Path) -> None:
-    _silu_report(tmp_path / "r")
+    _silu_layers(tmp_path / "r", faulty=True)
     result = reportdb.replay(tmp_path / "r")
     assert [(a.operation_id, a.tensor_id, a.peers) for a in result.anomalies] == [(3, 21, 3)]
     assert result.to_dict()["anomalies"][0]["operation_id"] == 3
@@ -67,7 +51,7 @@ def test_replay_flags_the_call_out_of_line_with_its_peers(tmp_path: Path) -> Non
 
 @pytest.mark.process
 def test_the_replay_command_prints_the_anomaly(tmp_path: Path) -> None:
-    _silu_report(tmp_path / "r")
+    _silu_layers(tmp_path / "r", faulty=True)
     out = subprocess.run([sys.executable, "-m", "reportdb", "replay", str(tmp_path / "r")], capture_output=True,
                          text=True, cwd=Path(__file__).resolve().parents[1])
     assert "anomaly: operation 3 ttnn.silu (tensor 21, 1x64x256 bfloat16)" in out.stdout, out.stdout + out.stderr
