@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ComparisonError, PolicyError, excerpt
+from ..numeric.fit import fit_note
 from ..numeric.tolerances import BLOCK_FLOATS, canonical_dtype, dtype_tolerances, significand_bits
 from ..results import Result
 
@@ -304,14 +305,14 @@ def _failed_criteria(m: "Comparison", c: Criteria, notes: list[str]) -> list[str
     count = m.count or 0
     if c.pcc is not None:
         ok = m.pcc >= c.pcc if m.pcc is not None else not m.allclose_mismatches  # constant input: judged by values
-        fit_note = next((n for n in m.notes if "b ~ " in n), None)
+        fitted = fit_note(m.notes)
         if not ok:
             failed.append("pcc")
         elif m.scale_or_offset_error:  # PCC is blind to b = k*a + c: the fitted line must be the identity too
             failed.append("scale_or_offset")
-            notes.append(f"scale_or_offset: {fit_note or f'b ~ {m.fit_scale}*a + {m.fit_offset}'}")
-        elif fit_note:  # a shrink math fidelity explains: passed, and said
-            notes.append(f"scale_or_offset: {fit_note}")
+            notes.append(f"scale_or_offset: {fitted or f'b ~ {m.fit_scale}*a + {m.fit_offset}'}")
+        elif fitted:  # a shrink math fidelity explains: passed, and said
+            notes.append(f"scale_or_offset: {fitted}")
     if c.checks_allclose:
         allowed = (c.max_mismatch_fraction or 0.0) * count
         if (m.allclose_mismatches or 0) > allowed:

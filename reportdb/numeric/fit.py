@@ -18,6 +18,10 @@ further (to 0.923 at most), which real tensors are not; a scale bug smaller than
 from __future__ import annotations
 
 import math
+from typing import Sequence
+
+#: How every note of :func:`fit_check` writes the fitted line, so :func:`fit_note` finds it among a comparison's.
+_LINE = "b ~ "
 
 #: The mean fraction of a product's magnitude LoFi's operand truncation drops (module docstring): 0.0225.
 LOFI_MEAN_LOSS = ((2.0**-4 - 2.0**-7) / 2 + (2.0**-6 - 2.0**-7) / 2) / (2 * math.log(2))
@@ -37,7 +41,7 @@ def fit_check(
     allowed = fit_tol + (1.0 / pcc - 1.0)
     offset_error = abs(fit_offset) > allowed * spread + atol
     ratio = 1.0 / fit_scale if fit_scale else math.inf  # actual/golden: below 1 the actual side is shrunk
-    fit = f"b ~ {fit_scale:.6g}*a + {fit_offset:.6g}, actual/golden scale {ratio:.4g}"
+    fit = f"{_LINE}{fit_scale:.6g}*a + {fit_offset:.6g}, actual/golden scale {ratio:.4g}"
     if abs(fit_scale - 1.0) <= allowed and not offset_error:
         return False, None
     shrink = fit_scale > 1.0 and ratio >= LOFI_SHRINK * (2.0 - 1.0 / pcc)  # the allowance, less what noise moves
@@ -46,3 +50,9 @@ def fit_check(
     why = "an offset" if abs(fit_scale - 1.0) <= allowed or shrink else "a scale"
     where = f" beyond LoFi truncation (>= {LOFI_SHRINK:.3f})" if 0 < ratio < 1.0 and not shrink else ""
     return True, f"pcc {pcc:.6g} passes but {fit}{where}: {why} error"
+
+
+def fit_note(notes: Sequence[str]) -> str | None:
+    """The note :func:`fit_check` left among a comparison's ``notes`` (the fitted line, scale error or fidelity
+    shrink), None when it left none."""
+    return next((n for n in notes if _LINE in n), None)
