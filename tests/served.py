@@ -130,3 +130,11 @@ def shot(page: Any, tmp_path: Path, name: str) -> None:
     out = Path(os.environ.get("REPORTDB_SHOT_DIR") or tmp_path) / name
     page.screenshot(path=str(out), full_page=True)
     assert out.stat().st_size > 10_000
+
+
+@pytest.fixture()
+def pages(browser: Any, server: str) -> Iterator[Pages]:
+    """Fresh pages on the module's ``server`` (its own fixture: the reports it serves), failing the test on a script
+    error (tests/conftest.py offers it to every test; a module may override it, as the overview's does)."""
+    with Pages(browser, server) as found:
+        yield found

@@ -38,11 +38,6 @@ def server(root: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture()
-def pages(browser: Any, server: str) -> Iterator[Pages]:
-    with Pages(browser, server) as found:
-        yield found
-
 
 def _metric(page: Any, key: str) -> float:
     return float(page.inner_text(f'#metrics dd[data-metric="{key}"]').strip().split(" ")[0].replace(",", ""))

@@ -38,12 +38,6 @@ def server(root: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture()
-def pages(browser: Any, server: str) -> Iterator[Pages]:
-    """Fresh pages on the server, failing the test on a script error."""
-    with Pages(browser, server) as found:
-        yield found
-
 
 def _jump(page: Any, a: str, b: str) -> None:
     """Compare run ``a`` with run ``b`` and jump to the first divergence, its pair drawn and located."""

@@ -40,12 +40,6 @@ def server(root: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture()
-def pages(browser: Any, server: str) -> Iterator[Pages]:
-    """Fresh pages on the server, failing the test on a script error."""
-    with Pages(browser, server) as found:
-        yield found
-
 
 def _open_op(page: Any, op: int, report: str | None = None) -> None:
     """Open operation ``op`` (of ``report`` when given, once the list is that report's) from the list."""

@@ -35,11 +35,6 @@ def server(root: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture()
-def pages(browser: Any, server: str) -> Iterator[Pages]:
-    with Pages(browser, server) as found:
-        yield found
-
 
 def _rows(page: Any) -> list[dict[str, Any]]:
     """The replay table's rows as the page shows them."""
