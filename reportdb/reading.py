@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Literal, Protocol
 
 from .errors import CorruptionError, QueryTimeoutError, ReadOnlyError, ResourceLimitError, SchemaError
+from . import recognize
 from .store import blobs, engine as engine_mod, journal, rows as rows_mod, schema, windows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,16 +116,28 @@ class _Reading:
     def __enter__(self) -> sqlite3.Connection:
         report = self.report
         report._lock.acquire()
+        report._reads += 1
         if report._hold and report._held_until <= time.monotonic() and not report._raw:
             try:
-                report._renew()
+                try:
+                    report._renew()
+                except sqlite3.OperationalError as exc:
+                    if report._reads > 1 or not report._reconnects(exc):  # an outer read holds the connection
+                        raise
+                    report._renew()  # on the new connection, once
             except BaseException as exc:
                 self.__exit__(type(exc), exc, None)  # releases the lock; raises a SQLite error as what it stands for
                 raise
         return report._conn
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        self.report._lock.release()
+        report = self.report
+        try:
+            if isinstance(exc, sqlite3.OperationalError) and report._reads == 1 and not report._depth | report._raw:
+                report._reconnects(exc)  # this read failed; the next one runs on a connection that can open the file
+        finally:
+            report._reads -= 1
+            report._lock.release()
         what = self.what
         if isinstance(exc, sqlite3.Error):
             mapped = engine_mod.translate(exc, self.report.path, what=what)
@@ -171,6 +184,7 @@ class ReportConnection:
         self._held = False  # this Report's own snapshot is open now (:meth:`_renew`)
         self._held_until = 0.0  # monotonic time it ends (0: none held)
         self._raw = 0  # depth of connection() blocks: reads inside one begin no snapshot (the caller's SQL runs as is)
+        self._reads = 0  # depth of _reading() blocks: only the outermost may replace the connection (_reconnects)
         self._closed = False
 
     def _attach(self, conn: sqlite3.Connection, revision: str | None, new_file: bool) -> None:
@@ -337,6 +351,30 @@ class ReportConnection:
             self._held, self._held_until = False, 0.0  # (and the reaper thread, every Report's, must live on)
         finally:
             self._lock.release()
+        return True
+
+    def _reconnects(self, exc: sqlite3.OperationalError) -> bool:
+        """After ``exc``, open the file afresh in place of a read-only connection that SQLite can no longer open it
+        through (under ``_lock``); whether it did.
+
+        A read-only connection made for a rollback-journal file reads through a writer's ``-shm`` once the writer
+        puts the file in WAL mode (``files.readonly_uri``). Should the writer then close while this connection holds
+        no lock, SQLite folds the WAL in and deletes the ``-shm`` but leaves the header saying WAL: this connection
+        meets "unable to open database file" at every read from then on, while a new one reads the file as it now
+        is. Nothing is remembered across: the rows and blocks checked are checked again."""
+        if self.mode != "r" or self._closed or engine_mod.error_kind(exc) != "cantopen":
+            return False
+        opened = schema.open_database(self.path, writing=False, existed=True)
+        try:
+            recognize.check(opened.conn, self.path, empty_ok=False)
+        except BaseException:
+            opened.conn.close()
+            raise
+        self._end_snapshot()
+        if self._engine is not None:
+            self._engine.dispose()  # its sessions were on the old connection (StaticPool)
+        self._conn.close()
+        self._attach(opened.conn, opened.revision, opened.new_file)
         return True
 
     def _sync(self, conn: sqlite3.Connection) -> None:

@@ -139,10 +139,13 @@ class Report(TensorWrites, Checks):
         if mode == "r":
             recognize.check(opened.conn, self.path, empty_ok=False)
         self._attach(opened.conn, opened.revision, opened.new_file)
-        self._complete = self._source.complete  # the chunk source this Report reads through (TensorReads._source)
-        self._memo.group = self._source.layout_group
         if opened.upgraded_older:
             self.fill_missing_stats()  # tensors stored before the statistics table existed
+
+    def _attach(self, conn: sqlite3.Connection, revision: str | None, new_file: bool) -> None:
+        super()._attach(conn, revision, new_file)
+        self._complete = self._source.complete  # the chunk source this Report reads through (TensorReads._source)
+        self._memo.group = self._source.layout_group
 
     def close(self) -> None:
         """Close the connection. In mode "a", the last connection to the file puts it back into rollback-journal

@@ -310,3 +310,42 @@ def test_reads_and_the_reaper_racing_never_deadlock(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", _RACE, str(path), "3000", "120"], capture_output=True, text=True,
                          timeout=180)
     assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-4000:]
+
+
+def _left_in_wal_without_shm(path: Path) -> None:
+    """What a writer that put the file in WAL mode leaves when it closes as the last connection with the -shm open:
+    everything folded into the file, -wal and -shm deleted, the header still saying WAL."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+        conn.execute("UPDATE rdb_tensor SET memory_config = ? WHERE tensor_id = 2", (WIDTH_SHARDED,))
+    finally:
+        conn.close()
+    assert not path.with_name(path.name + "-shm").exists() and path.read_bytes()[18:20] == b"\x02\x02"
+
+
+def test_a_reader_goes_on_after_a_writer_leaves_the_file_in_wal_mode(tmp_path: Path) -> None:
+    # a reader opened on a rollback-journal file cannot open it through its own connection any more (SQLite's
+    # "unable to open database file" at every read, once a flaky failure of the test above): it opens it afresh
+    path = _report(tmp_path / "db.sqlite")
+    with reportdb.open(path) as report:
+        assert report.tensor_info(2).spec.memory_config is None
+        report._release()  # idle between clicks: the snapshot ended, so the writer's close deleted the -shm
+        _left_in_wal_without_shm(path)
+        assert np.array_equal(report.tensor(2), SMALL)
+        assert report.tensor_info(2).spec.memory_config is not None  # the file as it now is
+        np.testing.assert_array_equal(report.tensor(1, window=(slice(3, 5), slice(100, 200))), ARRAY[3:5, 100:200])
+
+
+def test_a_read_without_a_snapshot_fails_once_clearly_and_the_next_one_reads(tmp_path: Path) -> None:
+    # a Report reading a WAL file keeps no snapshot: the read that meets the deleted -shm cannot be run again
+    # where it failed, so it says what happened; the Report reads on with a new connection
+    path = _report(tmp_path / "db.sqlite")
+    with reportdb.open(path) as report:
+        report.tensor(2)
+        report._release()
+        report._hold = False  # as once it has seen the file in WAL mode (a live writer)
+        _left_in_wal_without_shm(path)
+        with pytest.raises(reportdb.ReportDBError, match="switched its journal mode while it was being read"):
+            report.tensor(2)
+        assert np.array_equal(report.tensor(2), SMALL)

@@ -146,8 +146,7 @@ def reopened(call: Callable[[], Any]) -> Any:
         try:
             return call()
         except sqlite3.OperationalError as exc:
-            code = getattr(exc, "sqlite_errorcode", None)
-            if (code & 0xFF if code is not None else None) != 14 and "unable to open database file" not in str(exc):
+            if error_kind(exc) != "cantopen":
                 raise
             now = time.monotonic()
             deadline = deadline or now + REOPEN_SECONDS
@@ -201,18 +200,19 @@ class Cursor(sqlite3.Cursor):
 
 #: SQLite's primary result codes (``sqlite_errorcode & 0xff``) by what they mean to a reportdb user.
 _KINDS = {5: "busy", 6: "busy", 7: "memory", 8: "readonly", 9: "interrupt", 10: "disk", 11: "corrupt", 13: "full",
-          18: "toobig", 19: "constraint", 21: "closed", 23: "denied", 26: "notadb"}
+          14: "cantopen", 18: "toobig", 19: "constraint", 21: "closed", 23: "denied", 26: "notadb"}
 #: The same from the message text, where Python (3.10) gives no code: the first phrase found wins.
 _PHRASES = (("malformed", "corrupt"), ("not a database", "notadb"), ("disk is full", "full"),
             ("disk i/o", "disk"), ("locked", "busy"), ("busy", "busy"), ("too big", "toobig"),
             ("out of memory", "memory"), ("readonly database", "readonly"), ("interrupt", "interrupt"),
-            ("closed database", "closed"), ("constraint failed", "constraint"), ("not authorized", "denied"))
+            ("closed database", "closed"), ("constraint failed", "constraint"), ("not authorized", "denied"),
+            ("unable to open database file", "cantopen"))
 
 
 def error_kind(exc: sqlite3.Error) -> str:
     """What SQLite error ``exc`` means: ``corrupt`` (damaged), ``notadb`` (not a SQLite database), ``full``, ``disk`` (I/O),
     ``busy`` (locked), ``constraint``, ``closed`` (misuse of a closed connection), ``toobig``, ``memory``,
-    ``readonly``, ``interrupt``, ``denied`` (by :func:`_authorize`) or ``other`` (a statement the schema cannot run). By SQLite's result code where
+    ``readonly``, ``interrupt``, ``denied`` (by :func:`_authorize`), ``cantopen`` (the file or its -wal/-shm) or ``other`` (a statement the schema cannot run). By SQLite's result code where
     Python gives it (3.11+), else by the message; a closed connection is Python's own ProgrammingError."""
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int) and code & 0xFF in _KINDS:
@@ -278,6 +278,11 @@ def translate(
                                "written")
     if kind == "readonly":
         return ReadOnlyError(f"{where}: the file cannot be written here ({message}); open it where it is writable")
+    if kind == "cantopen":
+        return ReportLockedError(
+            f"{where}: SQLite could not open the file or its -wal/-shm side files ({message}): a writer switched its "
+            "journal mode while it was being read, or they are not readable here; read it again"
+        )
     return SchemaError(
         f"{where}: the report's tables are not laid out as this reportdb expects ({message}); was the file changed "
         "by another tool? `reportdb verify` checks it"
