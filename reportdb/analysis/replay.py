@@ -227,9 +227,9 @@ def replay_operation(
             continue
         if chained is not None:
             chained[output_id] = expected
-        device = report.tensor(output_id, rank)
+        device = references.defined_part(row.name, report.tensor(output_id, rank))  # what the operation defines
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
-        metrics, verdict = judged(policy, row.name, dtype, device, expected)
+        metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected))
         notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
         at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
                      detail="; ".join(notes))  # what the verdict saw: the worst tile and its core, a fidelity shrink

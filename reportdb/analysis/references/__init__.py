@@ -21,7 +21,7 @@ from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tenso
 
 __all__ = [
     "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "catalogue", "compute", "compute_outputs",
-    "justified_elements", "lookup", "names", "reference",
+    "defined_part", "justified_elements", "lookup", "names", "reference",
 ]
 
 _FAMILIES = (
@@ -74,6 +74,10 @@ class Reference:
     #: A collective across devices: its tensors are bound as per-device shards (:class:`.collectives.MeshTensor`)
     #: and its function gives each device's reference output (:class:`.collectives.MeshResult`).
     per_device: bool = False
+    #: Which elements of each output the operation defines, as a numpy index applied to the reference and to the
+    #: device's output alike before they are compared (``np.s_[..., ::32]``: column 0 of each 32-wide block); None:
+    #: every element. The others are whatever the device's memory held, which no reference can give.
+    defined: "tuple[Any, ...] | None" = None
 
     @property
     def family(self) -> str:
@@ -96,13 +100,15 @@ _LOADED = False
 def reference(
     *op_names: str, params: Sequence[Param], input_dtypes: bool = False,
     size: Callable[[Mapping[str, Any]], int] | None = None, per_device: bool = False,
+    defined: "tuple[Any, ...] | None" = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a numpy function as the reference of ``op_names`` (``ttnn.add``...), taking ``params`` by name (and,
     with ``input_dtypes``, the inputs' ttnn dtypes as ``input_dtypes``); ``size`` says how large its arrays can grow
-    (:attr:`Reference.size`); ``per_device`` marks a collective (:attr:`Reference.per_device`)."""
+    (:attr:`Reference.size`); ``per_device`` marks a collective (:attr:`Reference.per_device`); ``defined`` selects
+    the elements of its outputs the operation defines (:attr:`Reference.defined`)."""
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
-        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size, per_device)
+        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size, per_device, defined)
         for name in op_names:
             _REGISTRY[name] = entry
         return function
@@ -129,6 +135,14 @@ def lookup(name: str) -> Reference | None:
     """The reference of an operation, or None when there is none."""
     _load()
     return _REGISTRY.get(canonical_name(name))
+
+
+def defined_part(name: str, output: np.ndarray) -> np.ndarray:
+    """The elements of an output of operation ``name`` that the operation defines (:attr:`Reference.defined`): the
+    whole output for most operations. Replay applies it to the reference and to the device's output before comparing
+    them, so the metrics, the tiles and the verdict see only defined values."""
+    ref = lookup(name)
+    return output if ref is None or ref.defined is None else np.asarray(output)[ref.defined]
 
 
 def names() -> list[str]:
