@@ -5,8 +5,8 @@ needed: an operation wrong by itself fails, and the operations after it, replaye
 device inputs, pass. References come from :mod:`reportdb.analysis.references`; every verdict is the tolerance
 policy's (:mod:`reportdb.analysis.policy`). Isolated operations are replayed on several threads within a memory budget
 (:mod:`.replay_parallel`), rows in execution order; a chain (``chain``, ``substitute``) runs one operation at a time.
-Collectives are judged device by device (:mod:`.replay_collectives`). Memory holds the operations in flight, never
-the report.
+Collectives are judged device by device (:mod:`.replay_collectives`), and a chain carries per-device values through
+them. Memory holds the operations in flight, never the report.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_grap
 from .places import placed_notes
 from .policy import Policy, as_policy, canonical_dtype
 from .replay_parallel import BUDGET, default_workers, replay_isolated
-from .replay_collectives import replay_collective
+from .replay_collectives import ChainValues, replay_chained_per_device, replay_collective, runs_per_device
 from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow, judged
 from .replay_store import ReplayStore
 
@@ -56,7 +56,10 @@ def replay(
     With ``chain`` each reference takes the *chained* references of the operations before it instead of the device's
     values (the stored values only for tensors no operation produced: the model's inputs and weights), so each output
     is compared with the global golden, the error accumulated from the start; an operation fed by one the chain does
-    not cover is ``missing_inputs``. Stored (``store``) as global comparison records."""
+    not cover is ``missing_inputs``. From the first operation on a tensor stored as several device shards, the chain
+    runs device by device, through collectives, each device judged against its own shard
+    (:func:`.replay_collectives.replay_chained_per_device`). Stored (``store``) as global comparison records (those
+    judged device by device are not stored)."""
     return ReplayResult.of(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain,
                                        substitute=substitute, substitute_failing=substitute_failing, workers=workers,
                                        budget=budget), chain=chain)
@@ -137,36 +140,48 @@ def _chained(
     operations cannot be rerun on the golden values offline). A culprit whose failure plain ``--chain`` shows only as
     one more victim of an earlier one stands out, and the last output's substituted verdict says whether the model's
     output recovers once the substituted operations are fixed. A substituted operation without a reference still
-    carries its stored output, so the chain goes on past it."""
-    plain: dict[int, np.ndarray] = {}
-    fixed: dict[int, np.ndarray] | None = {} if swap else None
+    carries its stored output, so the chain goes on past it (each device's shard where the chain runs per device)."""
+    plain = ChainValues()
+    fixed = ChainValues() if swap else None
     diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
     uses = {t: len(users) for t, users in graph.consumers.items()}
     for op_id, name in sorted(graph.names.items()):
         args = arguments.get(op_id, [])
-        rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain)
+        rows = _chain_step(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain)
         if fixed is not None:
             alone = replay_operation(rep, graph, op_id, args, judge, rank)
             if diverged:
-                again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed)
+                again = _chain_step(rep, graph, op_id, args, judge, rank, None, fixed)
             else:
                 again = rows
-                fixed.update((t, plain[t]) for t in graph.outputs.get(op_id, {}).values() if t in plain)
+                fixed.share(plain, list(graph.outputs.get(op_id, {}).values()))
             took = swap.takes(op_id, name, alone)
             diverged = diverged or took
             if took:
                 for tensor_id in graph.outputs.get(op_id, {}).values():
                     if rep.has_tensor(tensor_id, rank):
-                        fixed[tensor_id] = rep.tensor(tensor_id, rank)
+                        fixed.take_stored(rep, tensor_id, rank)
             rows = _side_by_side(alone, rows, again, took)
         if op_id in wanted:
             yield from rows
         for t in dict.fromkeys(graph.inputs.get(op_id, [])):  # once per consumer
             uses[t] -= 1
             if uses[t] <= 0:
-                plain.pop(t, None)
+                plain.drop(t)
                 if fixed is not None:
-                    fixed.pop(t, None)
+                    fixed.drop(t)
+
+
+def _chain_step(
+    rep: "Report", graph: TensorGraph, op_id: int, args: list[references.Argument], judge: Policy, rank: int,
+    keeper: ReplayStore | None, values: ChainValues,
+) -> list[ReplayRow]:
+    """One operation of a chain on the chain's ``values``: device by device where the chain runs it so (a
+    collective, or an operation on per-device values: :func:`.replay_collectives.runs_per_device`; not stored by
+    ``keeper``), else on whole arrays."""
+    if runs_per_device(rep, graph, op_id, rank, values):
+        return replay_chained_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES)
+    return replay_operation(rep, graph, op_id, args, judge, rank, keeper, values)
 
 
 def _side_by_side(alone: list[ReplayRow], chained: list[ReplayRow], again: list[ReplayRow], took: bool) -> list[ReplayRow]:
@@ -225,9 +240,10 @@ def replay_operation(
         if isinstance(expected, str):
             rows.append(replace(at, status="no_reference" if "reference" in expected else "missing_inputs", detail=expected))
             continue
-        if chained is not None:
-            chained[output_id] = expected
-        device = references.defined_part(row.name, report.tensor(output_id, rank))  # what the operation defines
+        stored = report.tensor(output_id, rank)
+        if chained is not None:  # where the operation defines nothing, the device's values travel on
+            chained[output_id] = references.completed(row.name, expected, stored)
+        device = references.defined_part(row.name, stored)  # judged only where the operation defines its output
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
         metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected))
         notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)

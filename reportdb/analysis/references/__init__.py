@@ -21,7 +21,7 @@ from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tenso
 
 __all__ = [
     "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "catalogue", "compute", "compute_outputs",
-    "defined_part", "justified_elements", "lookup", "names", "reference",
+    "completed", "defined_part", "justified_elements", "lookup", "names", "reference",
 ]
 
 _FAMILIES = (
@@ -143,6 +143,19 @@ def defined_part(name: str, output: np.ndarray) -> np.ndarray:
     them, so the metrics, the tiles and the verdict see only defined values."""
     ref = lookup(name)
     return output if ref is None or ref.defined is None else np.asarray(output)[ref.defined]
+
+
+def completed(name: str, reference: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """A reference output of operation ``name`` as a chain carries it on: where the operation leaves its output
+    undefined (:attr:`Reference.defined`), the device's own values, which any value may be there, so an operation
+    that moves them (an all_gather of statistics) is judged on what was defined; the reference itself elsewhere."""
+    ref = lookup(name)
+    if ref is None or ref.defined is None or np.shape(device) != np.shape(reference):
+        return reference
+    whole = np.asarray(reference)
+    out = np.array(device, dtype=whole.dtype)
+    out[ref.defined] = whole[ref.defined]
+    return out
 
 
 def names() -> list[str]:
