@@ -5,8 +5,8 @@ needed: an operation wrong by itself fails, and the operations after it, replaye
 device inputs, pass. References come from :mod:`reportdb.analysis.references`; every verdict is the tolerance
 policy's (:mod:`reportdb.analysis.policy`). Isolated operations are replayed on several threads within a memory budget
 (:mod:`.replay_parallel`), rows in execution order; a chain (``chain``, ``substitute``) runs one operation at a time.
-Collectives are judged device by device (:mod:`.replay_collectives`), and a chain carries per-device values through
-them. Memory holds the operations in flight, never the report.
+Collectives, and operations on tensors stored as several device shards, are judged device by device
+(:mod:`.replay_collectives`), in a chain too. Memory holds the operations in flight, never the report.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_grap
 from .places import placed_notes
 from .policy import Policy, as_policy, canonical_dtype
 from .replay_parallel import BUDGET, default_workers, replay_isolated
-from .replay_collectives import ChainValues, replay_chained_per_device, replay_collective, runs_per_device
+from .replay_collectives import ChainValues, replay_per_device, runs_per_device
 from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow, judged
 from .replay_store import ReplayStore
 
@@ -58,7 +58,7 @@ def replay(
     is compared with the global golden, the error accumulated from the start; an operation fed by one the chain does
     not cover is ``missing_inputs``. From the first operation on a tensor stored as several device shards, the chain
     runs device by device, through collectives, each device judged against its own shard
-    (:func:`.replay_collectives.replay_chained_per_device`). Stored (``store``) as global comparison records (those
+    (:func:`.replay_collectives.replay_per_device`). Stored (``store``) as global comparison records (those
     judged device by device are not stored)."""
     return ReplayResult.of(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain,
                                        substitute=substitute, substitute_failing=substitute_failing, workers=workers,
@@ -180,7 +180,7 @@ def _chain_step(
     collective, or an operation on per-device values: :func:`.replay_collectives.runs_per_device`; not stored by
     ``keeper``), else on whole arrays."""
     if runs_per_device(rep, graph, op_id, rank, values):
-        return replay_chained_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES)
+        return replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES)
     return replay_operation(rep, graph, op_id, args, judge, rank, keeper, values)
 
 
@@ -223,9 +223,8 @@ def replay_operation(
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
     operation's."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
-    known = references.lookup(row.name)
-    if known is not None and known.per_device:
-        return replay_collective(report, graph, op_id, arguments, policy, rank, chained is not None)
+    if chained is None and runs_per_device(report, graph, op_id, rank):  # a collective, or on a mesh's shards
+        return replay_per_device(report, graph, op_id, arguments, policy, rank, in_place=IN_PLACE_FAMILIES)
     if chained is not None:
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:

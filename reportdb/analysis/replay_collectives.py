@@ -1,16 +1,18 @@
-"""Replay of a collective (all_gather, reduce_scatter, all_reduce, mesh_partition...): its reference computed from
-the per-device input shards the report stores (:mod:`.references.collectives`), each device's output shard judged
-against that device's reference, and the device named where one fails, so a stale shard fails its device, not the
+"""Replay device by device: a collective (all_gather, reduce_scatter, all_reduce, mesh_partition...) from the
+per-device input shards the report stores (:mod:`.references.collectives`), and any other operation on a tensor
+stored as several device shards once per device, on that device's shards, as a mesh runs it (a norm's statistics
+or a matmul of one device's slice are not those of the assembled tensor). Each device's output shard is judged
+against that device's reference and the device named where one fails, so a stale shard fails its device, not the
 operation as a blur.
 
 A summed output is judged against the value nearest the device's within the summation-order slack of its reference
 (the ring's order is not in the report; the slack's bound is in :mod:`.references.collectives`), so only an error
-no order of the sum explains counts. Collectives are not stored by ``--store``.
+no order of the sum explains counts. Outputs judged device by device are not stored by ``--store``.
 
-In a chain (:func:`replay_chained_per_device`) values travel device by device from the first operation that reads a
-tensor stored as several device shards: each device runs the operation on its own shards, as a mesh does, a collective
-takes every device's chained shard, and each device's output is judged against its own shard of the stored output
-and carried on to the consumers (:class:`ChainValues`), so an error made before a collective is seen after it.
+In a chain values travel device by device from the first operation that reads a tensor stored as several device
+shards: each device runs the operation on its own chained shards, a collective takes every device's chained shard,
+and each device's output is judged against its own shard of the stored output and carried on to the consumers
+(:class:`ChainValues`), so an error made before a collective is seen after it.
 """
 
 from __future__ import annotations
@@ -68,30 +70,32 @@ class ChainValues(dict[int, np.ndarray]):
             self[tensor_id] = report.tensor(tensor_id, rank)
 
 
-def runs_per_device(report: "Report", graph: TensorGraph, op_id: int, rank: int, chain: ChainValues) -> bool:
-    """Whether a chain runs operation ``op_id`` device by device: it is a collective, or it reads a value the chain
-    carries per device, or a tensor no operation made that is stored as several device shards."""
+def runs_per_device(report: "Report", graph: TensorGraph, op_id: int, rank: int, chain: ChainValues | None = None) -> bool:
+    """Whether operation ``op_id`` runs device by device: it is a collective, or it reads a tensor stored as several
+    device shards (in a ``chain``: a value the chain carries per device, or such a tensor no operation made)."""
     known = references.lookup(graph.names.get(op_id, ""))
     if known is not None and known.per_device:
         return True
     for t in dict.fromkeys(graph.inputs.get(op_id, [])):
-        if t in chain.meshes:
+        if chain is not None and t in chain.meshes:
             return True
-        if t not in chain and t not in graph.producer and report.has_tensor(t, rank) and \
+        if (chain is None or (t not in chain and t not in graph.producer)) and report.has_tensor(t, rank) and \
                 len(report.tensor_info(t, rank).shards) > 1:
             return True
     return False
 
 
-def replay_chained_per_device(
+def replay_per_device(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: "Policy",
-    rank: int, chain: ChainValues, in_place: frozenset[str] = frozenset(),
+    rank: int, chain: ChainValues | None = None, in_place: frozenset[str] = frozenset(),
 ) -> list[ReplayRow]:
-    """The rows of one operation of a chain run device by device (see the module's docstring): per output, its
-    verdict per device shard against the chained reference, which ``chain`` then carries per device. The inputs are
-    the chain's values (per device, or whole and then the same on every device) and, for tensors no operation made,
-    the stored ones (per device when stored as several shards). An output that is also an input is judged only for
-    the families ``in_place`` names (as replay judges whole arrays: :data:`.replay.IN_PLACE_FAMILIES`)."""
+    """The rows of one operation run device by device (see the module's docstring): per output, ``compared`` with a
+    verdict per device shard (:attr:`ReplayRow.devices`; the output passes when every device does), or why it was
+    not compared. In isolation (no ``chain``) the inputs are the stored ones, per device when stored as several
+    shards; in a chain they are the chain's values (per device, or whole and then the same on every device) and,
+    for tensors no operation made, the stored ones, and ``chain`` then carries each output per device. An output
+    that is also an input of an operation that is no collective is judged only for the families ``in_place`` names
+    (as replay judges whole arrays: :data:`.replay.IN_PLACE_FAMILIES`)."""
     name = graph.names.get(op_id, "")
     ref = references.lookup(name)
     outputs = graph.outputs.get(op_id, {})
@@ -102,21 +106,22 @@ def replay_chained_per_device(
     first = outputs[min(outputs)]
     distinct = list(dict.fromkeys(graph.inputs.get(op_id, [])))
     aliased = sorted(set(outputs.values()) & set(distinct))
-    if aliased and ref.family not in in_place:
+    if aliased and not ref.per_device and ref.family not in in_place:
         return [ReplayRow(op_id, name, "in_place", output_tensor_id=aliased[0], detail=(
             f"tensor {aliased[0]} is both an input and an output of this in-place call, and the report keeps one value "
             "for it: nothing to compare its result with"))]
-    broken = [t for t in distinct if t in graph.producer and not chain.covers(t)]
+    carried = chain if chain is not None else ChainValues()  # in isolation the chain carries nothing
+    broken = [t for t in distinct if chain is not None and t in graph.producer and not chain.covers(t)]
     if broken:
         return [ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first, detail="the chain does not cover the "
                           "operations that made " + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})"
                                                               for t in broken))]
-    absent = [t for t in distinct if not chain.covers(t) and not report.has_tensor(t, rank)]
+    absent = [t for t in distinct if not carried.covers(t) and not report.has_tensor(t, rank)]
     if absent:
         return [ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first,
                           detail="tensors not stored: " + ", ".join(map(str, absent)))]
     try:
-        values = {t: _device_values(report, t, rank, chain) for t in distinct}
+        values = {t: _device_values(report, t, rank, carried) for t in distinct}
         expected, slack = _per_device_references(report, graph, op_id, ref, values, arguments, rank)
     except references.UnsupportedArguments as exc:
         names = () if isinstance(exc, references.Oversized) else exc.names
@@ -132,13 +137,14 @@ def replay_chained_per_device(
                                   detail=f"its reference gives {len(expected)} output(s), none for output {index}"))
             continue
         if not report.has_tensor(out_id, rank):
-            chain.meshes[out_id] = expected[index]
+            carried.meshes[out_id] = expected[index]
             rows.append(ReplayRow(op_id, name, "missing_inputs", output_tensor_id=out_id, output_index=index,
                                   detail=f"tensors not stored: {out_id}"))
             continue
         device = {tuple(c): a for c, a in report.shards(out_id, rank)}
-        chain.meshes[out_id] = {c: references.completed(name, e, device[c]) if c in device else e
-                                for c, e in expected[index].items()}  # undefined elements: the device's own
+        if chain is not None:  # undefined elements travel as the device's own
+            chain.meshes[out_id] = {c: references.completed(name, e, device[c]) if c in device else e
+                                    for c, e in expected[index].items()}
         rows.append(_judged_devices(graph, op_id, index, out_id, device, expected[index],
                                     slack if index == 0 else None, policy, report, rank))
     return rows
@@ -167,8 +173,9 @@ def _per_device_references(
     if len(meshes) > 1:
         raise references.UnsupportedArguments(["inputs"], "its inputs are on different devices")
     if ref.per_device:
-        result: MeshResult = ref.function(**references.bind(
-            ref, [(t, MeshTensor(values[t])) for t in input_ids], arguments))
+        bound = references.bind(ref, [(t, MeshTensor(values[t])) for t in input_ids], arguments)
+        with np.errstate(all="ignore"):
+            result: MeshResult = ref.function(**bound)
         return [result.expected], result.slack
     devices = sorted(next(iter(meshes), frozenset()))
     dtypes = {t: judged_dtype(report, graph, t, rank) for t in values}
@@ -189,44 +196,6 @@ def _per_device_references(
 def _largest_shard(report: "Report", tensor_id: int, rank: int) -> int:
     """Elements of a stored tensor's largest device shard (what one device's reference may justify building)."""
     return max((int(np.prod(s.shape)) for s in report.tensor_info(tensor_id, rank).shards), default=0)
-
-
-def replay_collective(
-    report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: "Policy",
-    rank: int, chained: bool = False,
-) -> list[ReplayRow]:
-    """The row of one collective in isolation: ``compared`` with a verdict per device shard
-    (:attr:`ReplayRow.devices`; the operation passes when every device does), or why it was not compared. A chain
-    runs collectives through :func:`replay_chained_per_device`; ``chained`` names a caller that passed chained
-    values another way, which carry one array per tensor, not each device's shard."""
-    name = graph.names.get(op_id, "")
-    outputs = graph.outputs.get(op_id, {})
-    if chained:
-        return [ReplayRow(op_id, name, "missing_inputs", detail="chained values of one array per tensor carry no "
-                          "device's shard: a chain runs collectives device by device (ChainValues)")]
-    if not outputs:
-        return [ReplayRow(op_id, name, "missing_inputs", detail="the report lists no output for it")]
-    out_id = outputs[min(outputs)]
-    distinct = list(dict.fromkeys(graph.inputs.get(op_id, [])))
-    absent = [t for t in distinct + [out_id] if not report.has_tensor(t, rank)]
-    if absent:
-        return [ReplayRow(op_id, name, "missing_inputs", output_tensor_id=out_id,
-                          detail="tensors not stored: " + ", ".join(map(str, absent)))]
-    try:
-        meshes = {t: MeshTensor({tuple(c): a for c, a in report.shards(t, rank)}) for t in distinct}
-        ref = references.lookup(name)
-        assert ref is not None
-        with np.errstate(all="ignore"):
-            result: MeshResult = ref.function(**references.bind(ref, [(t, meshes[t]) for t in graph.inputs[op_id]],
-                                                                 arguments))
-    except references.UnsupportedArguments as exc:
-        return [ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=out_id, unsupported=exc.names,
-                          detail=str(exc))]
-    except (ValueError, IndexError, ReportDBError) as exc:
-        return [ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=out_id, unsupported=("inputs",),
-                          detail=f"the stored inputs do not fit {name}: {exc}")]
-    device = {tuple(c): a for c, a in report.shards(out_id, rank)}
-    return [_judged_devices(graph, op_id, 0, out_id, device, result.expected, result.slack, policy, report, rank)]
 
 
 def _judged_devices(
