@@ -230,6 +230,19 @@ def test_a_distributed_norm_in_a_chain_judges_only_defined_statistics(tmp_path: 
     assert [failing(r) for r in reportdb.replay(tmp_path / "fault.sqlite").rows] == [[(1, 3)], [], []]
 
 
+def test_store_keeps_each_devices_reference_as_a_shard(tmp_path: Path) -> None:
+    make_mesh_chain(tmp_path / "relu.sqlite", "relu")
+    for chain, kind in ((False, "replay"), (True, "replay_chain")):
+        rows = reportdb.replay(tmp_path / "relu.sqlite", store=True, chain=chain).rows
+        with reportdb.open(tmp_path / "relu.sqlite") as rep, rep.connection() as conn:
+            stored = conn.execute("SELECT tensor_id, golden_tensor_id, passed FROM rdb_comparison WHERE kind=? "
+                                  "ORDER BY tensor_id", (kind,)).fetchall()
+            assert [(t, bool(p)) for t, _, p in stored] == [(r.output_tensor_id, r.passed) for r in rows]
+            relu = dict(rep.shards(stored[0][1]))
+            assert sorted(relu) == MESH and np.array_equal(relu[(0, 1)], np.maximum(rep.tensor(1, device=(0, 1)), 0))
+            assert rep.tensor(stored[0][1]).shape == (1, 1, 64, 128)  # laid out as the output's distribution says
+
+
 def test_an_axis_the_mesh_lacks_and_a_single_array_are_named(tmp_path: Path) -> None:
     with reportdb.Writer(tmp_path / "bad.sqlite") as w:
         x = {c: np.ones((1, 1, 32, 32), BF16) for c in MESH}

@@ -58,8 +58,7 @@ def replay(
     is compared with the global golden, the error accumulated from the start; an operation fed by one the chain does
     not cover is ``missing_inputs``. From the first operation on a tensor stored as several device shards, the chain
     runs device by device, through collectives, each device judged against its own shard
-    (:func:`.replay_collectives.replay_per_device`). Stored (``store``) as global comparison records (those
-    judged device by device are not stored)."""
+    (:func:`.replay_collectives.replay_per_device`). Stored (``store``) as global comparison records."""
     return ReplayResult.of(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain,
                                        substitute=substitute, substitute_failing=substitute_failing, workers=workers,
                                        budget=budget), chain=chain)
@@ -177,10 +176,10 @@ def _chain_step(
     keeper: ReplayStore | None, values: ChainValues,
 ) -> list[ReplayRow]:
     """One operation of a chain on the chain's ``values``: device by device where the chain runs it so (a
-    collective, or an operation on per-device values: :func:`.replay_collectives.runs_per_device`; not stored by
-    ``keeper``), else on whole arrays."""
+    collective, or an operation on per-device values: :func:`.replay_collectives.runs_per_device`), else on whole
+    arrays."""
     if runs_per_device(rep, graph, op_id, rank, values):
-        return replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES)
+        return replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES, keeper)
     return replay_operation(rep, graph, op_id, args, judge, rank, keeper, values)
 
 
@@ -224,7 +223,7 @@ def replay_operation(
     operation's."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     if chained is None and runs_per_device(report, graph, op_id, rank):  # a collective, or on a mesh's shards
-        return replay_per_device(report, graph, op_id, arguments, policy, rank, in_place=IN_PLACE_FAMILIES)
+        return replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES, keeper)
     if chained is not None:
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:

@@ -7,7 +7,7 @@ operation as a blur.
 
 A summed output is judged against the value nearest the device's within the summation-order slack of its reference
 (the ring's order is not in the report; the slack's bound is in :mod:`.references.collectives`), so only an error
-no order of the sum explains counts. Outputs judged device by device are not stored by ``--store``.
+no order of the sum explains counts. ``--store`` keeps each device's reference as one shard of a new tensor.
 
 In a chain values travel device by device from the first operation that reads a tensor stored as several device
 shards: each device runs the operation on its own chained shards, a collective takes every device's chained shard,
@@ -31,6 +31,7 @@ from .replay_rows import DeviceVerdict, ReplayRow, judged
 if TYPE_CHECKING:
     from ..report import Report
     from .policy import Policy
+    from .replay_store import ReplayStore
 
 
 class ChainValues(dict[int, np.ndarray]):
@@ -88,6 +89,7 @@ def runs_per_device(report: "Report", graph: TensorGraph, op_id: int, rank: int,
 def replay_per_device(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: "Policy",
     rank: int, chain: ChainValues | None = None, in_place: frozenset[str] = frozenset(),
+    keeper: "ReplayStore | None" = None,
 ) -> list[ReplayRow]:
     """The rows of one operation run device by device (see the module's docstring): per output, ``compared`` with a
     verdict per device shard (:attr:`ReplayRow.devices`; the output passes when every device does), or why it was
@@ -95,7 +97,8 @@ def replay_per_device(
     shards; in a chain they are the chain's values (per device, or whole and then the same on every device) and,
     for tensors no operation made, the stored ones, and ``chain`` then carries each output per device. An output
     that is also an input of an operation that is no collective is judged only for the families ``in_place`` names
-    (as replay judges whole arrays: :data:`.replay.IN_PLACE_FAMILIES`)."""
+    (as replay judges whole arrays: :data:`.replay.IN_PLACE_FAMILIES`). ``keeper`` stores each compared output's
+    per-device references (in float32) and result."""
     name = graph.names.get(op_id, "")
     ref = references.lookup(name)
     outputs = graph.outputs.get(op_id, {})
@@ -145,9 +148,18 @@ def replay_per_device(
         if chain is not None:  # undefined elements travel as the device's own
             chain.meshes[out_id] = {c: references.completed(name, e, device[c]) if c in device else e
                                     for c, e in expected[index].items()}
-        rows.append(_judged_devices(graph, op_id, index, out_id, device, expected[index],
-                                    slack if index == 0 else None, policy, report, rank))
+        row = _judged_devices(graph, op_id, index, out_id, device, expected[index], slack if index == 0 else None,
+                              policy, report, rank)
+        if keeper is not None and row.status == "compared":
+            keeper.keep(row, [(c, _float32(e)) for c, e in sorted(expected[index].items())], policy,
+                        report.tensor_info(out_id, rank).spec.distribution)
+        rows.append(row)
     return rows
+
+
+def _float32(array: np.ndarray) -> np.ndarray:
+    """A reference as stored: float64 (a collective's exact sum) rounded to float32, any other dtype kept."""
+    return array.astype(np.float32) if array.dtype == np.float64 else array
 
 
 def _device_values(report: "Report", tensor_id: int, rank: int, chain: ChainValues) -> dict[Coordinate, np.ndarray]:
