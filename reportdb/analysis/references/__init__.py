@@ -167,7 +167,9 @@ def names() -> list[str]:
 def catalogue() -> list[dict[str, Any]]:
     """Every supported operation name, sorted, with its family (the module holding its reference) and what its
     arguments may be: each parameter's name, kind, position, default and whether it is required, and the arguments
-    accepted but ignored because they only place or schedule the operation (``reportdb replay --references``)."""
+    accepted but ignored because they only place or schedule the operation, and the elements of its outputs it
+    defines where it leaves others undefined (``"[..., ::32]"``: :attr:`Reference.defined`; None: all) (``reportdb
+    replay --references``)."""
     _load()
     entries = []
     for name in sorted(_REGISTRY):
@@ -177,8 +179,22 @@ def catalogue() -> list[dict[str, Any]]:
                    else repr(p.default)} for p in ref.params if p.kind != "ignored"]
         ignored = sorted(PLACEMENT | {p.name for p in ref.params if p.kind == "ignored"})
         entries.append({"name": name, "family": ref.family, "parameters": params,
-                        "ignored": ignored, "per_device": ref.per_device})
+                        "ignored": ignored, "per_device": ref.per_device,
+                        "defined": None if ref.defined is None else _index_text(ref.defined)})
     return entries
+
+
+def _index_text(index: tuple[Any, ...]) -> str:
+    """A numpy index as Python writes it: ``[..., ::32]``."""
+    def part(item: Any) -> str:
+        if item is Ellipsis:
+            return "..."
+        if isinstance(item, slice):
+            text = f"{'' if item.start is None else item.start}:{'' if item.stop is None else item.stop}"
+            return text + ("" if item.step is None else f":{item.step}")
+        return repr(item)
+
+    return "[" + ", ".join(map(part, index)) + "]"
 
 
 def compute(
