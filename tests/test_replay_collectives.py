@@ -192,8 +192,8 @@ def test_a_stale_device_shard_is_named_in_a_chain_and_followed(tmp_path: Path) -
 def make_distributed_norm(path: Path, fault: bool) -> None:
     """A distributed rms_norm on a 2x4 mesh as tt_transformers runs it: each device's statistics of its quarter of
     the hidden width (rms_norm_pre_all_gather: sum(x^2) in column 0, whatever its memory held in columns 1-31),
-    gathered along the mesh's rows, then each device's quarter normalized by the whole row's sum. With ``fault``,
-    device (1, 3)'s statistic of row 5 is 20x too large."""
+    gathered along the mesh's rows, then each device's quarter normalized by the whole row's sum and scaled by one
+    weight stored once for every device. With ``fault``, device (1, 3)'s statistic of row 5 is 20x too large."""
     rng = np.random.default_rng(13)
     x = {c: rng.standard_normal((1, 1, 32, 32)).astype(BF16) for c in MESH}
     stats = {}
@@ -204,17 +204,20 @@ def make_distributed_norm(path: Path, fault: bool) -> None:
     if fault:
         stats[(1, 3)][0, 0, 5, 0] *= 20
     gathered = {c: np.concatenate([stats[(c[0], k)] for k in range(4)], axis=3) for c in MESH}
+    weight = rng.standard_normal((1, 1, 1, 32)).astype(BF16)
     normed = {c: (x[c].astype(np.float32) / np.sqrt(gathered[c][..., ::32].astype(np.float32).sum(-1, keepdims=True)
-                                                    / 128 + 1e-5)).astype(BF16) for c in MESH}
+                                                    / 128 + 1e-5) * weight.astype(np.float32)).astype(BF16)
+              for c in MESH}
     with reportdb.Writer(path) as w:
         for tensor_id, shards in ((1, x), (2, stats), (3, gathered), (4, normed)):
             w.put_tensor(tensor_id, mesh(shards))
+        w.put_tensor(5, weight, ttnn_dtype="BFLOAT16", layout="TILE")
         w.add_operation(1, "ttnn.rms_norm_pre_all_gather", inputs=[1], outputs=[2],
                         arguments={"0": summary(1), "dtype": "DataType.BFLOAT16"})
         w.add_operation(2, "ttnn.experimental.all_gather_async", inputs=[2], outputs=[3],
                         arguments={"0": summary(2), "dim": "3", "cluster_axis": "1", "num_links": "1"})
-        w.add_operation(3, "ttnn.rms_norm_post_all_gather", inputs=[1, 3], outputs=[4],
-                        arguments={"0": summary(1), "1": summary(3), "epsilon": "1e-05"})
+        w.add_operation(3, "ttnn.rms_norm_post_all_gather", inputs=[1, 3, 5], outputs=[4],
+                        arguments={"0": summary(1), "1": summary(3), "epsilon": "1e-05", "weight": summary(5)})
 
 
 def test_a_distributed_norm_in_a_chain_judges_only_defined_statistics(tmp_path: Path) -> None:

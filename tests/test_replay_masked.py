@@ -27,8 +27,8 @@ def summary(tensor_id: int) -> str:
 
 def make_stats(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Three pre-all-gather operations on one input: op 1's statistics right, with junk in the undefined columns;
-    op 2's with one row's statistic 1.5x too large; op 3 layer norm's right. Returns op 1's device output and
-    its defined values (zeros elsewhere)."""
+    op 2's with one row's statistic 1.5x too large; op 3 layer norm's right; then op 4, a clone of op 1's statistics,
+    junk included. Returns op 1's device output and its defined values (zeros elsewhere)."""
     rng = np.random.default_rng(11)
     x = rng.standard_normal((1, 1, 64, 96)).astype(BF16)
     wide = x.astype(np.float64)
@@ -47,17 +47,26 @@ def make_stats(path: Path) -> tuple[np.ndarray, np.ndarray]:
         w.add_operation(1, "ttnn.rms_norm_pre_all_gather", inputs=[1], outputs=[2], arguments={"0": summary(1)})
         w.add_operation(2, "ttnn.rms_norm_pre_all_gather", inputs=[1], outputs=[3], arguments={"0": summary(1)})
         w.add_operation(3, "ttnn.layer_norm_pre_all_gather", inputs=[1], outputs=[4], arguments={"0": summary(1)})
+        w.put_tensor(5, garbage.astype(BF16), ttnn_dtype="BFLOAT16", layout="TILE")
+        w.add_operation(4, "ttnn.clone", inputs=[2], outputs=[5], arguments={"0": summary(2)})
     return garbage.astype(BF16), rms.astype(BF16)
 
 
 def test_only_the_defined_columns_are_judged(tmp_path: Path) -> None:
     garbage, rms = make_stats(tmp_path / "stats.sqlite")
-    garbage_row, wrong_row, layer_row = reportdb.replay(tmp_path / "stats.sqlite").rows
+    garbage_row, wrong_row, layer_row, _ = reportdb.replay(tmp_path / "stats.sqlite").rows
     assert garbage_row.passed and garbage_row.metrics is not None and garbage_row.metrics.shape_a == (1, 1, 64, 1)
     assert not wrong_row.passed and wrong_row.metrics is not None and wrong_row.metrics.count == 64
     assert layer_row.passed and layer_row.metrics is not None and layer_row.metrics.shape_a == (1, 1, 64, 2)
     # judged whole, the garbage columns alone would fail the first
     assert not reportdb.compare(garbage, rms).passed
+
+
+def test_a_chain_carries_the_devices_values_where_an_output_is_undefined(tmp_path: Path) -> None:
+    make_stats(tmp_path / "stats.sqlite")
+    rows = reportdb.replay(tmp_path / "stats.sqlite", chain=True).rows
+    assert [(r.operation_id, r.passed) for r in rows] == [(1, True), (2, False), (3, True), (4, True)]
+    assert rows[3].metrics is not None and rows[3].metrics.max_abs_error == 0
 
 
 @pytest.mark.process
