@@ -177,10 +177,18 @@ def _chain_step(
 ) -> list[ReplayRow]:
     """One operation of a chain on the chain's ``values``: device by device where the chain runs it so (a
     collective, or an operation on per-device values: :func:`.replay_collectives.runs_per_device`), else on whole
-    arrays."""
+    arrays. Where the operation leaves its output undefined, the chain carries the device's own values on
+    (:func:`.references.completed`)."""
     if runs_per_device(rep, graph, op_id, rank, values):
         return replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES, keeper)
-    return replay_operation(rep, graph, op_id, args, judge, rank, keeper, values)
+    rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper, values)
+    name = graph.names.get(op_id, "")
+    known = references.lookup(name)
+    if known is not None and known.defined is not None:  # where it defines nothing, the device's values travel on
+        for t in graph.outputs.get(op_id, {}).values():
+            if t in values and rep.has_tensor(t, rank):
+                values[t] = references.completed(name, values[t], rep.tensor(t, rank))
+    return rows
 
 
 def _side_by_side(alone: list[ReplayRow], chained: list[ReplayRow], again: list[ReplayRow], took: bool) -> list[ReplayRow]:
@@ -238,10 +246,9 @@ def replay_operation(
         if isinstance(expected, str):
             rows.append(replace(at, status="no_reference" if "reference" in expected else "missing_inputs", detail=expected))
             continue
-        stored = report.tensor(output_id, rank)
-        if chained is not None:  # where the operation defines nothing, the device's values travel on
-            chained[output_id] = references.completed(row.name, expected, stored)
-        device = references.defined_part(row.name, stored)  # judged only where the operation defines its output
+        if chained is not None:
+            chained[output_id] = expected
+        device = references.defined_part(row.name, report.tensor(output_id, rank))  # where the operation defines it
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
         metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected))
         notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
