@@ -152,6 +152,11 @@ def cases() -> list[tuple[str, list, dict]]:
         ("ttnn.layer_norm_post_all_gather", [normal(1, 1, 32, 128), np.concatenate(
             [np.stack([normal(1, 1, 32, positive=True) * 200, normal(1, 1, 32)], axis=-1).repeat(32, -1)] * 2, axis=-1)],
          {"epsilon": 1e-5, "weight": normal(128), "bias": normal(128)}),
+        ("ttnn.rms_norm_pre_all_gather", [normal(1, 1, 32, 128) * 3], {}),  # bfloat16 statistics by default
+        ("ttnn.rms_norm_pre_all_gather", [normal(1, 1, 64, 96)], {"residual_input_tensor": normal(1, 1, 64, 96),
+                                                                  "dtype": ttnn.float32}),
+        ("ttnn.layer_norm_pre_all_gather", [normal(1, 1, 32, 128) + 0.5], {"dtype": ttnn.float32}),
+        ("ttnn.layer_norm_pre_all_gather", [normal(2, 32, 64)], {"residual_input_tensor": normal(2, 32, 64)}),
         ("ttnn.transformer.chunked_scaled_dot_product_attention",
          [normal(2, 4, 32, 32), normal(8, 2, 32, 32), normal(8, 2, 32, 32),
           np.array([[3, 0, 5, 1], [7, 2, 6, 4]], dtype=np.int64), 64], {"scale": 0.2}),

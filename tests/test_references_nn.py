@@ -35,7 +35,8 @@ COVERED = frozenset({
     "ttnn.experimental.convert_to_hwc", "ttnn.experimental.fast_reduce_nc", "ttnn.experimental.minimal_matmul",
     "ttnn.transformer.chunked_scaled_dot_product_attention", "ttnn.grid_sample", "ttnn.batch_norm",
     "ttnn.experimental.group_attn_matmul", "ttnn.conv_transpose2d", "ttnn.adaptive_max_pool2d",
-    "ttnn.experimental.attn_matmul", "ttnn.experimental.paged_fused_update_cache",
+    "ttnn.experimental.attn_matmul", "ttnn.experimental.paged_fused_update_cache", "ttnn.rms_norm_pre_all_gather",
+    "ttnn.layer_norm_pre_all_gather",
 })
 ALIASES = frozenset({
     "ttnn.experimental.concatenate_heads", "ttnn.scale_mask_softmax", "ttnn.scale_causal_mask_hw_dims_softmax_in_place",
@@ -436,6 +437,39 @@ def test_post_all_gather_norms_equal_the_norm_over_the_whole_width() -> None:
         (lwhole,) = run("ttnn.layer_norm", x, weight, bias, args=tensors("input_tensor", "weight", "bias")
                         + [A("epsilon", "1e-05")])
         assert np.allclose(ln, lwhole[..., part], atol=1e-4)
+
+
+def test_pre_all_gather_statistics_by_hand_and_only_their_columns_defined() -> None:
+    # rows [1, 2, 3] and [-1, 0, 0.5]: sum(x^2) 14 and 1.25, sum(x) 6 and -0.5, all exact in bfloat16
+    x = np.array([[[[1, 2, 3], [-1, 0, 0.5]]]], F)
+    (rms,) = run("ttnn.rms_norm_pre_all_gather", x, args=tensors("input_tensor"))
+    (ln,) = run("ttnn.layer_norm_pre_all_gather", x, args=tensors("input_tensor") + [A("dtype", "DataType.FLOAT32")])
+    assert rms.shape == (1, 1, 2, 32) and rms.dtype.name == "bfloat16" and ln.shape == (1, 1, 2, 64) and ln.dtype == F
+    assert refs.defined_part("ttnn.rms_norm_pre_all_gather", rms).reshape(-1).tolist() == [14, 1.25]
+    assert refs.defined_part("ttnn.layer_norm_pre_all_gather", ln).reshape(2, 2).tolist() == [[14, 6], [1.25, -0.5]]
+    assert refs.defined_part("ttnn.rms_norm", x) is x  # an operation that defines its whole output
+    (residual,) = run("ttnn.rms_norm_pre_all_gather", x, x, args=tensors("input_tensor", "residual_input_tensor"))
+    assert residual[..., 0].reshape(-1).tolist() == [56, 5]  # (2x)^2 summed
+    with pytest.raises(UnsupportedArguments, match="Welford"):
+        run("ttnn.layer_norm_pre_all_gather", x, x, args=tensors("input_tensor", "recip_tensor"))
+
+
+def test_pre_all_gather_statistics_feed_post_all_gather_as_the_whole_norm() -> None:
+    # four devices each hold a quarter of [32, 128]: each one's statistics, gathered side by side along the last axis
+    # as the models' all_gather(dim=3) does, give post_all_gather the norm over the whole width
+    x, weight, bias = normal(1, 1, 32, 128) * 2 + 0.5, normal(128), normal(128)
+    quarters = np.split(x, 4, axis=-1)
+    for kind, extra in (("rms", []), ("layer", [A("dtype", "DataType.FLOAT32")])):
+        stats = np.concatenate([run(f"ttnn.{kind}_norm_pre_all_gather", q, args=tensors("input_tensor") + extra)[0]
+                                for q in quarters], axis=-1)
+        (whole,) = run(f"ttnn.{kind}_norm", x, weight, bias, args=tensors("input_tensor", "weight", "bias")
+                       + [A("epsilon", "1e-05")])
+        for device, quarter in enumerate(quarters):
+            part = slice(32 * device, 32 * (device + 1))
+            (out,) = run(f"ttnn.{kind}_norm_post_all_gather", quarter, stats, weight[part], bias[part],
+                         args=tensors("input_tensor", "stats", "weight", "bias") + [A("epsilon", "1e-05")])
+            # rms's statistics are rounded to bfloat16 (its default dtype: 2^-9 relative), layer norm's kept in float32
+            assert np.allclose(out, whole[..., part], atol=1e-2 if kind == "rms" else 1e-4), kind
 
 
 def test_group_norm_against_torch_and_refuses_packed_weights() -> None:

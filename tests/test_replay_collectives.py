@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import reportdb
-from reportdb.analysis.replay_rows import judged
+from reportdb.analysis.replay_rows import ReplayRow, judged
 from reportdb.spec import Distribution, LoadedTensor, Placement, TensorSpec
 
 BF16 = ml_dtypes.bfloat16
@@ -115,11 +115,135 @@ def test_the_ring_order_of_a_sum_is_allowed(report: Path, tmp_path: Path) -> Non
 
 
 def test_collectives_in_a_chain_and_the_catalogue(report: Path) -> None:
-    chained = reportdb.replay(report, chain=True)
-    assert {r.status for r in chained.rows} == {"missing_inputs"} and "isolation" in chained.rows[0].detail
+    chained = reportdb.replay(report, chain=True)  # each collective on stored inputs: the chain is isolation here
+    assert [(r.status, r.passed) for r in chained.rows] == [("compared", False)] + [("compared", True)] * 5
+    assert [d.coordinate for d in chained.rows[0].devices if not d.passed] == [(1, 2)]
     entries = {e["name"]: e for e in reportdb.analysis.references.catalogue()}
     assert entries["ttnn.experimental.all_gather_async"]["per_device"] is True
     assert "multi_device_global_semaphore" in entries["ttnn.experimental.all_gather_async"]["ignored"]
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """silu in float32, as a device output (bfloat16)."""
+    v = x.astype(np.float32)
+    return (v / (1 + np.exp(-v))).astype(BF16)
+
+
+def make_mesh_chain(path: Path, fault: str) -> None:
+    """relu -> all_gather (along the mesh's rows, dim 3) -> silu -> all_reduce (down its columns) on a 2x4 mesh,
+    every device computing on the values it holds. ``fault`` plants one error: ``"relu"``, device (0, 1)'s relu
+    output negated (an error made before the collective, which the gather spreads along row 0), or ``"stale"``,
+    device (1, 2)'s gathered output holding a stale copy of another device's shard."""
+    rng = np.random.default_rng(9)
+    x = {c: rng.standard_normal((1, 1, 32, 32)).astype(BF16) for c in MESH}
+    relu = {c: np.maximum(a, 0).astype(BF16) for c, a in x.items()}
+    if fault == "relu":
+        relu[(0, 1)] = (-relu[(0, 1)].astype(np.float32) - 0.5).astype(BF16)
+    gathered = {c: np.concatenate([relu[(c[0], k)] for k in range(4)], axis=3) for c in MESH}
+    if fault == "stale":
+        gathered[(1, 2)] = gathered[(1, 2)].copy()
+        gathered[(1, 2)][..., 64:96] = relu[(0, 2)]
+    act = {c: silu(a) for c, a in gathered.items()}
+    reduced = {c: ring_sum([act[(0, c[1])], act[(1, c[1])]], c[0]) for c in MESH}
+    with reportdb.Writer(path) as w:
+        for tensor_id, shards in ((1, x), (2, relu), (3, gathered), (4, act), (5, reduced)):
+            w.put_tensor(tensor_id, mesh(shards))
+        w.add_operation(1, "ttnn.relu", inputs=[1], outputs=[2], arguments={"0": summary(1)})
+        w.add_operation(2, "ttnn.all_gather", inputs=[2], outputs=[3],
+                        arguments={"0": summary(2), "dim": "3", "cluster_axis": "1", "topology": "Topology.Linear"})
+        w.add_operation(3, "ttnn.silu", inputs=[3], outputs=[4], arguments={"0": summary(3)})
+        w.add_operation(4, "ttnn.all_reduce", inputs=[4], outputs=[5], arguments={"0": summary(4), "cluster_axis": "0"})
+
+
+def failing(row: ReplayRow) -> list[tuple[int, ...]]:
+    """The devices a row fails on."""
+    return [d.coordinate for d in row.devices if not d.passed]
+
+
+ROW0 = [(0, c) for c in range(4)]
+
+
+def test_a_fault_before_a_collective_is_seen_after_it_in_a_chain(tmp_path: Path) -> None:
+    make_mesh_chain(tmp_path / "relu.sqlite", "relu")
+    isolated = reportdb.replay(tmp_path / "relu.sqlite")  # each on what its devices had, device by device
+    assert [failing(r) for r in isolated.rows] == [[(0, 1)], [], [], []]
+    chained = reportdb.replay(tmp_path / "relu.sqlite", chain=True).rows
+    assert [(r.status, r.passed) for r in chained] == [("compared", False)] * 4
+    assert all(len(r.devices) == 8 for r in chained)
+    # the gather spreads device (0, 1)'s error along row 0, and the reduction down every column of the mesh
+    assert [failing(r) for r in chained] == [[(0, 1)], ROW0, ROW0, MESH]
+    assert chained[1].detail == "fails on device 0,0, 0,1, 0,2, 0,3"
+    # past the culprit: the chain takes each device's relu output, and every later device agrees with it again
+    past = reportdb.replay(tmp_path / "relu.sqlite", substitute_failing=True).rows
+    assert [(r.substitute, r.isolated, r.chained, r.substituted) for r in past] == [
+        (True, False, False, False), (False, True, False, True), (False, True, False, True),
+        (False, True, False, True)]
+
+
+def test_a_stale_device_shard_is_named_in_a_chain_and_followed(tmp_path: Path) -> None:
+    make_mesh_chain(tmp_path / "stale.sqlite", "stale")
+    chained = reportdb.replay(tmp_path / "stale.sqlite", chain=True).rows
+    assert [failing(r) for r in chained] == [[], [(1, 2)], [(1, 2)], [(0, 2), (1, 2)]]
+    assert chained[1].detail == "fails on device 1,2"
+    alone = reportdb.replay(tmp_path / "stale.sqlite").rows
+    assert [r.passed for r in alone] == [True, False, True, True]  # in isolation, only the gather itself
+
+
+def make_distributed_norm(path: Path, fault: bool) -> None:
+    """A distributed rms_norm on a 2x4 mesh as tt_transformers runs it: each device's statistics of its quarter of
+    the hidden width (rms_norm_pre_all_gather: sum(x^2) in column 0, whatever its memory held in columns 1-31),
+    gathered along the mesh's rows, then each device's quarter normalized by the whole row's sum and scaled by one
+    weight stored once for every device. With ``fault``, device (1, 3)'s statistic of row 5 is 20x too large."""
+    rng = np.random.default_rng(13)
+    x = {c: rng.standard_normal((1, 1, 32, 32)).astype(BF16) for c in MESH}
+    stats = {}
+    for c, a in x.items():
+        s = rng.standard_normal((1, 1, 32, 32))  # not defined: no error of the device
+        s[..., 0] = (a.astype(np.float64) ** 2).sum(-1)
+        stats[c] = s.astype(BF16)
+    if fault:
+        stats[(1, 3)][0, 0, 5, 0] *= 20
+    gathered = {c: np.concatenate([stats[(c[0], k)] for k in range(4)], axis=3) for c in MESH}
+    weight = rng.standard_normal((1, 1, 1, 32)).astype(BF16)
+    normed = {c: (x[c].astype(np.float32) / np.sqrt(gathered[c][..., ::32].astype(np.float32).sum(-1, keepdims=True)
+                                                    / 128 + 1e-5) * weight.astype(np.float32)).astype(BF16)
+              for c in MESH}
+    with reportdb.Writer(path) as w:
+        for tensor_id, shards in ((1, x), (2, stats), (3, gathered), (4, normed)):
+            w.put_tensor(tensor_id, mesh(shards))
+        w.put_tensor(5, weight, ttnn_dtype="BFLOAT16", layout="TILE")
+        w.add_operation(1, "ttnn.rms_norm_pre_all_gather", inputs=[1], outputs=[2],
+                        arguments={"0": summary(1), "dtype": "DataType.BFLOAT16"})
+        w.add_operation(2, "ttnn.experimental.all_gather_async", inputs=[2], outputs=[3],
+                        arguments={"0": summary(2), "dim": "3", "cluster_axis": "1", "num_links": "1"})
+        w.add_operation(3, "ttnn.rms_norm_post_all_gather", inputs=[1, 3, 5], outputs=[4],
+                        arguments={"0": summary(1), "1": summary(3), "epsilon": "1e-05", "weight": summary(5)})
+
+
+def test_a_distributed_norm_in_a_chain_judges_only_defined_statistics(tmp_path: Path) -> None:
+    make_distributed_norm(tmp_path / "norm.sqlite", fault=False)
+    for chain in (False, True):  # each device's statistics of its own quarter, its post-gather norm of its own
+        rows = reportdb.replay(tmp_path / "norm.sqlite", chain=chain).rows
+        # in the chain the undefined columns travel as the devices' own values: the gather of them is no error
+        assert [(r.status, r.passed, len(r.devices)) for r in rows] == [("compared", True, 8)] * 3, chain
+    make_distributed_norm(tmp_path / "fault.sqlite", fault=True)
+    chained = reportdb.replay(tmp_path / "fault.sqlite", chain=True).rows
+    row1 = [(1, c) for c in range(4)]
+    assert [failing(r) for r in chained] == [[(1, 3)], row1, row1]
+    assert [failing(r) for r in reportdb.replay(tmp_path / "fault.sqlite").rows] == [[(1, 3)], [], []]
+
+
+def test_store_keeps_each_devices_reference_as_a_shard(tmp_path: Path) -> None:
+    make_mesh_chain(tmp_path / "relu.sqlite", "relu")
+    for chain, kind in ((False, "replay"), (True, "replay_chain")):
+        rows = reportdb.replay(tmp_path / "relu.sqlite", store=True, chain=chain).rows
+        with reportdb.open(tmp_path / "relu.sqlite") as rep, rep.connection() as conn:
+            stored = conn.execute("SELECT tensor_id, golden_tensor_id, passed FROM rdb_comparison WHERE kind=? "
+                                  "ORDER BY tensor_id", (kind,)).fetchall()
+            assert [(t, bool(p)) for t, _, p in stored] == [(r.output_tensor_id, r.passed) for r in rows]
+            relu = dict(rep.shards(stored[0][1]))
+            assert sorted(relu) == MESH and np.array_equal(relu[(0, 1)], np.maximum(rep.tensor(1, device=(0, 1)), 0))
+            assert rep.tensor(stored[0][1]).shape == (1, 1, 64, 128)  # laid out as the output's distribution says
 
 
 def test_an_axis_the_mesh_lacks_and_a_single_array_are_named(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ def test_catalogue_lists_every_reference_with_its_family_and_arguments() -> None
     assert params["bias"]["required"] is False
     assert "memory_config" in linear["ignored"] and "memory_config" not in params
     assert entries["ttnn.permute"]["family"] == "data_movement" and "pad_value" in entries["ttnn.permute"]["ignored"]
+    assert entries["ttnn.rms_norm_pre_all_gather"]["defined"] == "[..., ::32]" and linear["defined"] is None
 
 
 @pytest.mark.process
@@ -39,6 +40,7 @@ def test_cli_lists_references_as_text_and_json_without_a_report() -> None:
     assert text.returncode == 0, text.stderr
     assert any(line.startswith("ttnn.softmax  [normalization]") for line in text.stdout.splitlines())
     assert f"{len(references.names())} operations" in text.stdout
+    assert "    compared only where defined: output[..., ::32]" in text.stdout
     data = json.loads(_cli("--references", "--json").stdout)
     assert data == json.loads(json.dumps(references.catalogue()))
     usage = _cli()

@@ -5,8 +5,8 @@ needed: an operation wrong by itself fails, and the operations after it, replaye
 device inputs, pass. References come from :mod:`reportdb.analysis.references`; every verdict is the tolerance
 policy's (:mod:`reportdb.analysis.policy`). Isolated operations are replayed on several threads within a memory budget
 (:mod:`.replay_parallel`), rows in execution order; a chain (``chain``, ``substitute``) runs one operation at a time.
-Collectives are judged device by device (:mod:`.replay_collectives`). Memory holds the operations in flight, never
-the report.
+Collectives, and operations on tensors stored as several device shards, are judged device by device
+(:mod:`.replay_collectives`), in a chain too. Memory holds the operations in flight, never the report.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_grap
 from .places import placed_notes
 from .policy import Policy, as_policy, canonical_dtype
 from .replay_parallel import BUDGET, default_workers, replay_isolated
-from .replay_collectives import replay_collective
+from .replay_collectives import ChainValues, replay_per_device, runs_per_device
 from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow, judged
 from .replay_store import ReplayStore
 
@@ -56,7 +56,9 @@ def replay(
     With ``chain`` each reference takes the *chained* references of the operations before it instead of the device's
     values (the stored values only for tensors no operation produced: the model's inputs and weights), so each output
     is compared with the global golden, the error accumulated from the start; an operation fed by one the chain does
-    not cover is ``missing_inputs``. Stored (``store``) as global comparison records."""
+    not cover is ``missing_inputs``. From the first operation on a tensor stored as several device shards, the chain
+    runs device by device, through collectives, each device judged against its own shard
+    (:func:`.replay_collectives.replay_per_device`). Stored (``store``) as global comparison records."""
     return ReplayResult.of(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain,
                                        substitute=substitute, substitute_failing=substitute_failing, workers=workers,
                                        budget=budget), chain=chain)
@@ -137,36 +139,56 @@ def _chained(
     operations cannot be rerun on the golden values offline). A culprit whose failure plain ``--chain`` shows only as
     one more victim of an earlier one stands out, and the last output's substituted verdict says whether the model's
     output recovers once the substituted operations are fixed. A substituted operation without a reference still
-    carries its stored output, so the chain goes on past it."""
-    plain: dict[int, np.ndarray] = {}
-    fixed: dict[int, np.ndarray] | None = {} if swap else None
+    carries its stored output, so the chain goes on past it (each device's shard where the chain runs per device)."""
+    plain = ChainValues()
+    fixed = ChainValues() if swap else None
     diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
     uses = {t: len(users) for t, users in graph.consumers.items()}
     for op_id, name in sorted(graph.names.items()):
         args = arguments.get(op_id, [])
-        rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain)
+        rows = _chain_step(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain)
         if fixed is not None:
             alone = replay_operation(rep, graph, op_id, args, judge, rank)
             if diverged:
-                again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed)
+                again = _chain_step(rep, graph, op_id, args, judge, rank, None, fixed)
             else:
                 again = rows
-                fixed.update((t, plain[t]) for t in graph.outputs.get(op_id, {}).values() if t in plain)
+                fixed.share(plain, list(graph.outputs.get(op_id, {}).values()))
             took = swap.takes(op_id, name, alone)
             diverged = diverged or took
             if took:
                 for tensor_id in graph.outputs.get(op_id, {}).values():
                     if rep.has_tensor(tensor_id, rank):
-                        fixed[tensor_id] = rep.tensor(tensor_id, rank)
+                        fixed.take_stored(rep, tensor_id, rank)
             rows = _side_by_side(alone, rows, again, took)
         if op_id in wanted:
             yield from rows
         for t in dict.fromkeys(graph.inputs.get(op_id, [])):  # once per consumer
             uses[t] -= 1
             if uses[t] <= 0:
-                plain.pop(t, None)
+                plain.drop(t)
                 if fixed is not None:
-                    fixed.pop(t, None)
+                    fixed.drop(t)
+
+
+def _chain_step(
+    rep: "Report", graph: TensorGraph, op_id: int, args: list[references.Argument], judge: Policy, rank: int,
+    keeper: ReplayStore | None, values: ChainValues,
+) -> list[ReplayRow]:
+    """One operation of a chain on the chain's ``values``: device by device where the chain runs it so (a
+    collective, or an operation on per-device values: :func:`.replay_collectives.runs_per_device`), else on whole
+    arrays. Where the operation leaves its output undefined, the chain carries the device's own values on
+    (:func:`.references.completed`)."""
+    if runs_per_device(rep, graph, op_id, rank, values):
+        return replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES, keeper)
+    rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper, values)
+    name = graph.names.get(op_id, "")
+    known = references.lookup(name)
+    if known is not None and known.defined is not None:  # where it defines nothing, the device's values travel on
+        for t in graph.outputs.get(op_id, {}).values():
+            if t in values and rep.has_tensor(t, rank):
+                values[t] = references.completed(name, values[t], rep.tensor(t, rank))
+    return rows
 
 
 def _side_by_side(alone: list[ReplayRow], chained: list[ReplayRow], again: list[ReplayRow], took: bool) -> list[ReplayRow]:
@@ -208,9 +230,8 @@ def replay_operation(
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
     operation's."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
-    known = references.lookup(row.name)
-    if known is not None and known.per_device:
-        return replay_collective(report, graph, op_id, arguments, policy, rank, chained is not None)
+    if chained is None and runs_per_device(report, graph, op_id, rank):  # a collective, or on a mesh's shards
+        return replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES, keeper)
     if chained is not None:
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:
@@ -227,9 +248,9 @@ def replay_operation(
             continue
         if chained is not None:
             chained[output_id] = expected
-        device = report.tensor(output_id, rank)
+        device = references.defined_part(row.name, report.tensor(output_id, rank))  # where the operation defines it
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
-        metrics, verdict = judged(policy, row.name, dtype, device, expected)
+        metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected))
         notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
         at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
                      detail="; ".join(notes))  # what the verdict saw: the worst tile and its core, a fidelity shrink

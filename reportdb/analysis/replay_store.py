@@ -21,6 +21,7 @@ from .graph import table_columns
 
 if TYPE_CHECKING:
     from ..report import Report
+    from ..spec import Distribution, Shards
     from .policy import Policy
     from .replay_rows import ReplayRow
 
@@ -55,14 +56,20 @@ class ReplayStore:
                 "SELECT tensor_id, golden_tensor_id FROM rdb_comparison WHERE kind=? AND rank=?", (self.kind, rank)).fetchall())
         self.next_id = max([int(i) for i in ids if i is not None] + [0]) + 1
 
-    def keep(self, row: "ReplayRow", expected: np.ndarray, policy: "Policy") -> None:
-        """Store one compared row's reference tensor and its records (a rerun reuses the reference stored before)."""
+    def keep(self, row: "ReplayRow", expected: "np.ndarray | Shards", policy: "Policy",
+             distribution: "Distribution | None" = None) -> None:
+        """Store one compared row's reference tensor and its records (a rerun reuses the reference stored before):
+        one array, or each device's reference (``[(mesh_coordinate, array), ...]``) laid out by the stored output's
+        ``distribution``."""
         assert row.metrics is not None and row.output_tensor_id is not None and row.dtype is not None
         output = row.output_tensor_id
         golden_id = self.previous.get(output)
         if golden_id is None or not self.report.has_tensor(golden_id, self.rank):
             golden_id, self.next_id = self.next_id, self.next_id + 1
-            self.report.put_tensor(golden_id, np.ascontiguousarray(expected), rank=self.rank)
+            if isinstance(expected, np.ndarray):
+                self.report.put_tensor(golden_id, np.ascontiguousarray(expected), rank=self.rank)
+            else:
+                self.report.put_tensor(golden_id, rank=self.rank, shards=expected, distribution=distribution)
             self.previous[output] = golden_id
         desired = policy.pcc_threshold(row.name, row.dtype)
         details = dict(row.metrics.to_dict(), replay={

@@ -58,7 +58,8 @@ def make_repro(
         name = graph.names[operation_id]
         dtype = canonical_dtype(judged_dtype(rep, graph, output_id, rank))
         device = rep.tensor(output_id, rank)
-        metrics, verdict = judged(judge, name, dtype, device, expected)
+        metrics, verdict = judged(judge, name, dtype, references.defined_part(name, device),
+                                  references.defined_part(name, expected))  # where the operation defines its output
         rtol, atol = judge.tolerances(name, dtype)
         inputs = [(t, rep.tensor(t, rank), judged_dtype(rep, graph, t, rank), rep.tensor_info(t, rank).spec.layout)
                   for t in graph.inputs.get(operation_id, [])]

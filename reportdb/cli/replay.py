@@ -130,6 +130,8 @@ def _references(as_json: bool) -> None:
         params = ", ".join(f"{p['name']}{'*' if p['required'] else ''}:{p['kind']}" for p in entry["parameters"])
         _echo(f"{entry['name']}  [{entry['family']}]  {params}")
         _echo(f"    ignored (placement only): {', '.join(entry['ignored'])}")
+        if entry["defined"] is not None:
+            _echo(f"    compared only where defined: output{entry['defined']}")
     _echo(f"{len(entries)} operations; * marks a required parameter")
 
 

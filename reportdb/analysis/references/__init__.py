@@ -21,7 +21,7 @@ from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tenso
 
 __all__ = [
     "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "catalogue", "compute", "compute_outputs",
-    "justified_elements", "lookup", "names", "reference",
+    "completed", "defined_part", "justified_elements", "lookup", "names", "reference",
 ]
 
 _FAMILIES = (
@@ -74,6 +74,10 @@ class Reference:
     #: A collective across devices: its tensors are bound as per-device shards (:class:`.collectives.MeshTensor`)
     #: and its function gives each device's reference output (:class:`.collectives.MeshResult`).
     per_device: bool = False
+    #: Which elements of each output the operation defines, as a numpy index applied to the reference and to the
+    #: device's output alike before they are compared (``np.s_[..., ::32]``: column 0 of each 32-wide block); None:
+    #: every element. The others are whatever the device's memory held, which no reference can give.
+    defined: "tuple[Any, ...] | None" = None
 
     @property
     def family(self) -> str:
@@ -96,13 +100,15 @@ _LOADED = False
 def reference(
     *op_names: str, params: Sequence[Param], input_dtypes: bool = False,
     size: Callable[[Mapping[str, Any]], int] | None = None, per_device: bool = False,
+    defined: "tuple[Any, ...] | None" = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a numpy function as the reference of ``op_names`` (``ttnn.add``...), taking ``params`` by name (and,
     with ``input_dtypes``, the inputs' ttnn dtypes as ``input_dtypes``); ``size`` says how large its arrays can grow
-    (:attr:`Reference.size`); ``per_device`` marks a collective (:attr:`Reference.per_device`)."""
+    (:attr:`Reference.size`); ``per_device`` marks a collective (:attr:`Reference.per_device`); ``defined`` selects
+    the elements of its outputs the operation defines (:attr:`Reference.defined`)."""
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
-        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size, per_device)
+        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size, per_device, defined)
         for name in op_names:
             _REGISTRY[name] = entry
         return function
@@ -131,6 +137,27 @@ def lookup(name: str) -> Reference | None:
     return _REGISTRY.get(canonical_name(name))
 
 
+def defined_part(name: str, output: np.ndarray) -> np.ndarray:
+    """The elements of an output of operation ``name`` that the operation defines (:attr:`Reference.defined`): the
+    whole output for most operations. Replay applies it to the reference and to the device's output before comparing
+    them, so the metrics, the tiles and the verdict see only defined values."""
+    ref = lookup(name)
+    return output if ref is None or ref.defined is None else np.asarray(output)[ref.defined]
+
+
+def completed(name: str, reference: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """A reference output of operation ``name`` as a chain carries it on: where the operation leaves its output
+    undefined (:attr:`Reference.defined`), the device's own values, which any value may be there, so an operation
+    that moves them (an all_gather of statistics) is judged on what was defined; the reference itself elsewhere."""
+    ref = lookup(name)
+    if ref is None or ref.defined is None or np.shape(device) != np.shape(reference):
+        return reference
+    whole = np.asarray(reference)
+    out = np.array(device, dtype=whole.dtype)
+    out[ref.defined] = whole[ref.defined]
+    return out
+
+
 def names() -> list[str]:
     """Every operation name that has a reference, sorted."""
     _load()
@@ -140,7 +167,9 @@ def names() -> list[str]:
 def catalogue() -> list[dict[str, Any]]:
     """Every supported operation name, sorted, with its family (the module holding its reference) and what its
     arguments may be: each parameter's name, kind, position, default and whether it is required, and the arguments
-    accepted but ignored because they only place or schedule the operation (``reportdb replay --references``)."""
+    accepted but ignored because they only place or schedule the operation, and the elements of its outputs it
+    defines where it leaves others undefined (``"[..., ::32]"``: :attr:`Reference.defined`; None: all) (``reportdb
+    replay --references``)."""
     _load()
     entries = []
     for name in sorted(_REGISTRY):
@@ -150,8 +179,22 @@ def catalogue() -> list[dict[str, Any]]:
                    else repr(p.default)} for p in ref.params if p.kind != "ignored"]
         ignored = sorted(PLACEMENT | {p.name for p in ref.params if p.kind == "ignored"})
         entries.append({"name": name, "family": ref.family, "parameters": params,
-                        "ignored": ignored, "per_device": ref.per_device})
+                        "ignored": ignored, "per_device": ref.per_device,
+                        "defined": None if ref.defined is None else _index_text(ref.defined)})
     return entries
+
+
+def _index_text(index: tuple[Any, ...]) -> str:
+    """A numpy index as Python writes it: ``[..., ::32]``."""
+    def part(item: Any) -> str:
+        if item is Ellipsis:
+            return "..."
+        if isinstance(item, slice):
+            text = f"{'' if item.start is None else item.start}:{'' if item.stop is None else item.stop}"
+            return text + ("" if item.step is None else f":{item.step}")
+        return repr(item)
+
+    return "[" + ", ".join(map(part, index)) + "]"
 
 
 def compute(

@@ -1,5 +1,6 @@
 """softmax (also in place, fused with a scale and mask, and attention's), layer_norm and rms_norm over the last axis
-(softmax: any axis), their post-all-gather forms from gathered per-device statistics, group_norm and batch_norm,
+(softmax: any axis), their pre-all-gather statistics (a masked output: only their sums' columns are defined) and
+post-all-gather forms from gathered per-device statistics, group_norm and batch_norm,
 computed in float64 and rounded once to float32; weight and bias are taken as ttnn's golden takes them (flattened,
 cut to the normalized width)."""
 
@@ -10,6 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import Param, UnsupportedArguments, broadcast, float64s, reference, shape
+from .typecast import stored_as
 
 _NORM = (
     Param("input_tensor", "tensor", 0, required=True), Param("epsilon", "float", default=1e-12),
@@ -123,6 +125,52 @@ def attention_softmax(tensor: Any, head_size: int | None, attention_mask: Any, *
 
 #: The width of one device's block of statistics in the output of a ``*_pre_all_gather``: one tile.
 STATS_TILE = 32
+
+_PRE = (
+    Param("input_tensor", "tensor", 0, required=True), Param("dtype", "dtype"),
+    Param("residual_input_tensor", "tensor"), Param("recip_tensor", "tensor"), Param("program_config", "ignored"),
+    Param("use_2d_core_grid", "ignored"), Param("fast_and_approximate_mode", "ignored"),
+)
+
+
+def _pre_all_gather(input_tensor: Any, residual_input_tensor: Any, recip_tensor: Any, dtype: str | None,
+                    centred: bool) -> np.ndarray:
+    """One device's statistics of the norm over the last axis, as the ``*_pre_all_gather`` operations write them
+    (tt-metal ``ttnn/cpp/ttnn/operations/normalization/layernorm_distributed/device/``: the pre-all-gather program
+    factory reduces with a scaler of 1.0, ``out0_cb: [sum(x^2), sum(x)]``; the kernel
+    ``kernels/compute/layernorm_pre_allgather.cpp`` and ``rmsnorm_distributed/.../rmsnorm_pre_allgather.cpp`` write
+    each sum in the leftmost column of its tile): per row, ``sum(x^2)`` in column 0 and, for layer norm, ``sum(x)``
+    in column 32 of a two-tile block, in ``dtype`` (BFLOAT16 by default). The other columns are not defined (zeros
+    here, as in ttnn 0.81.1's golden, which compares under a mask): the references declare ``defined``. The padding
+    of a partial tile is zeroed before the sums (``fill_implicit_tile_padding``), so the sums run over the logical
+    width. A ``recip_tensor`` selects the Welford kernel, which writes the mean and variance instead: refused."""
+    if recip_tensor is not None:
+        raise UnsupportedArguments(["recip_tensor"], "the Welford kernel writes mean and variance, not the sums")
+    x = _input(input_tensor, residual_input_tensor)
+    if x.ndim < 1:
+        raise UnsupportedArguments(["input_tensor"], "a scalar has no last axis to normalize")
+    sums = [(x * x).sum(axis=-1)] + ([x.sum(axis=-1)] if centred else [])
+    stats = np.zeros(x.shape[:-1] + (STATS_TILE * len(sums),), dtype=np.float32)
+    for block, total in enumerate(sums):
+        stats[..., block * STATS_TILE] = total
+    return stored_as(stats, dtype or "bfloat16")
+
+
+@reference("ttnn.rms_norm_pre_all_gather", params=_PRE, defined=np.s_[..., ::STATS_TILE])
+def rms_norm_pre_all_gather(input_tensor: Any, residual_input_tensor: Any, recip_tensor: Any, dtype: str | None,
+                            **_: Any) -> np.ndarray:
+    """ttnn.rms_norm_pre_all_gather as its golden (ttnn 0.81.1 ``ttnn/operations/normalization.py``,
+    ``_golden_pre_all_gather_stats``): ``sum(x^2)`` per row in column 0 of a 32-wide block (see
+    :func:`_pre_all_gather`); only column 0 is defined."""
+    return _pre_all_gather(input_tensor, residual_input_tensor, recip_tensor, dtype, centred=False)
+
+
+@reference("ttnn.layer_norm_pre_all_gather", params=_PRE, defined=np.s_[..., ::STATS_TILE])
+def layer_norm_pre_all_gather(input_tensor: Any, residual_input_tensor: Any, recip_tensor: Any, dtype: str | None,
+                              **_: Any) -> np.ndarray:
+    """ttnn.layer_norm_pre_all_gather as its golden (as :func:`rms_norm_pre_all_gather`): ``sum(x^2)`` per row in
+    column 0 and ``sum(x)`` in column 32 of a 64-wide block; only those two columns are defined."""
+    return _pre_all_gather(input_tensor, residual_input_tensor, recip_tensor, dtype, centred=True)
 
 
 def _post_all_gather(input_tensor: Any, stats: Any, epsilon: float, weight: Any, bias: Any, centred: bool) -> np.ndarray:
