@@ -55,3 +55,25 @@ def test_bad_file_is_one_line_error(tmp_path: Path) -> None:
         out = run(*args)
         assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not (tmp_path / "o.npy").exists()
+
+
+def test_show_never_blocks_on_a_fifo_swapped_in_after_a_look(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # what the file is comes from the descriptor opened non-blocking, so a FIFO put where a regular file was
+    # (is_file() said True a moment before) is not opened for a blocking read
+    import os
+    import threading
+
+    from reportdb.cli.files import _a_report
+
+    fifo = tmp_path / "db.sqlite"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(Path, "is_file", lambda self: True)
+    found: list[object] = []
+    looker = threading.Thread(target=lambda: found.append(_a_report(fifo)), daemon=True)
+    looker.start()
+    looker.join(10)
+    if looker.is_alive():
+        with open(fifo, "wb"):  # let the blocked open go, so the thread ends
+            pass
+        pytest.fail("_a_report blocked opening a FIFO")
+    assert found == [None]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import stat
 from pathlib import Path
 
 import click
@@ -69,13 +71,18 @@ def _a_report(path: Path) -> str | None:
     ``db.sqlite``), else None; only a regular file is opened."""
     if path.is_dir():
         return "a report folder" if (path / "db.sqlite").is_file() else None
-    if not path.is_file():  # a FIFO or a device: opening it could block
-        return None
-    try:
-        with open(path, "rb") as fp:
-            head = fp.read(len(_SQLITE_MAGIC))
+    try:  # non-blocking, and fstat after the open: a FIFO swapped in after a check would block a plain open
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device
+            return None
+        head = os.read(fd, len(_SQLITE_MAGIC))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return "a SQLite database" if head == _SQLITE_MAGIC else None
 
 
