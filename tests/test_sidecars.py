@@ -285,3 +285,48 @@ def test_a_100_mb_lifetime_file_of_empty_lists_is_refused_in_bounded_memory(tmp_
     assert done.returncode == 0, done.stderr
     assert ("more than the" if max_bytes is None else "JSON lists where a lifetime sidecar has at most 1") in message
     assert int(added) < 5 * size, (int(added), size)
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 7, 16, 61, 4096])
+def test_strings_cut_by_the_pieces_the_shape_check_reads_are_not_counted(piece: int,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shape check blanks a file's strings a piece at a time: a string a piece's end cuts (after its opening
+    quote, inside an escape, between two escaped quotes) is carried into the next, so the counts are the whole
+    file's, whatever the piece size."""
+    from reportdb.legacy import sidecars
+
+    records = [{"tensor_id": i, "producer_source_file": name, "producer_source_line": i}
+               for i, name in enumerate(["/a/[b]{c},d:e.py", 'q\\"[,"', "\\\\", "", '"', 'x\\"{:}"', "é[{,:"] * 9)]
+    raw = json.dumps(records, ensure_ascii=False).encode()
+    chars = (b"[", b"{", b",", b":")
+    whole = sidecars._count_outside_strings(raw, chars)
+    assert whole == [1, len(records), 3 * len(records) - 1, 3 * len(records)]
+    monkeypatch.setattr(sidecars, "_BLANKED_PIECE", piece)
+    assert sidecars._count_outside_strings(raw, chars) == whole
+
+
+@pytest.mark.process
+def test_a_large_comparison_sidecar_is_checked_and_read_in_bounded_memory(tmp_path: Path) -> None:
+    """A real-shaped 59 MB comparison sidecar (500,000 records) took 650 MB to read, most of it the shape check's
+    blanked copy of the file held as one object per string (2.5 million keys); its pieces and the records let go
+    as their rows are made keep it near what the parse itself needs. Measured in a process of its own."""
+    path = tmp_path / "graph_capture.comparison_records.json"
+    records = [{"tensor_id": i, "golden_tensor_id": i + 10**6, "matches": True, "desired_pcc": 0.99,
+                "actual_pcc": 0.5 + i / 2e6} for i in range(400_000)]
+    path.write_text(json.dumps({"version": 1, "local_tensor_comparison_records": records,
+                                "global_tensor_comparison_records": records[:100_000]}))
+    del records
+    size = path.stat().st_size
+    code = (
+        "import resource, sys\n"
+        "from reportdb.legacy.sidecars import read_sidecar\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "rows = read_sidecar(sys.argv[1]).rows\n"
+        "print(len(rows['local_tensor_comparison_records']), len(rows['global_tensor_comparison_records']))\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)\n"  # KiB on Linux
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    counted, added = done.stdout.strip().splitlines()
+    assert counted == "400000 100000"
+    assert int(added) < 6 * size, (int(added), size)

@@ -22,7 +22,7 @@ import sqlite3
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import SidecarError
 
@@ -45,8 +45,6 @@ _LISTS = {"lifetime": 1, "comparison": 3}
 #: Files from this size on have their shape checked before they are parsed (:func:`_check_shape`); a smaller one,
 #: parsed, takes at most some 30 MB, and its problems are best told by the checks of its parsed records.
 _SHAPE_CHECKED_FROM = 1 << 20
-#: A JSON string, escapes included: blanked out before :func:`_check_shape` counts brackets, colons and commas.
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 #: The sidecar versions this code reads (``ttnn.graph._new_comparison_records_data``; the lifetime file has none).
 COMPARISON_VERSIONS = (1,)
 
@@ -133,7 +131,7 @@ def read_sidecar(path: str | os.PathLike[str], *, max_bytes: int = MAX_SIDECAR_B
     where = str(path)
     if kind == "lifetime":
         records = _list(data, where, "the file")
-        rows = {"tensor_lifetime": tuple(_row(r, LIFETIME_FIELDS, rank, f"{where}: lifetime {i}") for i, r in enumerate(records))}
+        rows = {"tensor_lifetime": _rows(records, lambda r, i: _row(r, LIFETIME_FIELDS, rank, f"{where}: lifetime {i}"))}
         return Sidecar(str(path), kind, rows)
     if not isinstance(data, dict):
         raise SidecarError(f"{where}: a comparison-records sidecar is a JSON object, not {type(data).__name__}")
@@ -147,10 +145,10 @@ def read_sidecar(path: str | os.PathLike[str], *, max_bytes: int = MAX_SIDECAR_B
     rows = {}
     for table in RECORD_TABLES.values():
         records = _list(data.get(table, []), where, table)
-        rows[table] = tuple(_row(r, RECORD_FIELDS, rank, f"{where}: {table}[{i}]") for i, r in enumerate(records))
+        rows[table] = _rows(records, lambda r, i: _row(r, RECORD_FIELDS, rank, f"{where}: {table}[{i}]"))
     tensors = _list(data.get("tensors", []), where, "tensors")
-    rows["tensors"] = tuple(_tensor_row(_row(t, TENSOR_FIELDS, rank, f"{where}: tensors[{i}]", optional=True))
-                            for i, t in enumerate(tensors))
+    rows["tensors"] = _rows(tensors, lambda t, i: _tensor_row(_row(t, TENSOR_FIELDS, rank, f"{where}: tensors[{i}]",
+                                                                  optional=True)))
     return Sidecar(str(path), kind, rows)
 
 
@@ -173,9 +171,12 @@ def _load(path: Path, max_bytes: int, kind: str) -> Any:
     if len(raw) >= _SHAPE_CHECKED_FROM:
         _check_shape(path, raw, kind)
     try:
-        return json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SidecarError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    del raw  # not held while the parse builds its objects
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise SidecarError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
     except RecursionError as exc:
@@ -189,10 +190,8 @@ def _check_shape(path: Path, raw: bytes, kind: str) -> None:
     record lists (:data:`_LISTS`), holding objects whose members are scalars (the comparison sidecar's top object
     holds the lists): so no more ``[`` than that, no more commas than colons (a comma separates two members of an
     object, or two objects of a list, each of which has a member) and, records being long, at least
-    :data:`_MIN_OBJECT_BYTES` per ``{``. Counted in one pass over the file with its strings blanked."""
-    bare = _JSON_STRING.sub(b'""', raw)
-    lists, objects, commas, colons = (bare.count(c) for c in (b"[", b"{", b",", b":"))
-    del bare
+    :data:`_MIN_OBJECT_BYTES` per ``{``. Counted outside the file's strings (:func:`_count_outside_strings`)."""
+    lists, objects, commas, colons = _count_outside_strings(raw, (b"[", b"{", b",", b":"))
     if lists > _LISTS[kind]:
         raise SidecarError(
             f"{path}: holds {lists} JSON lists where a {kind} sidecar has at most {_LISTS[kind]} (its record lists): "
@@ -210,6 +209,34 @@ def _check_shape(path: Path, raw: bytes, kind: str) -> None:
         )
 
 
+#: A JSON string, escapes included: blanked out before :func:`_check_shape` counts brackets, colons and commas.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: In a piece whose complete strings are blanked to ``""``: a string the piece's end cuts, from its opening quote (a
+#: quote next to no other quote: a blanked string's are next to each other, an escaped one follows a backslash).
+_CUT_STRING = re.compile(rb'(?<![\\"])"(?!")(?:[^"\\]|\\.)*\\?\Z')
+#: Bytes of a sidecar blanked at a time by :func:`_count_outside_strings`.
+_BLANKED_PIECE = 4 << 20
+
+
+def _count_outside_strings(raw: bytes, chars: tuple[bytes, ...]) -> list[int]:
+    """How often each of ``chars`` occurs in the JSON text ``raw`` outside its strings, blanking the strings a piece
+    at a time: blanked whole, ``re.sub`` would hold two objects per string (a 59 MB sidecar's 2.5 million keys took
+    560 MB). A string the piece's end cuts goes on into the next piece."""
+    counts = [0] * len(chars)
+    carry = b""
+    for start in range(0, len(raw), _BLANKED_PIECE):
+        piece = carry + raw[start:start + _BLANKED_PIECE]
+        blanked = _JSON_STRING.sub(b'""', piece)
+        # after the last blanked string (a cut one holds no two quotes together)
+        last = blanked.rfind(b'""') + 1
+        cut = _CUT_STRING.search(blanked, last) if start + _BLANKED_PIECE < len(raw) else None
+        end = cut.start() if cut else len(blanked)
+        carry = piece[len(piece) - (len(blanked) - end):] if cut else b""
+        for i, c in enumerate(chars):
+            counts[i] += blanked.count(c, 0, end)
+    return counts
+
+
 def _rank_of(stem: str) -> int:
     """The rank a file's name gives (``graph_capture_<rank+1>_of_<world>``, as ttnn names per-rank files), else 0."""
     m = _RANK_IN_NAME.search(stem)
@@ -220,6 +247,16 @@ def _list(value: Any, where: str, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise SidecarError(f"{where}: {what} must be a JSON list, not {type(value).__name__}")
     return value
+
+
+def _rows(records: list[Any], make: Callable[[Any, int], dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """``make(record, index)`` for each parsed record, each record let go once made into its row, so the parsed
+    file and its rows are not both held whole (together about twice the memory)."""
+    rows = []
+    for i in range(len(records)):
+        rows.append(make(records[i], i))
+        records[i] = None
+    return tuple(rows)
 
 
 def _row(record: Any, fields: Mapping[str, str], rank: int, where: str, optional: bool = False) -> dict[str, Any]:
