@@ -45,13 +45,13 @@ ARGUMENT_TEXT_LIMIT = 1 << 16
 def replay(
     report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
     store: bool = False, chain: bool = False, substitute: "str | Iterable[int | str] | None" = None,
-    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET,
+    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET, full_stats: bool = False,
 ) -> ReplayResult:
     """Replay every operation of ``report`` (one ``rank``) whose name matches the glob ``ops`` (all when None): its
     reference from its stored inputs and recorded arguments against its stored output, judged by ``policy`` (a
     Policy, a TOML file, or None for the dtype-aware defaults). With ``store`` the references and results are kept in
     the report (:mod:`.replay_store`; a path is then opened with mode ``"a"``, a legacy original refused). See
-    :func:`iter_replay` for one row at a time, and for ``substitute``, ``workers`` and ``budget``.
+    :func:`iter_replay` for one row at a time, and for ``substitute``, ``workers``, ``budget`` and ``full_stats``.
 
     With ``chain`` each reference takes the *chained* references of the operations before it instead of the device's
     values (the stored values only for tensors no operation produced: the model's inputs and weights), so each output
@@ -59,13 +59,13 @@ def replay(
     not cover is ``missing_inputs``. Stored (``store``) as global comparison records."""
     return ReplayResult.of(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain,
                                        substitute=substitute, substitute_failing=substitute_failing, workers=workers,
-                                       budget=budget), chain=chain)
+                                       budget=budget, full_stats=full_stats), chain=chain)
 
 
 def iter_replay(
     report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
     store: bool = False, chain: bool = False, substitute: "str | Iterable[int | str] | None" = None,
-    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET,
+    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET, full_stats: bool = False,
 ) -> Iterator[ReplayRow]:
     """The rows of :func:`replay`, each as soon as its operation is replayed (execution order: operation id). A chain
     keeps each chained reference only until its last consumer has run.
@@ -74,7 +74,12 @@ def iter_replay(
     with at most ``budget`` bytes of inputs, references and outputs in flight, rows still in execution order and
     verdicts the same as one worker's (``store`` replays on one). ``substitute`` (operation ids, names or globs: a
     list, or one text of them separated by commas) and ``substitute_failing`` (every operation that fails in
-    isolation) run a chain (as ``chain``) past the first culprit: see :func:`_chained`."""
+    isolation) run a chain (as ``chain``) past the first culprit: see :func:`_chained`.
+
+    A passing output's row holds only the metrics its verdict reads (:func:`.replay_rows.judged`; the quantiles,
+    relative errors and other distribution figures None), a failing one's the full vector: about half the
+    comparisons' cost, the same verdicts. ``full_stats`` (and ``store``, which keeps the full vectors) computes the
+    full vector of every output."""
     judge = as_policy(policy)
     swap = Substitution.of(substitute, substitute_failing)
     if swap and store:
@@ -85,13 +90,15 @@ def iter_replay(
         graph = tensor_graph(rep, rank)
         arguments = _arguments(rep, rank)
         wanted = [op for op, name in sorted(graph.names.items()) if ops is None or fnmatch.fnmatchcase(name, ops)]
+        full = full_stats or keeper is not None
         if not chain and not swap:
             count = 1 if keeper is not None else default_workers() if workers is None else workers
             yield from replay_isolated(
-                wanted, lambda op: replay_operation(rep, graph, op, arguments.get(op, []), judge, rank, keeper),
+                wanted, lambda op: replay_operation(rep, graph, op, arguments.get(op, []), judge, rank, keeper,
+                                                    full=full),
                 lambda op: _cost(rep, graph, op, rank), workers=count, budget=budget)
             return
-        yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap)
+        yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full)
 
 
 class Substitution:
@@ -127,7 +134,7 @@ class Substitution:
 
 def _chained(
     rep: "Report", graph: TensorGraph, arguments: dict[int, list[references.Argument]], wanted: set[int],
-    judge: Policy, rank: int, keeper: ReplayStore | None, swap: Substitution,
+    judge: Policy, rank: int, keeper: ReplayStore | None, swap: Substitution, full: bool = False,
 ) -> Iterator[ReplayRow]:
     """The rows of a chain (every operation runs; those ``wanted`` are shown). With a substitution, each row also
     holds its isolated and plain chained verdicts, and its own verdict is the substituted chain's: that chain carries,
@@ -137,18 +144,19 @@ def _chained(
     operations cannot be rerun on the golden values offline). A culprit whose failure plain ``--chain`` shows only as
     one more victim of an earlier one stands out, and the last output's substituted verdict says whether the model's
     output recovers once the substituted operations are fixed. A substituted operation without a reference still
-    carries its stored output, so the chain goes on past it."""
+    carries its stored output, so the chain goes on past it. ``full``: every output's full metric vector."""
     plain: dict[int, np.ndarray] = {}
     fixed: dict[int, np.ndarray] | None = {} if swap else None
     diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
     uses = {t: len(users) for t, users in graph.consumers.items()}
     for op_id, name in sorted(graph.names.items()):
         args = arguments.get(op_id, [])
-        rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain)
+        rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain,
+                                full=full)
         if fixed is not None:
-            alone = replay_operation(rep, graph, op_id, args, judge, rank)
+            alone = replay_operation(rep, graph, op_id, args, judge, rank, full=full)
             if diverged:
-                again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed)
+                again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed, full=full)
             else:
                 again = rows
                 fixed.update((t, plain[t]) for t in graph.outputs.get(op_id, {}).values() if t in plain)
@@ -202,11 +210,11 @@ def _opened(report: "Report | str | Path", store: bool) -> Iterator["Report"]:
 
 def replay_operation(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
-    keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None,
+    keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None, *, full: bool = True,
 ) -> list[ReplayRow]:
     """One operation's rows, one per output it has (see :class:`ReplayRow`); ``keeper`` stores each compared output's
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
-    operation's."""
+    operation's. Without ``full`` a passing output's metrics are only those its verdict reads (:func:`judged`)."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     known = references.lookup(row.name)
     if known is not None and known.per_device:
@@ -229,7 +237,7 @@ def replay_operation(
             chained[output_id] = expected
         device = report.tensor(output_id, rank)
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
-        metrics, verdict = judged(policy, row.name, dtype, device, expected)
+        metrics, verdict = judged(policy, row.name, dtype, device, expected, full=full or keeper is not None)
         notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
         at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
                      detail="; ".join(notes))  # what the verdict saw: the worst tile and its core, a fidelity shrink
