@@ -12,11 +12,10 @@ the report.
 from __future__ import annotations
 
 import fnmatch
-import math
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from . import references
 from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
 from .places import placed_notes
 from .policy import Policy, as_policy, canonical_dtype
-from .replay_parallel import BUDGET, default_workers, replay_isolated
+from .replay_parallel import BUDGET, Reads, SharedReads, default_workers, replay_isolated, stored_elements
 from .replay_collectives import replay_collective
 from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow, judged
 from .replay_store import ReplayStore
@@ -93,10 +92,11 @@ def iter_replay(
         full = full_stats or keeper is not None
         if not chain and not swap:
             count = 1 if keeper is not None else default_workers() if workers is None else workers
+            reads = SharedReads(rep, rank, _reads(graph, wanted), budget // 4)
             yield from replay_isolated(
                 wanted, lambda op: replay_operation(rep, graph, op, arguments.get(op, []), judge, rank, keeper,
-                                                    full=full),
-                lambda op: _cost(rep, graph, op, rank), workers=count, budget=budget)
+                                                    full=full, reads=reads),
+                lambda op: _cost(rep, graph, op, rank, reads), workers=count, budget=budget)
             return
         yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full)
 
@@ -185,12 +185,20 @@ def _side_by_side(alone: list[ReplayRow], chained: list[ReplayRow], again: list[
                     substitute=took) for r in again]
 
 
-def _cost(rep: "Report", graph: TensorGraph, op_id: int, rank: int) -> int:
+def _reads(graph: TensorGraph, operations: list[int]) -> Iterator[int]:
+    """The tensors an isolated replay of ``operations`` reads, once per read: each operation's distinct inputs and its
+    outputs (each read to be judged)."""
+    for op_id in operations:
+        yield from dict.fromkeys(graph.inputs.get(op_id, []))
+        yield from graph.outputs.get(op_id, {}).values()
+
+
+def _cost(rep: "Report", graph: TensorGraph, op_id: int, rank: int, reads: SharedReads) -> int:
     """The bytes an operation's isolated replay holds at once, bounded from its stored tensors' metadata: its inputs
     and outputs read, and a float32 reference and float64 comparison per output element."""
-    inputs = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if rep.has_tensor(t, rank)]
-    outputs = [t for t in graph.outputs.get(op_id, {}).values() if rep.has_tensor(t, rank)]
-    return 4 * sum(stored_elements(rep, t, rank) for t in inputs) + 16 * sum(stored_elements(rep, t, rank) for t in outputs)
+    inputs = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if reads.has(t)]
+    outputs = [t for t in graph.outputs.get(op_id, {}).values() if reads.has(t)]
+    return 4 * sum(map(reads.elements, inputs)) + 16 * sum(map(reads.elements, outputs))
 
 
 @contextmanager
@@ -211,10 +219,12 @@ def _opened(report: "Report | str | Path", store: bool) -> Iterator["Report"]:
 def replay_operation(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
     keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None, *, full: bool = True,
+    reads: Reads | None = None,
 ) -> list[ReplayRow]:
     """One operation's rows, one per output it has (see :class:`ReplayRow`); ``keeper`` stores each compared output's
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
-    operation's. Without ``full`` a passing output's metrics are only those its verdict reads (:func:`judged`)."""
+    operation's. Without ``full`` a passing output's metrics are only those its verdict reads (:func:`judged`).
+    ``reads`` (an isolated replay's) answers which tensors are stored and reads them, else the report does."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     known = references.lookup(row.name)
     if known is not None and known.per_device:
@@ -224,7 +234,7 @@ def replay_operation(
         if broken:
             return [replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
                             + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]
-    prepared = prepare(report, graph, op_id, arguments, rank, chained)
+    prepared = prepare(report, graph, op_id, arguments, rank, chained, reads)
     if isinstance(prepared, ReplayRow):
         return [replace(prepared, operation_id=op_id, name=row.name)]
     rows = []
@@ -235,7 +245,7 @@ def replay_operation(
             continue
         if chained is not None:
             chained[output_id] = expected
-        device = report.tensor(output_id, rank)
+        device = (reads or Reads(report, rank)).tensor(output_id)
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
         metrics, verdict = judged(policy, row.name, dtype, device, expected, full=full or keeper is not None)
         notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
@@ -249,12 +259,14 @@ def replay_operation(
 
 def prepare(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], rank: int,
-    given: dict[int, np.ndarray] | None = None,
+    given: dict[int, np.ndarray] | None = None, reads: Reads | None = None,
 ) -> "list[tuple[int, int, np.ndarray | str]] | ReplayRow":
     """Per output the operation has, in output-index order: its index, tensor id and reference output (or a sentence
     saying why it has none: its reference gives fewer outputs, its value is not stored); or the row saying why the
-    operation has no reference at all. Inputs are read from the report, or taken from ``given`` where it holds them."""
+    operation has no reference at all. Inputs are read from the report (through ``reads`` when given), or taken from
+    ``given`` where it holds them."""
     given = given or {}
+    reads = reads or Reads(report, rank)
     name = graph.names.get(op_id, "")
     ref = references.lookup(name)
     if ref is None:
@@ -270,20 +282,20 @@ def prepare(
             f"tensor {aliased[0]} is both an input and an output of this in-place call, and the report keeps one value "
             "for it (from before or after the call, by the ttnn version): nothing to compare its result with"))
     distinct = list(dict.fromkeys(input_ids))  # each tensor read once: an operation can list one tensor 10^6 times
-    absent = [t for t in distinct if t not in given and not report.has_tensor(t, rank)]
+    absent = [t for t in distinct if t not in given and not reads.has(t)]
     if absent:
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first,
                          detail="tensors not stored: " + ", ".join(map(str, absent)))
     try:
-        arrays = {t: given[t] if t in given else report.tensor(t, rank) for t in distinct}
+        arrays = {t: given[t] if t in given else reads.tensor(t) for t in distinct}
     except ReportDBError as exc:  # e.g. a multi-device input whose shards do not assemble
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first, detail=str(exc))
     inputs = [(t, arrays[t]) for t in input_ids]
-    stored = {t: report.has_tensor(t, rank) for t in set(outputs.values())}
+    stored = {t: reads.has(t) for t in set(outputs.values())}
     # the reference may build what the operation's stored arrays justify: its inputs, and its outputs where stored
     limit = references.justified_elements([a.size for a in arrays.values()]
-                                          + [stored_elements(report, t, rank) for t, kept in stored.items() if kept])
-    dtypes = input_dtypes(report, graph, distinct, rank)
+                                          + [reads.elements(t) for t, kept in stored.items() if kept])
+    dtypes = input_dtypes(report, graph, distinct, rank, reads.has)
     try:
         with np.errstate(all="ignore"):
             expected = references.compute_outputs(name, inputs, arguments, dtypes, max_elements=limit)
@@ -311,17 +323,12 @@ def prepare(
 IN_PLACE_FAMILIES = frozenset({"caches"})
 
 
-def stored_elements(report: "Report", tensor_id: int, rank: int) -> int:
-    """How many elements a stored tensor holds, from its metadata (its largest shard's when the shards do not
-    assemble)."""
-    info = report.tensor_info(tensor_id, rank)
-    return math.prod(info.shape) if info.shape is not None else max((math.prod(s.shape) for s in info.shards), default=0)
-
-
-def input_dtypes(report: "Report", graph: TensorGraph, tensor_ids: list[int], rank: int) -> dict[int, str]:
+def input_dtypes(report: "Report", graph: TensorGraph, tensor_ids: list[int], rank: int,
+                 has: Callable[[int], bool] | None = None) -> dict[int, str]:
     """The ttnn dtypes of an operation's inputs where the report says them (a BFLOAT8_B input is stored as bfloat16
-    values; typecast converts it otherwise)."""
-    return {t: judged_dtype(report, graph, t, rank) for t in tensor_ids if graph.dtypes.get(t) or report.has_tensor(t, rank)}
+    values; typecast converts it otherwise); ``has`` says which tensors are stored (default: ask the report)."""
+    stored = has or (lambda t: report.has_tensor(t, rank))
+    return {t: judged_dtype(report, graph, t, rank) for t in tensor_ids if graph.dtypes.get(t) or stored(t)}
 
 
 def _arguments(report: "Report", rank: int) -> dict[int, list[references.Argument]]:
