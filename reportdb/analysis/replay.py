@@ -98,7 +98,8 @@ def iter_replay(
                                                     full=full, reads=reads),
                 lambda op: _cost(rep, graph, op, rank, reads), workers=count, budget=budget)
             return
-        yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full)
+        yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full,
+                            SharedReads(rep, rank, (), 0))
 
 
 class Substitution:
@@ -135,6 +136,7 @@ class Substitution:
 def _chained(
     rep: "Report", graph: TensorGraph, arguments: dict[int, list[references.Argument]], wanted: set[int],
     judge: Policy, rank: int, keeper: ReplayStore | None, swap: Substitution, full: bool = False,
+    reads: Reads | None = None,
 ) -> Iterator[ReplayRow]:
     """The rows of a chain (every operation runs; those ``wanted`` are shown). With a substitution, each row also
     holds its isolated and plain chained verdicts, and its own verdict is the substituted chain's: that chain carries,
@@ -144,7 +146,8 @@ def _chained(
     operations cannot be rerun on the golden values offline). A culprit whose failure plain ``--chain`` shows only as
     one more victim of an earlier one stands out, and the last output's substituted verdict says whether the model's
     output recovers once the substituted operations are fixed. A substituted operation without a reference still
-    carries its stored output, so the chain goes on past it. ``full``: every output's full metric vector."""
+    carries its stored output, so the chain goes on past it. ``full``: every output's full metric vector; ``reads``:
+    how tensors are read (:func:`replay_operation`)."""
     plain: dict[int, np.ndarray] = {}
     fixed: dict[int, np.ndarray] | None = {} if swap else None
     diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
@@ -152,11 +155,11 @@ def _chained(
     for op_id, name in sorted(graph.names.items()):
         args = arguments.get(op_id, [])
         rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain,
-                                full=full)
+                                full=full, reads=reads)
         if fixed is not None:
-            alone = replay_operation(rep, graph, op_id, args, judge, rank, full=full)
+            alone = replay_operation(rep, graph, op_id, args, judge, rank, full=full, reads=reads)
             if diverged:
-                again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed, full=full)
+                again = replay_operation(rep, graph, op_id, args, judge, rank, None, fixed, full=full, reads=reads)
             else:
                 again = rows
                 fixed.update((t, plain[t]) for t in graph.outputs.get(op_id, {}).values() if t in plain)
