@@ -98,6 +98,7 @@ def iter_replay(
                                                     full=full, reads=reads),
                 lambda op: _cost(rep, graph, op, rank, reads), workers=count, budget=budget)
             return
+        # a chain reads each stored tensor about once (produced inputs are its own references): no array is kept
         yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full,
                             SharedReads(rep, rank, (), 0))
 
@@ -227,7 +228,7 @@ def replay_operation(
     """One operation's rows, one per output it has (see :class:`ReplayRow`); ``keeper`` stores each compared output's
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
     operation's. Without ``full`` a passing output's metrics are only those its verdict reads (:func:`judged`).
-    ``reads`` (an isolated replay's) answers which tensors are stored and reads them, else the report does."""
+    ``reads`` answers which tensors are stored and reads them (default: the report, asked each time)."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     known = references.lookup(row.name)
     if known is not None and known.per_device:
