@@ -6,7 +6,9 @@ Writer report of ``--layers`` decoder layers (rms_norm, fused QKV linear, head s
 rotary embedding of q and k, causal scaled dot-product attention, permute + reshape back, output projection,
 residual add, rms_norm, SwiGLU MLP: two linears, silu, multiply, a third linear, residual add): each output its
 reference of the stored (bfloat16) inputs rounded to bfloat16. Then times, best of ``--repeat``: reading every
-tensor once, the forward pass in float32 numpy, and replay with 1 and 2 workers and with ``--chain``.
+tensor once, the forward pass in float32 numpy, and replay with 1 and 2 workers, with ``--chain``, and with
+``--full-stats`` (every output's full metric vector, as replay computed before passing outputs got only what their
+verdict reads).
 """
 
 from __future__ import annotations
@@ -180,10 +182,12 @@ def main() -> None:
         print(f"read every tensor once {read:.2f} s (CPU {read_cpu:.2f}); forward pass {fwd:.2f} s (CPU {fwd_cpu:.2f});"
               f" sum {base:.2f} s (CPU {base_cpu:.2f})")
         for label, kwargs in (("replay, 1 worker", {"workers": 1}), ("replay, 2 workers", {"workers": 2}),
-                              ("replay --chain", {"chain": True})):
+                              ("replay --chain", {"chain": True}),
+                              ("replay --full-stats, 2 workers", {"workers": 2, "full_stats": True})):
             wall, cpu, result = best(options.repeat, lambda: reportdb.replay(path, **kwargs))
             print(f"{label}: {wall:.2f} s (CPU {cpu:.2f}), {base / wall:.2f}x the sum by wall, {base_cpu / cpu:.2f}x "
                   f"by CPU; compared {result.compared} of {result.operations}, {result.failed_outputs} failed")
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("store", "models", "migrations"), 2),
     **dict.fromkeys(("report", "recognize", "reading", "chunk_source", "tensor_reads", "tensor_writes", "checks"), 3),
     **dict.fromkeys(("legacy", "writer", "ttnn"), 4),
-    **dict.fromkeys(("numeric", "numeric.metrics", "numeric.quantiles", "numeric.ulps", "numeric.tolerances", "numeric.streamed", "numeric.tiles", "numeric.fit", "numeric.fidelity", "analysis"), 5),
+    **dict.fromkeys(("numeric", "numeric.metrics", "numeric.quantiles", "numeric.ulps", "numeric.tolerances", "numeric.streamed", "numeric.tiles", "numeric.fit", "numeric.fidelity", "numeric.ttmetal", "analysis"), 5),
     **dict.fromkeys(("web", "team", "opening"), 6),
     **dict.fromkeys(("cli", "__main__", "__init__"), 7),
 }

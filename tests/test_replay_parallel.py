@@ -13,7 +13,7 @@ import pytest
 
 import reportdb
 from reportdb.analysis import references
-from reportdb.analysis.replay_parallel import default_workers, replay_isolated
+from reportdb.analysis.replay_parallel import SharedReads, default_workers, replay_isolated
 
 BF16 = ml_dtypes.bfloat16
 CYCLE = ("ttnn.add", "ttnn.relu", "ttnn.multiply", "ttnn.softmax", "ttnn.matmul", "ttnn.gelu")
@@ -98,3 +98,19 @@ def test_budget_bounds_what_is_in_flight() -> None:
 def test_bad_worker_counts_are_refused(many: tuple[Path, set[int]]) -> None:
     with pytest.raises(reportdb.ReportDBError, match="at least one worker"):
         reportdb.replay(many[0], workers=0)
+
+
+def test_shared_reads_read_a_tensor_once_for_its_readers(many: tuple[Path, set[int]]) -> None:
+    """A tensor read twice in a replay is read from the report once, kept read-only for its second reader and dropped
+    after it; one read once, or past the limit, is not kept; stored ids come from one query."""
+    path, _ = many
+    with reportdb.open(path) as report:
+        reads = SharedReads(report, 0, [2, 2, 3], limit=1 << 20)
+        assert reads.has(2) and not reads.has(10_000) and reads.elements(2) == 64 * 64
+        first = reads.tensor(2)
+        assert not first.flags.writeable and reads._bytes == first.nbytes
+        assert reads.tensor(2) is first and reads._kept == {} and reads._bytes == 0
+        assert reads.tensor(3).flags.writeable and reads._kept == {}  # its only read: not kept
+        np.testing.assert_array_equal(first, report.tensor(2))
+        tight = SharedReads(report, 0, [2, 2], limit=100)  # 8 KiB do not fit 100 bytes: read again
+        assert tight.tensor(2) is not tight.tensor(2) and tight._kept == {}

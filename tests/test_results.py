@@ -28,7 +28,7 @@ COMPARISON_KEYS = [
     "ulp_max", "ulp_mean", "allclose_mismatches", "nan_mismatches", "inf_mismatches", "fit_scale", "fit_offset",
     "constant_input", "scale_or_offset_error", "nonfinite_mismatch", "shape_mismatch", "passed", "notes",
     "sqnr_db", "abs_error_p50", "abs_error_p99", "abs_error_p999", "bitwise_equal",  # added after the others
-    "tile_shape", "tile_sqnr_db", "worst_tile", "tile_sqnr_p50",
+    "tile_shape", "tile_sqnr_db", "worst_tile", "tile_sqnr_p50", "full_stats",
 ]
 
 

@@ -12,7 +12,7 @@ from test_compare import assert_matches_reference, ordered, ttmetal_comp_pcc
 
 import reportdb.numeric.metrics as cmp
 from reportdb.analysis.scan import scan
-from reportdb.numeric.blocks import to_float64
+from reportdb.numeric.blocks import flat_blocks, to_float64
 from reportdb.numeric.metrics import compare
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -189,3 +189,20 @@ def test_tile_maps_on_whole_and_partial_tiles(shape: tuple[int, ...], wrong: str
     assert np.array_equal(found.tile_max.reshape(tmax.shape), tmax)
     assert np.array_equal(found.tile_mismatches.reshape(tmm.shape), tmm)
     assert found.mismatches == int(tmm.sum())
+
+
+def test_flat_blocks_of_views_are_the_flat_array() -> None:
+    """Blocks of a non-contiguous array (a permute's view, a transpose, a reversed or strided slice, a broadcast,
+    Fortran order, zero-size and 0-d arrays), whole or a span of it, are its C-order values cut at the same positions
+    as a contiguous copy's, whatever the block."""
+    base = np.arange(2 * 16 * 24 * 8, dtype=np.float32).reshape(2, 16, 24, 8)
+    views = [base.transpose(0, 2, 1, 3), base.transpose(3, 2, 1, 0), base[:, ::-1, 1::3], base[..., ::2].T,
+             np.broadcast_to(base[0, :1], (5, 16, 24, 8)), np.asfortranarray(base[0]), base[:, :0], base[0, 0, 0, 0],
+             base[0, 0, :, 3]]
+    for view in views:
+        flat = np.ascontiguousarray(view).reshape(-1)
+        for block in (1, 7, 64, 1000, 1 << 16):
+            for start, stop in ((0, view.size), (view.size // 3, view.size - view.size // 5)):
+                got = list(flat_blocks(view, block, start, stop))
+                want = [flat[f : min(f + block, stop)] for f in range(start, stop, block)]
+                assert [g.tolist() for g in got] == [w.tolist() for w in want], (view.shape, block, start, stop)

@@ -12,11 +12,10 @@ Collectives, and operations on tensors stored as several device shards, are judg
 from __future__ import annotations
 
 import fnmatch
-import math
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from . import references
 from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
 from .places import placed_notes
 from .policy import Policy, as_policy, canonical_dtype
-from .replay_parallel import BUDGET, default_workers, replay_isolated
+from .replay_parallel import BUDGET, Reads, SharedReads, default_workers, replay_isolated, stored_elements
 from .replay_collectives import ChainValues, replay_per_device, runs_per_device
 from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow, judged
 from .replay_store import ReplayStore
@@ -45,13 +44,13 @@ ARGUMENT_TEXT_LIMIT = 1 << 16
 def replay(
     report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
     store: bool = False, chain: bool = False, substitute: "str | Iterable[int | str] | None" = None,
-    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET,
+    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET, full_stats: bool = False,
 ) -> ReplayResult:
     """Replay every operation of ``report`` (one ``rank``) whose name matches the glob ``ops`` (all when None): its
     reference from its stored inputs and recorded arguments against its stored output, judged by ``policy`` (a
     Policy, a TOML file, or None for the dtype-aware defaults). With ``store`` the references and results are kept in
     the report (:mod:`.replay_store`; a path is then opened with mode ``"a"``, a legacy original refused). See
-    :func:`iter_replay` for one row at a time, and for ``substitute``, ``workers`` and ``budget``.
+    :func:`iter_replay` for one row at a time, and for ``substitute``, ``workers``, ``budget`` and ``full_stats``.
 
     With ``chain`` each reference takes the *chained* references of the operations before it instead of the device's
     values (the stored values only for tensors no operation produced: the model's inputs and weights), so each output
@@ -61,13 +60,13 @@ def replay(
     (:func:`.replay_collectives.replay_per_device`). Stored (``store``) as global comparison records."""
     return ReplayResult.of(iter_replay(report, ops=ops, policy=policy, rank=rank, store=store, chain=chain,
                                        substitute=substitute, substitute_failing=substitute_failing, workers=workers,
-                                       budget=budget), chain=chain)
+                                       budget=budget, full_stats=full_stats), chain=chain)
 
 
 def iter_replay(
     report: "Report | str | Path", *, ops: str | None = None, policy: "Policy | str | Path | None" = None, rank: int = 0,
     store: bool = False, chain: bool = False, substitute: "str | Iterable[int | str] | None" = None,
-    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET,
+    substitute_failing: bool = False, workers: int | None = None, budget: int = BUDGET, full_stats: bool = False,
 ) -> Iterator[ReplayRow]:
     """The rows of :func:`replay`, each as soon as its operation is replayed (execution order: operation id). A chain
     keeps each chained reference only until its last consumer has run.
@@ -76,7 +75,12 @@ def iter_replay(
     with at most ``budget`` bytes of inputs, references and outputs in flight, rows still in execution order and
     verdicts the same as one worker's (``store`` replays on one). ``substitute`` (operation ids, names or globs: a
     list, or one text of them separated by commas) and ``substitute_failing`` (every operation that fails in
-    isolation) run a chain (as ``chain``) past the first culprit: see :func:`_chained`."""
+    isolation) run a chain (as ``chain``) past the first culprit: see :func:`_chained`.
+
+    A passing output's row holds only the metrics its verdict reads (:func:`.replay_rows.judged`; the quantiles,
+    relative errors and other distribution figures None), a failing one's the full vector: about half the
+    comparisons' cost, the same verdicts. ``full_stats`` (and ``store``, which keeps the full vectors) computes the
+    full vector of every output."""
     judge = as_policy(policy)
     swap = Substitution.of(substitute, substitute_failing)
     if swap and store:
@@ -87,13 +91,18 @@ def iter_replay(
         graph = tensor_graph(rep, rank)
         arguments = _arguments(rep, rank)
         wanted = [op for op, name in sorted(graph.names.items()) if ops is None or fnmatch.fnmatchcase(name, ops)]
+        full = full_stats or keeper is not None
         if not chain and not swap:
             count = 1 if keeper is not None else default_workers() if workers is None else workers
+            reads = SharedReads(rep, rank, _reads(graph, wanted), budget // 4)
             yield from replay_isolated(
-                wanted, lambda op: replay_operation(rep, graph, op, arguments.get(op, []), judge, rank, keeper),
-                lambda op: _cost(rep, graph, op, rank), workers=count, budget=budget)
+                wanted, lambda op: replay_operation(rep, graph, op, arguments.get(op, []), judge, rank, keeper,
+                                                    full=full, reads=reads),
+                lambda op: _cost(rep, graph, op, rank, reads), workers=count, budget=budget)
             return
-        yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap)
+        # a chain reads each stored tensor about once (produced inputs are its own references): no array is kept
+        yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full,
+                            SharedReads(rep, rank, (), 0))
 
 
 class Substitution:
@@ -129,7 +138,8 @@ class Substitution:
 
 def _chained(
     rep: "Report", graph: TensorGraph, arguments: dict[int, list[references.Argument]], wanted: set[int],
-    judge: Policy, rank: int, keeper: ReplayStore | None, swap: Substitution,
+    judge: Policy, rank: int, keeper: ReplayStore | None, swap: Substitution, full: bool = False,
+    reads: Reads | None = None,
 ) -> Iterator[ReplayRow]:
     """The rows of a chain (every operation runs; those ``wanted`` are shown). With a substitution, each row also
     holds its isolated and plain chained verdicts, and its own verdict is the substituted chain's: that chain carries,
@@ -139,18 +149,20 @@ def _chained(
     operations cannot be rerun on the golden values offline). A culprit whose failure plain ``--chain`` shows only as
     one more victim of an earlier one stands out, and the last output's substituted verdict says whether the model's
     output recovers once the substituted operations are fixed. A substituted operation without a reference still
-    carries its stored output, so the chain goes on past it (each device's shard where the chain runs per device)."""
+    carries its stored output, so the chain goes on past it (each device's shard where the chain runs per device).
+    ``full``: every output's full metric vector; ``reads``: how tensors are read (:func:`replay_operation`)."""
     plain = ChainValues()
     fixed = ChainValues() if swap else None
     diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
     uses = {t: len(users) for t, users in graph.consumers.items()}
     for op_id, name in sorted(graph.names.items()):
         args = arguments.get(op_id, [])
-        rows = _chain_step(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain)
+        rows = _chain_step(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain, full,
+                           reads)
         if fixed is not None:
-            alone = replay_operation(rep, graph, op_id, args, judge, rank)
+            alone = replay_operation(rep, graph, op_id, args, judge, rank, full=full, reads=reads)
             if diverged:
-                again = _chain_step(rep, graph, op_id, args, judge, rank, None, fixed)
+                again = _chain_step(rep, graph, op_id, args, judge, rank, None, fixed, full, reads)
             else:
                 again = rows
                 fixed.share(plain, list(graph.outputs.get(op_id, {}).values()))
@@ -173,7 +185,7 @@ def _chained(
 
 def _chain_step(
     rep: "Report", graph: TensorGraph, op_id: int, args: list[references.Argument], judge: Policy, rank: int,
-    keeper: ReplayStore | None, values: ChainValues,
+    keeper: ReplayStore | None, values: ChainValues, full: bool, reads: Reads | None,
 ) -> list[ReplayRow]:
     """One operation of a chain on the chain's ``values``: device by device where the chain runs it so (a
     collective, or an operation on per-device values: :func:`.replay_collectives.runs_per_device`), else on whole
@@ -181,7 +193,7 @@ def _chain_step(
     (:func:`.references.completed`)."""
     if runs_per_device(rep, graph, op_id, rank, values):
         return replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES, keeper)
-    rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper, values)
+    rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper, values, full=full, reads=reads)
     name = graph.names.get(op_id, "")
     known = references.lookup(name)
     if known is not None and known.defined is not None:  # where it defines nothing, the device's values travel on
@@ -199,12 +211,20 @@ def _side_by_side(alone: list[ReplayRow], chained: list[ReplayRow], again: list[
                     substitute=took) for r in again]
 
 
-def _cost(rep: "Report", graph: TensorGraph, op_id: int, rank: int) -> int:
+def _reads(graph: TensorGraph, operations: list[int]) -> Iterator[int]:
+    """The tensors an isolated replay of ``operations`` reads, once per read: each operation's distinct inputs and its
+    outputs (each read to be judged)."""
+    for op_id in operations:
+        yield from dict.fromkeys(graph.inputs.get(op_id, []))
+        yield from graph.outputs.get(op_id, {}).values()
+
+
+def _cost(rep: "Report", graph: TensorGraph, op_id: int, rank: int, reads: SharedReads) -> int:
     """The bytes an operation's isolated replay holds at once, bounded from its stored tensors' metadata: its inputs
     and outputs read, and a float32 reference and float64 comparison per output element."""
-    inputs = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if rep.has_tensor(t, rank)]
-    outputs = [t for t in graph.outputs.get(op_id, {}).values() if rep.has_tensor(t, rank)]
-    return 4 * sum(stored_elements(rep, t, rank) for t in inputs) + 16 * sum(stored_elements(rep, t, rank) for t in outputs)
+    inputs = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if reads.has(t)]
+    outputs = [t for t in graph.outputs.get(op_id, {}).values() if reads.has(t)]
+    return 4 * sum(map(reads.elements, inputs)) + 16 * sum(map(reads.elements, outputs))
 
 
 @contextmanager
@@ -224,11 +244,13 @@ def _opened(report: "Report | str | Path", store: bool) -> Iterator["Report"]:
 
 def replay_operation(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
-    keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None,
+    keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None, *, full: bool = True,
+    reads: Reads | None = None,
 ) -> list[ReplayRow]:
     """One operation's rows, one per output it has (see :class:`ReplayRow`); ``keeper`` stores each compared output's
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
-    operation's."""
+    operation's. Without ``full`` a passing output's metrics are only those its verdict reads (:func:`judged`).
+    ``reads`` answers which tensors are stored and reads them (default: the report, asked each time)."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     if chained is None and runs_per_device(report, graph, op_id, rank):  # a collective, or on a mesh's shards
         return replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES, keeper)
@@ -237,7 +259,7 @@ def replay_operation(
         if broken:
             return [replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
                             + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]
-    prepared = prepare(report, graph, op_id, arguments, rank, chained)
+    prepared = prepare(report, graph, op_id, arguments, rank, chained, reads)
     if isinstance(prepared, ReplayRow):
         return [replace(prepared, operation_id=op_id, name=row.name)]
     rows = []
@@ -248,9 +270,10 @@ def replay_operation(
             continue
         if chained is not None:
             chained[output_id] = expected
-        device = references.defined_part(row.name, report.tensor(output_id, rank))  # where the operation defines it
+        device = references.defined_part(row.name, (reads or Reads(report, rank)).tensor(output_id))  # where defined
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
-        metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected))
+        metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected),
+                                  full=full or keeper is not None)
         notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
         at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
                      detail="; ".join(notes))  # what the verdict saw: the worst tile and its core, a fidelity shrink
@@ -262,12 +285,14 @@ def replay_operation(
 
 def prepare(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], rank: int,
-    given: dict[int, np.ndarray] | None = None,
+    given: dict[int, np.ndarray] | None = None, reads: Reads | None = None,
 ) -> "list[tuple[int, int, np.ndarray | str]] | ReplayRow":
     """Per output the operation has, in output-index order: its index, tensor id and reference output (or a sentence
     saying why it has none: its reference gives fewer outputs, its value is not stored); or the row saying why the
-    operation has no reference at all. Inputs are read from the report, or taken from ``given`` where it holds them."""
+    operation has no reference at all. Inputs are read from the report (through ``reads`` when given), or taken from
+    ``given`` where it holds them."""
     given = given or {}
+    reads = reads or Reads(report, rank)
     name = graph.names.get(op_id, "")
     ref = references.lookup(name)
     if ref is None:
@@ -283,20 +308,20 @@ def prepare(
             f"tensor {aliased[0]} is both an input and an output of this in-place call, and the report keeps one value "
             "for it (from before or after the call, by the ttnn version): nothing to compare its result with"))
     distinct = list(dict.fromkeys(input_ids))  # each tensor read once: an operation can list one tensor 10^6 times
-    absent = [t for t in distinct if t not in given and not report.has_tensor(t, rank)]
+    absent = [t for t in distinct if t not in given and not reads.has(t)]
     if absent:
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first,
                          detail="tensors not stored: " + ", ".join(map(str, absent)))
     try:
-        arrays = {t: given[t] if t in given else report.tensor(t, rank) for t in distinct}
+        arrays = {t: given[t] if t in given else reads.tensor(t) for t in distinct}
     except ReportDBError as exc:  # e.g. a multi-device input whose shards do not assemble
         return ReplayRow(op_id, name, "missing_inputs", output_tensor_id=first, detail=str(exc))
     inputs = [(t, arrays[t]) for t in input_ids]
-    stored = {t: report.has_tensor(t, rank) for t in set(outputs.values())}
+    stored = {t: reads.has(t) for t in set(outputs.values())}
     # the reference may build what the operation's stored arrays justify: its inputs, and its outputs where stored
     limit = references.justified_elements([a.size for a in arrays.values()]
-                                          + [stored_elements(report, t, rank) for t, kept in stored.items() if kept])
-    dtypes = input_dtypes(report, graph, distinct, rank)
+                                          + [reads.elements(t) for t, kept in stored.items() if kept])
+    dtypes = input_dtypes(report, graph, distinct, rank, reads.has)
     try:
         with np.errstate(all="ignore"):
             expected = references.compute_outputs(name, inputs, arguments, dtypes, max_elements=limit)
@@ -324,17 +349,12 @@ def prepare(
 IN_PLACE_FAMILIES = frozenset({"caches"})
 
 
-def stored_elements(report: "Report", tensor_id: int, rank: int) -> int:
-    """How many elements a stored tensor holds, from its metadata (its largest shard's when the shards do not
-    assemble)."""
-    info = report.tensor_info(tensor_id, rank)
-    return math.prod(info.shape) if info.shape is not None else max((math.prod(s.shape) for s in info.shards), default=0)
-
-
-def input_dtypes(report: "Report", graph: TensorGraph, tensor_ids: list[int], rank: int) -> dict[int, str]:
+def input_dtypes(report: "Report", graph: TensorGraph, tensor_ids: list[int], rank: int,
+                 has: Callable[[int], bool] | None = None) -> dict[int, str]:
     """The ttnn dtypes of an operation's inputs where the report says them (a BFLOAT8_B input is stored as bfloat16
-    values; typecast converts it otherwise)."""
-    return {t: judged_dtype(report, graph, t, rank) for t in tensor_ids if graph.dtypes.get(t) or report.has_tensor(t, rank)}
+    values; typecast converts it otherwise); ``has`` says which tensors are stored (default: ask the report)."""
+    stored = has or (lambda t: report.has_tensor(t, rank))
+    return {t: judged_dtype(report, graph, t, rank) for t in tensor_ids if graph.dtypes.get(t) or stored(t)}
 
 
 def _arguments(report: "Report", rank: int) -> dict[int, list[references.Argument]]:

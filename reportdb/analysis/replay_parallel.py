@@ -4,17 +4,26 @@ still go one at a time through the Report's lock (:mod:`reportdb.reading`), as e
 
 Memory is bounded by a budget of bytes in flight (each operation's cost estimated before it starts, from its stored
 tensors' metadata); an operation larger than the whole budget runs alone. Rows are yielded in the order the
-operations were given (execution order), whatever order the threads finish in.
+operations were given (execution order), whatever order the threads finish in. :class:`SharedReads` reads each
+tensor once for all the operations that read it (an output, then the next operation's input) within a part of the
+budget, and answers which tensors are stored from one query.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections import deque
+import threading
+from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from ..errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..report import Report
 
 #: Bytes of inputs, references and outputs replay may hold in flight at once across its threads (1 GiB).
 BUDGET = 1 << 30
@@ -62,3 +71,78 @@ def replay_isolated(
         finally:  # a consumer that stops early, or an error: queued operations are not started
             for future, _ in pending:
                 future.cancel()
+
+
+
+class Reads:
+    """How a replay reads one rank's tensors: whether each is stored, its element count (from its metadata) and its
+    values, asked of the report each time (:class:`SharedReads` answers them once per replay)."""
+
+    def __init__(self, report: "Report", rank: int) -> None:
+        self.report, self.rank = report, rank
+
+    def has(self, tensor_id: int) -> bool:
+        """Whether the tensor is stored for this rank."""
+        return self.report.has_tensor(tensor_id, self.rank)
+
+    def elements(self, tensor_id: int) -> int:
+        """How many elements the stored tensor holds (:func:`stored_elements`)."""
+        return stored_elements(self.report, tensor_id, self.rank)
+
+    def tensor(self, tensor_id: int) -> "np.ndarray":
+        """The tensor's values."""
+        return self.report.tensor(tensor_id, self.rank)
+
+
+class SharedReads(Reads):
+    """One isolated replay's reads, shared by its threads: which tensors are stored from one query for the replay (not
+    one per operation), each one's element count asked once, and each tensor's values read once and kept for the
+    operations still to read them (an output is read to be judged, then as the next operation's input) while what is
+    kept stays within ``limit`` bytes. ``reads`` counts, per tensor, how many reads the replay will ask for; a kept
+    array is dropped at its last one. Kept arrays are read-only: every reader sees the stored values."""
+
+    def __init__(self, report: "Report", rank: int, reads: Iterable[int], limit: int) -> None:
+        super().__init__(report, rank)
+        self.limit = limit
+        self.stored = frozenset(report.tensor_ids(rank))
+        self._left = Counter(reads)
+        self._kept: dict[int, np.ndarray] = {}
+        self._sizes: dict[int, int] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def has(self, tensor_id: int) -> bool:
+        """Whether the tensor is stored for this rank."""
+        return tensor_id in self.stored
+
+    def elements(self, tensor_id: int) -> int:
+        """How many elements the stored tensor holds, from its metadata read once."""
+        size = self._sizes.get(tensor_id)
+        if size is None:
+            size = self._sizes[tensor_id] = super().elements(tensor_id)
+        return size
+
+    def tensor(self, tensor_id: int) -> "np.ndarray":
+        """The tensor's values: kept from an earlier read, or read now (and kept when another read of it follows and it
+        fits the limit)."""
+        with self._lock:
+            self._left[tensor_id] -= 1
+            last = self._left[tensor_id] <= 0
+            array = self._kept.pop(tensor_id) if last and tensor_id in self._kept else self._kept.get(tensor_id)
+            if array is not None:
+                self._bytes -= array.nbytes if last else 0
+                return array
+        array = super().tensor(tensor_id)
+        with self._lock:
+            if self._left[tensor_id] > 0 and tensor_id not in self._kept and self._bytes + array.nbytes <= self.limit:
+                array.flags.writeable = False
+                self._kept[tensor_id] = array
+                self._bytes += array.nbytes
+        return array
+
+
+def stored_elements(report: "Report", tensor_id: int, rank: int) -> int:
+    """How many elements a stored tensor holds, from its metadata (its largest shard's when the shards do not
+    assemble)."""
+    info = report.tensor_info(tensor_id, rank)
+    return math.prod(info.shape) if info.shape is not None else max((math.prod(s.shape) for s in info.shards), default=0)

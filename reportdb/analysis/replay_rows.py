@@ -22,11 +22,24 @@ if TYPE_CHECKING:
     from .policy import Policy
 
 
-def judged(policy: "Policy", op: str, dtype: str, device: np.ndarray, expected: np.ndarray) -> tuple[Comparison, Any]:
+def judged(policy: "Policy", op: str, dtype: str, device: np.ndarray, expected: np.ndarray, *,
+           full: bool = True) -> tuple[Comparison, Any]:
     """The metric vector of the device output against the reference, made at the policy's tolerances, and the policy's
-    verdict on it: the one place replay and repro decide pass or fail."""
+    verdict on it: the one place replay and repro decide pass or fail.
+
+    Without ``full`` the comparison first computes only what the verdict reads (``compare(full=False)``, the ULPs
+    only where the criteria bound them), and the whole vector only when the output fails: a passing output's
+    distribution figures (quantiles, relative errors...) are then None (``full_stats`` False). The fields a verdict
+    reads come from the same arithmetic either way, so the verdict is the same."""
     rtol, atol = policy.tolerances(op, dtype)
-    metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op, dtype))
+    pcc = policy.pcc_threshold(op, dtype)
+    if not full:
+        ulps = policy.criteria_for(op, dtype).max_ulp is not None
+        metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=pcc, full=False, ulps=ulps)
+        verdict = policy.judge(metrics, op=op, dtype=dtype)
+        if verdict.passed:
+            return metrics, verdict
+    metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=pcc)
     return metrics, policy.judge(metrics, op=op, dtype=dtype)
 
 
@@ -46,8 +59,9 @@ class ReplayRow(Result):
     """One operation replayed: its id and name, ``status`` (``compared``, ``no_reference``, ``missing_inputs``,
     ``unsupported_arguments`` or ``in_place``: an output that is also an input, of which the report keeps one value),
     the output compared (tensor id, its index among the operation's outputs: one row per
-    output) and the dtype it was judged by), ``passed`` (None when not compared), the criteria that failed, the full metric
-    vector, the unsupported arguments' names, and a sentence saying what was not compared and why.
+    output) and the dtype it was judged by), ``passed`` (None when not compared), the criteria that failed, the metric
+    vector (of a passing output, only what its verdict reads unless the replay asked for ``full_stats``: its
+    ``full_stats`` field says), the unsupported arguments' names, and a sentence saying what was not compared and why.
 
     With substitution (:func:`reportdb.replay` ``substitute=``) the row also holds the three verdicts side by side:
     ``isolated`` (on the device's inputs), ``chained`` (against the plain chain) and ``substituted`` (against the

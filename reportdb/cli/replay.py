@@ -42,13 +42,18 @@ if TYPE_CHECKING:  # pragma: no cover - imported where used, so `reportdb --help
               help="With --chain: substitute every operation that fails in isolation (see --substitute).")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="Threads replaying isolated operations at once (default: the machine's cores, at most 8).")
+@click.option("--full-stats", is_flag=True,
+              help="The full metric vector of every output (quantiles, relative errors, ULPs, tt-metal's PCC...); by "
+              "default only failing outputs get it, passing ones what their verdict reads (the same verdicts, about "
+              "half the comparison time).")
 @click.option("--references", "list_references", is_flag=True,
               help="List every operation replay has a reference for, its family and its arguments (no REPORT).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (printed in full whatever the exit status).")
 @_friendly
 def replay_(
     report_path: Path | None, ops_glob: str | None, policy_path: Path | None, rank: int, store: bool, chain: bool,
-    substitute: str | None, substitute_failing: bool, workers: int | None, list_references: bool, as_json: bool,
+    substitute: str | None, substitute_failing: bool, workers: int | None, full_stats: bool, list_references: bool,
+    as_json: bool,
 ) -> None:
     """Replay each operation on the inputs the device had: its reference output against its stored output.
 
@@ -57,6 +62,8 @@ def replay_(
     against the chained references, the global golden). Reads the report only (--store writes it).
     Operations without a reference, with arguments no reference reads (named) or with values not stored
     are listed, not failed; the last line says how many operations were compared of how many replayed.
+    A passing output's figures no verdict reads (its ULPs, quantiles, relative errors) show as "-" unless
+    --full-stats.
 
     Exit status: 0 when something was compared and every compared output passes its policy; 1 when one
     fails, or on an error; 3 when nothing failed because nothing was compared (no operation matches --ops,
@@ -80,7 +87,8 @@ def replay_(
         raise click.UsageError("--substitute and --substitute-failing continue a chain: add --chain")
     policy = reportdb.Policy.load(policy_path) if policy_path is not None else reportdb.Policy.default()
     rows = reportdb.iter_replay(report_path, ops=ops_glob, policy=policy, rank=rank, store=store, chain=chain,
-                                substitute=substitute, substitute_failing=substitute_failing, workers=workers)
+                                substitute=substitute, substitute_failing=substitute_failing, workers=workers,
+                                full_stats=full_stats)
     from reportdb.analysis.peers import Peers
     from reportdb.analysis.replay_rows import ReplayCounts, ReplayResult, peer_output
 

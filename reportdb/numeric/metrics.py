@@ -47,6 +47,11 @@ large pairs be split into spans streamed on separate cores):
 * ``passed``: False on a shape mismatch or any non-finite mismatch; otherwise, when ``pcc`` is undefined
   (constant, empty, single-element or all-non-finite inputs), ``allclose_mismatches == 0``; otherwise
   ``pcc >= pcc`` threshold and no scale/offset error.
+* ``full_stats``: whether the comparison holds every field. ``compare(full=False)`` computes only what a tolerance
+  policy's verdict reads (``analysis/policy.py``: PCC and the fitted line, allclose mismatches, the largest absolute
+  error, SQNR, the tiles, non-finite mismatches; ULPs only with ``ulps=True``), by the same arithmetic, so those
+  fields are the same to the bit; the :data:`DISTRIBUTION` fields (and the ULPs when not asked for) are then None.
+  Replay makes them for the outputs that fail, and for all with ``full_stats``: about half a comparison's cost.
 """
 
 from __future__ import annotations
@@ -55,7 +60,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ..dtypes import dtype_name
@@ -66,6 +70,7 @@ from .fit import fit_check
 from .quantiles import AbsErrorHistogram
 from .tiles import DEFAULT_TILE, TileEnergies, TileGeometry, tile_geometry
 from .tolerances import dtype_tolerances
+from .ttmetal import TtMetalState, casts_exactly
 from .ulps import UlpCounter, ulp_dtype
 
 #: Elements per block of a comparison: 512 KiB of float64, so a block's passes mostly stay in a core's cache, and a
@@ -79,11 +84,14 @@ REL_EPS = float(np.finfo(np.float64).eps)
 #: would otherwise leave a tiny non-zero variance on constant data).
 _CONSTANT_REL = 1e-12
 
-_TINY = float(np.finfo(np.float64).tiny)
-
 
 #: The metric vector's boolean flags that say why a comparison failed besides a low PCC.
 FLAGS = ("shape_mismatch", "nonfinite_mismatch", "scale_or_offset_error", "constant_input")
+
+#: The fields no verdict reads, which ``compare(full=False)`` leaves None: tt-metal's PCC, the mean and relative
+#: errors, the error quantiles, bitwise equality and the median tile's SQNR.
+DISTRIBUTION = ("pcc_ttmetal", "mean_abs_error", "max_rel_error", "mean_rel_error", "abs_error_p50", "abs_error_p99",
+                "abs_error_p999", "bitwise_equal", "tile_sqnr_p50")
 
 
 class _PairMoments:
@@ -160,74 +168,6 @@ def _centre(x: np.ndarray) -> Moments:
     return Moments(x.size, mean, m2)
 
 
-def _casts_exactly(src: np.dtype, dst: np.dtype) -> bool:
-    """Whether every value of dtype ``src`` keeps its value cast to ``dst`` (±Inf and NaN included): then tt-metal's
-    cast of the actual side to the golden's dtype changes nothing (bfloat16 or float16 into float32, float32 into
-    float64, small integers into a float)."""
-    if src == dst:
-        return True
-    if dst.kind in "biu":
-        return False
-    to = ml_dtypes.finfo(dst)
-    if src.kind == "b":
-        return True
-    if src.kind in "iu":
-        info = np.iinfo(src)
-        return max(-int(info.min), int(info.max)) <= 2 ** (int(to.nmant) + 1)
-    frm = ml_dtypes.finfo(src)
-    keeps_inf = bool(np.isinf(np.array(np.inf, dtype=src).astype(dst))) or not np.isinf(np.array(np.inf, dtype=src))
-    return (int(frm.nmant) <= int(to.nmant) and float(frm.max) <= float(to.max) and keeps_inf
-            and float(frm.smallest_subnormal) >= float(to.smallest_subnormal))
-
-
-@dataclass
-class _TtMetal:
-    """Running state of tt-metal's ``comp_pcc`` special cases (its masked values' moments are kept apart)."""
-
-    golden_has_non_nan: bool = False
-    calc_has_non_nan: bool = False
-    golden_has_nonzero: bool = False
-    calc_has_nonzero: bool = False
-    equal: bool = True
-
-    def merge(self, other: _TtMetal) -> None:
-        """Combine with the state of other positions."""
-        self.golden_has_non_nan |= other.golden_has_non_nan
-        self.calc_has_non_nan |= other.calc_has_non_nan
-        self.golden_has_nonzero |= other.golden_has_nonzero
-        self.calc_has_nonzero |= other.calc_has_nonzero
-        self.equal &= other.equal
-
-    def result(self, size: int, moments: _PairMoments) -> float:
-        """The PCC comp_pcc would return."""
-        if size == 0 or not (self.golden_has_non_nan or self.calc_has_non_nan):
-            return 1.0
-        if not (self.golden_has_non_nan and self.calc_has_non_nan):
-            return 0.0
-        if self.golden_has_nonzero != self.calc_has_nonzero:
-            return 0.0
-        if self.equal:
-            return 1.0
-        return _masked_corrcoef_min(moments)
-
-
-def _masked_corrcoef_min(mo: _PairMoments) -> float:
-    """``np.min(np.ma.corrcoef(g, c))`` from the moments: cov / outer(std, std), where numpy.ma masks the
-    entries whose divisor is zero (or whose value is not finite); all masked gives tt-metal's 1.0."""
-    if mo.n < 2:
-        return 1.0
-    ddof = mo.n - 1
-    var = (mo.a.m2 / ddof, mo.b.m2 / ddof)
-    std = (math.sqrt(var[0]), math.sqrt(var[1]))
-    entries = ((var[0], std[0] * std[0]), (mo.cab / ddof, std[0] * std[1]), (var[1], std[1] * std[1]))
-    valid = [
-        num / den
-        for num, den in entries
-        if abs(num) * _TINY < abs(den) and math.isfinite(num / den)  # numpy.ma's division domain
-    ]
-    return min(valid) if valid else 1.0
-
-
 def check_params(rtol: float, atol: float, pcc: float, fit_tol: float) -> None:
     """Reject tolerances and thresholds that would make every comparison meaningless."""
     for name, value in (("rtol", rtol), ("atol", atol), ("fit_tol", fit_tol)):
@@ -288,6 +228,7 @@ class Comparison(Result):
     tile_sqnr_db: float | None = None
     worst_tile: tuple[int, int, int] | None = None
     tile_sqnr_p50: float | None = None
+    full_stats: bool = True
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -308,12 +249,15 @@ def compare(
     pcc: float = 0.99,
     fit_tol: float = 0.02,
     tile: tuple[int, int] = DEFAULT_TILE,
+    full: bool = True,
+    ulps: bool = True,
 ) -> Comparison:
     """Compare the actual tensor ``a`` with the expected (golden) tensor ``b``; see the module docstring for
     every field's definition. ``to_dict()`` of the result is JSON-serializable (no NaN: undefined metrics are None).
     ``rtol``/``atol`` default to the coarser dtype's (``numeric/tolerances.py``: bfloat16 2^-6 / 2^-7, float32
     1e-5 / 2^-23, integers 0), the same defaults as the tolerance policy's. ``tile`` is the (height, width) of the
-    tiles of the last two dims judged one by one (``numeric/tiles.py``)."""
+    tiles of the last two dims judged one by one (``numeric/tiles.py``). ``full=False`` computes only what a verdict
+    reads (the :data:`DISTRIBUTION` fields None, and the ULPs too unless ``ulps``): see ``full_stats``."""
     arr_a = np.asarray(a)
     arr_b = np.asarray(b)
     rtol, atol = default_tolerances(arr_a.dtype, arr_b.dtype, rtol, atol)
@@ -327,8 +271,9 @@ def compare(
     if arr_a.shape != arr_b.shape:
         return Comparison(**inputs, shape_mismatch=True, passed=False, notes=("shapes differ: nothing else was compared",))
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed sums surface as None, not warnings
-        metrics = _compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol), geometry)
-    return Comparison(**inputs, **metrics)
+        metrics = _compare_same_shape(arr_a, arr_b, float(rtol), float(atol), float(pcc), float(fit_tol), geometry,
+                                      full, full or ulps)
+    return Comparison(**inputs, **metrics, full_stats=full)
 
 
 def default_tolerances(da: np.dtype, db: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
@@ -347,12 +292,14 @@ class PairAccumulator:
     A block is widened to float64 once per side; ``|a - b|`` is taken once and feeds the error sums, the histogram,
     the mismatch count (only where an error passes ``atol``) and the relative errors; then each side is centred in
     place for the moments. Where every value is finite (the maximum error is) and the actual side's dtype casts
-    exactly into the golden's, tt-metal's PCC is the joint moments' own, with no pass of its own.
+    exactly into the golden's, tt-metal's PCC is the joint moments' own, with no pass of its own. Without ``full``
+    the passes only :data:`DISTRIBUTION` fields need (histogram, relative errors, tt-metal's own PCC, bitwise
+    equality) are skipped, and without ``ulps`` the ULP distances; every other sum takes the same arithmetic.
     """
 
     def __init__(
         self, a_dtype: np.dtype, b_dtype: np.dtype, rtol: float, atol: float, block: int,
-        tiles: TileGeometry | None = None,
+        tiles: TileGeometry | None = None, full: bool = True, ulps: bool = True,
     ) -> None:
         self.b_dtype = b_dtype
         self.tiles = TileEnergies(tiles) if tiles is not None else None
@@ -360,16 +307,17 @@ class PairAccumulator:
         self.atol = atol
         self.block = block
         self.same_dtype = a_dtype == b_dtype
-        self.tt_exact = _casts_exactly(np.dtype(a_dtype), np.dtype(b_dtype))
+        self.tt_exact = casts_exactly(np.dtype(a_dtype), np.dtype(b_dtype))
         self.golden_float = b_dtype.kind not in "biu"
         self.ulp_dtype = ulp_dtype(a_dtype, b_dtype)
-        self.ulps = UlpCounter(self.ulp_dtype, block) if self.ulp_dtype is not None else None
+        self.full, self.count_ulps = full, ulps
+        self.ulps = UlpCounter(self.ulp_dtype, block) if self.ulp_dtype is not None and ulps else None
         self.joint = _PairMoments()
         self.tt_moments = _PairMoments()
-        self.tt = _TtMetal()
+        self.tt = TtMetalState()
         self.max_abs = self.max_rel = self.sum_abs = self.sum_rel = self.sum_sq_error = 0.0
-        self.histogram = AbsErrorHistogram(block)
-        self.bitwise = self.same_dtype
+        self.histogram = AbsErrorHistogram(block) if full else None
+        self.bitwise = self.same_dtype and full
         self.mismatches = self.nan_mismatches = self.inf_mismatches = 0
         # This thread's buffers (a block's work never outlives its add()): widened sides, |a - b|, |b|, flags.
         self.buf_a = scratch("compare_a", block, np.float64)
@@ -400,14 +348,15 @@ class PairAccumulator:
             if self.tiles is not None:
                 sq_error = self.tiles.add(start, np.where(keep, xa - xb, 0.0), np.where(keep, xb, 0.0))
                 self.tiles.exclude(start, ~keep)
-            self._ttmetal_apart(blk_a, xa, xb)
+            if self.full:
+                self._ttmetal_apart(blk_a, xa, xb)
             xa, xb = xa[keep], xb[keep]
             diff = _abs(_subtract(xa, xb, out=self.diff[: xa.size]), out=self.diff[: xa.size])
             top = float(_max(diff)) if diff.size else 0.0
         else:
             if self.tiles is not None:
                 sq_error = self.tiles.add(start, diff, xb)
-            if not self.tt_exact:
+            if not self.tt_exact and self.full:
                 self._ttmetal_apart(blk_a, xa, xb)
         self._errors(diff, xb, top, sq_error)
         moments = _PairMoments.centring(xa, xb)  # xa and xb are spent: centred in place
@@ -423,7 +372,8 @@ class PairAccumulator:
         """Fold in a block whose two sides hold equal (finite) values: every error and ULP distance is zero (each value
         is one both dtypes hold, so rounding to the coarser changes neither), and both sides' moments are ``a``'s."""
         m = xa.size
-        self.histogram.add_zeros(m)
+        if self.histogram is not None:
+            self.histogram.add_zeros(m)
         if self.ulps is not None:
             self.ulps.add_equal(m)
         side = _centre(xa)
@@ -465,14 +415,19 @@ class PairAccumulator:
         if k == 0:
             return
         self.max_abs = max(self.max_abs, top)
-        self.sum_abs += float(_sum(diff))
         self.sum_sq_error += dot(diff, diff) if sq_error is None else sq_error
-        self.histogram.add(diff)
+        if self.histogram is not None:
+            self.sum_abs += float(_sum(diff))
+            self.histogram.add(diff)
         if top == 0.0:  # every error is zero: no mismatch, every relative error zero
+            return
+        if top <= self.atol and not self.full:  # no mismatch (tolerances are at least atol), no relative error wanted
             return
         mag_b = _abs(b, out=self.mag[:k])
         if top > self.atol:  # tolerances are at least atol: below it nothing mismatches
             self.mismatches += self._mismatches(diff, mag_b)
+        if not self.full:
+            return
         if float(_min(mag_b)) < REL_EPS:  # a reduction costs a third of the in-place maximum it mostly spares
             np.maximum(mag_b, REL_EPS, out=mag_b)
         rel = _divide(diff, mag_b, out=mag_b)
@@ -520,7 +475,8 @@ class PairAccumulator:
         self.sum_abs += other.sum_abs
         self.sum_rel += other.sum_rel
         self.sum_sq_error += other.sum_sq_error
-        self.histogram.merge(other.histogram)
+        if self.histogram is not None and other.histogram is not None:
+            self.histogram.merge(other.histogram)
         self.bitwise &= other.bitwise
         self.mismatches += other.mismatches
         self.nan_mismatches += other.nan_mismatches
@@ -529,18 +485,24 @@ class PairAccumulator:
             self.tiles.merge(other.tiles)
 
     def summary(self, size: int, pcc_threshold: float, fit_tol: float) -> dict[str, Any]:
-        """The metric dict (``Comparison``'s fields but the inputs) of the ``size`` positions folded in."""
-        p50, p99, p999 = self.histogram.quantiles((0.5, 0.99, 0.999), self.max_abs)
-        extra = {"abs_error_p50": p50, "abs_error_p99": p99, "abs_error_p999": p999, "bitwise_equal": self.bitwise}
+        """The metric dict (``Comparison``'s fields but the inputs) of the ``size`` positions folded in (without
+        ``full``, the :data:`DISTRIBUTION` fields None)."""
+        extra: dict[str, Any] = {}
+        if self.histogram is not None:
+            p50, p99, p999 = self.histogram.quantiles((0.5, 0.99, 0.999), self.max_abs)
+            extra = {"abs_error_p50": p50, "abs_error_p99": p99, "abs_error_p999": p999, "bitwise_equal": self.bitwise}
         if self.tiles is not None:
             joint = self.joint
-            extra |= self.tiles.summary(joint.b.m2 + joint.n * joint.b.mean * joint.b.mean, joint.n)
-        return extra | _summarize(
-            size, self.joint, self.tt.result(size, self.tt_moments), self.ulps, self.ulp_dtype,
+            extra |= self.tiles.summary(joint.b.m2 + joint.n * joint.b.mean * joint.b.mean, joint.n, median=self.full)
+        tt = self.tt_moments
+        metrics = extra | _summarize(
+            size, self.joint, self.tt.result(size, tt.n, tt.a.m2, tt.b.m2, tt.cab), self.ulps, self.ulp_dtype,
             (self.max_abs, self.sum_abs, self.max_rel, self.sum_rel),
             (self.mismatches, self.nan_mismatches, self.inf_mismatches),
             self.rtol, self.atol, pcc_threshold, fit_tol, not self.same_dtype, self.sum_sq_error,
+            self.full, self.count_ulps,
         )
+        return metrics if self.full else metrics | dict.fromkeys(DISTRIBUTION)
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -553,14 +515,15 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _compare_same_shape(
     a: np.ndarray, b: np.ndarray, rtol: float, atol: float, pcc_threshold: float, fit_tol: float,
-    geometry: TileGeometry,
+    geometry: TileGeometry, full: bool = True, ulps: bool = True,
 ) -> dict[str, Any]:
-    """The metric vector of two arrays of one shape, streamed block by block (large pairs on all cores)."""
+    """The metric vector of two arrays of one shape, streamed block by block (large pairs on all cores); ``full``
+    and ``ulps`` as :class:`PairAccumulator` takes them."""
     size = a.size
     block = max(1, min(size, BLOCK_ELEMENTS))
 
     def run(span: tuple[int, int]) -> PairAccumulator:
-        acc = PairAccumulator(a.dtype, b.dtype, rtol, atol, block, geometry)
+        acc = PairAccumulator(a.dtype, b.dtype, rtol, atol, block, geometry, full, ulps)
         start, stop = span
         with np.errstate(over="ignore", invalid="ignore"):  # per thread: overflows surface as None later
             blocks = zip(flat_blocks(a, block, start, stop), flat_blocks(b, block, start, stop))
@@ -593,8 +556,11 @@ def _summarize(
     fit_tol: float,
     dtypes_differ: bool,
     sum_sq_error: float,
+    full: bool = True,
+    counted_ulps: bool = True,
 ) -> dict[str, Any]:
-    """Turn the streamed sums into the metric dict, its flags and its notes."""
+    """Turn the streamed sums into the metric dict, its flags and its notes (those about fields left out, without
+    ``full`` or ``counted_ulps``, not said)."""
     max_abs, sum_abs, max_rel, sum_rel = errors
     mismatches, nan_mismatches, inf_mismatches = counts
     n = joint.n
@@ -620,10 +586,14 @@ def _summarize(
     sum_ab = joint.cab + n * joint.a.mean * joint.b.mean
     cosine = _clip_unit(sum_ab / (math.sqrt(sum_aa) * math.sqrt(sum_bb))) if sum_aa > 0 and sum_bb > 0 else None
 
-    if ulps is None:
+    if ulps is None and not counted_ulps:
+        ulp_name = dtype_name(ulp_dtype) if ulp_dtype is not None else "integer"
+        ulp_max: int | None = None
+        ulp_mean: float | None = None
+    elif ulps is None:
         ulp_name = "integer"
-        ulp_max: int | None = int(max_abs) if n else None
-        ulp_mean = sum_abs / n if n else None
+        ulp_max = int(max_abs) if n else None
+        ulp_mean = sum_abs / n if n and full else None  # the mean absolute error's sum: a distribution figure
     else:
         ulp_name = dtype_name(ulp_dtype) if ulp_dtype is not None else "integer"
         ulp_max = ulps.max if ulps.count else None
@@ -632,7 +602,7 @@ def _summarize(
             notes.append(f"ULPs are counted in {ulp_name} after rounding both sides to it")
         if ulps.count < n:
             notes.append(f"{n - ulps.count} finite positions overflow {ulp_name} and are left out of the ULPs")
-    if dtypes_differ:
+    if dtypes_differ and full:
         notes.append("pcc_ttmetal casts a to b's dtype first, as tt-metal casts calculated to golden's")
 
     sqnr = 10.0 * math.log10(sum_bb / sum_sq_error) if sum_bb > 0 and sum_sq_error > 0 else None

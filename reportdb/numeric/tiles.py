@@ -185,10 +185,11 @@ class TileEnergies:
         if other.excluded is not None:
             self.excluded = other.excluded.copy() if self.excluded is None else self.excluded + other.excluded
 
-    def summary(self, golden_energy: float, finite: int) -> dict[str, Any]:
+    def summary(self, golden_energy: float, finite: int, median: bool = True) -> dict[str, Any]:
         """``tile_shape``, ``tile_sqnr_db``, ``worst_tile`` and ``tile_sqnr_p50`` (module docstring) given the whole
-        tensor's golden energy over its ``finite`` jointly finite positions. The ratios are ranked before any
-        logarithm is taken: a few passes over the tiles, however many there are."""
+        tensor's golden energy over its ``finite`` jointly finite positions (the median left None unless ``median``:
+        no verdict reads it). The ratios are ranked before any logarithm is taken: a few passes over the tiles,
+        however many there are."""
         out: dict[str, Any] = {"tile_shape": self.geometry.tile, "tile_sqnr_db": None, "worst_tile": None,
                                "tile_sqnr_p50": None}
         error = self.error
@@ -206,6 +207,8 @@ class TileEnergies:
         worst = int(np.argmin(ratio))
         out["tile_sqnr_db"] = _finite(_db(float(ratio[worst])))
         out["worst_tile"] = self.geometry.index(worst)
+        if not median:
+            return out
         low, high = (ratio.size - 1) // 2, ratio.size // 2
         middle = np.partition(ratio, [low, high])[[low, high]]
         out["tile_sqnr_p50"] = _finite((_db(float(middle[0])) + _db(float(middle[1]))) / 2)
