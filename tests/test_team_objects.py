@@ -1,0 +1,88 @@
+"""The team store with chunk bytes in object storage (``push --chunks s3://BUCKET/PREFIX``), against moto's S3
+server over HTTP on 127.0.0.1 and a real PostgreSQL: objects content-addressed and shared, the store remembering its
+bucket, every object checked on the way back (tampered, truncated, missing: a clear error and nothing written),
+``verify`` naming the damaged reports, and garbage collection of objects that cannot race a push."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pg_server import PgServer, chunk_keys, dump, make_report, shared_arrays, store_count
+from s3_server import S3Server
+import reportdb
+from reportdb import team
+from reportdb.errors import CorruptionError, InvalidArgumentError, MissingObjectError, ObjectStoreError
+from reportdb.team import objects
+
+pytestmark = [pytest.mark.process, pytest.mark.service]
+
+
+def _bucket(s3_url: str) -> tuple[str, str]:
+    bucket, _, prefix = s3_url[5:].partition("/")
+    return bucket, prefix.strip("/") + "/"
+
+
+def _objects(s3_server: S3Server, s3_url: str) -> dict[str, bytes]:
+    """Every object under the store's prefix, by its name under the prefix."""
+    bucket, prefix = _bucket(s3_url)
+    client = s3_server.client()
+    names = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+             for o in page.get("Contents", [])]
+    return {n[len(prefix):]: client.get_object(Bucket=bucket, Key=n)["Body"].read() for n in names}
+
+
+def _names(db: Path) -> set[str]:
+    return {objects.key_name(*k) for k in chunk_keys(db)}
+
+
+def test_push_pull_and_open_through_object_storage(team_url: str, s3_url: str, s3_server: S3Server,
+                                                   tmp_path: Path) -> None:
+    shared = shared_arrays(2)
+    first = make_report(tmp_path / "first", seed=1, shared=shared)
+    second = make_report(tmp_path / "second", seed=2, shared=shared)
+    pushed = team.push(first, team_url, name="first", chunks=s3_url, jobs=3)
+    assert pushed.created and pushed.chunks_uploaded == len(chunk_keys(first / "db.sqlite"))
+    stored = _objects(s3_server, s3_url)
+    assert set(stored) == _names(first / "db.sqlite")  # content-addressed: one object per distinct chunk
+    assert store_count(team_url, "SELECT COUNT(*) FROM team_chunk") == 0  # no chunk bytes in PostgreSQL
+    assert store_count(team_url, "SELECT COUNT(*) FROM team_object") == len(stored)
+
+    again = team.push(second, team_url, name="second")  # no flag: the store remembers its bucket
+    shared_keys = chunk_keys(first / "db.sqlite") & chunk_keys(second / "db.sqlite")
+    assert shared_keys and again.chunks_uploaded == len(chunk_keys(second / "db.sqlite") - shared_keys)
+    assert set(_objects(s3_server, s3_url)) == _names(first / "db.sqlite") | _names(second / "db.sqlite")
+    assert not team.push(second, team_url, name="second").created  # idempotent: nothing sent
+
+    for name, report in (("first", first), ("second", second)):
+        back = Path(team.pull(team_url, name, tmp_path / "back" / name).path)
+        assert dump(back) == dump(report / "db.sqlite")
+        assert reportdb.verify(back).ok
+    with reportdb.open(team.report_url(team_url, "second")) as remote:
+        for i, array in enumerate(shared):
+            np.testing.assert_array_equal(remote.tensor(i + 1), array)
+        assert remote.check_store() == []
+    assert {r.name for r in team.list_reports(team_url)} == {"first", "second"}
+    assert len(team.history(team_url, "ttnn.op1")) == 2
+    checked = team.verify(team_url)
+    assert checked.ok and checked.reports == 2 and checked.chunks == len(_objects(s3_server, s3_url))
+    assert checked.chunks_in == s3_url + "/"
+
+
+def test_the_store_keeps_one_location(team_url: str, s3_url: str, pg_server: PgServer, tmp_path: Path) -> None:
+    report = make_report(tmp_path / "r", seed=3)
+    team.push(report, team_url, name="r", chunks=s3_url)
+    with pytest.raises(InvalidArgumentError, match="leave --chunks out"):
+        team.push(report, team_url, name="r2", chunks=s3_url + "-elsewhere")
+    assert team.push(report, team_url, name="r3", chunks=s3_url + "/").chunks_uploaded == 0  # the same, written otherwise
+    in_pg = pg_server.create_database()  # a store keeping its chunks in PostgreSQL cannot move them
+    team.push(report, in_pg, name="r")
+    with pytest.raises(InvalidArgumentError, match="keeps its chunks in PostgreSQL"):
+        team.push(report, in_pg, name="r2", chunks=s3_url)
+    assert store_count(in_pg, "SELECT value::int FROM team_meta WHERE key = 'schema_version'") == 1
+    assert store_count(team_url, "SELECT value::int FROM team_meta WHERE key = 'schema_version'") == 2
+    for bad in ("s3://", "s3://B/x", "http://bucket/x", "s3://bucket/a//x"):
+        with pytest.raises(InvalidArgumentError, match="chunks location"):
+            team.push(report, pg_server.create_database(), name="bad", chunks=bad)
