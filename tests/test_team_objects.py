@@ -86,3 +86,98 @@ def test_the_store_keeps_one_location(team_url: str, s3_url: str, pg_server: PgS
     for bad in ("s3://", "s3://B/x", "http://bucket/x", "s3://bucket/a//x"):
         with pytest.raises(InvalidArgumentError, match="chunks location"):
             team.push(report, pg_server.create_database(), name="bad", chunks=bad)
+
+
+@pytest.mark.parametrize("damage", ["tampered", "truncated", "missing"])
+def test_a_damaged_object_fails_the_pull_and_verify_names_the_report(
+    team_url: str, s3_url: str, s3_server: S3Server, tmp_path: Path, damage: str
+) -> None:
+    shared = shared_arrays(1)
+    hit = make_report(tmp_path / "hit", seed=5, shared=shared)
+    spared = make_report(tmp_path / "spared", seed=6, shared=shared)
+    team.push(hit, team_url, name="hit", chunks=s3_url)
+    team.push(spared, team_url, name="spared")
+    own = sorted(_names(hit / "db.sqlite") - _names(spared / "db.sqlite"))
+    bucket, prefix = _bucket(s3_url)
+    client = s3_server.client()
+    victim = prefix + own[0]
+    data = client.get_object(Bucket=bucket, Key=victim)["Body"].read()
+    if damage == "tampered":  # same size, one byte flipped
+        client.put_object(Bucket=bucket, Key=victim, Body=data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    elif damage == "truncated":
+        client.put_object(Bucket=bucket, Key=victim, Body=data[:-1])
+    else:
+        client.delete_object(Bucket=bucket, Key=victim)
+
+    expected = MissingObjectError if damage == "missing" else CorruptionError
+    words = {"tampered": "crc32", "truncated": "bytes, not the", "missing": "missing from the bucket"}[damage]
+    out = tmp_path / "out"
+    with pytest.raises(expected, match=words):
+        team.pull(team_url, "hit", out)
+    assert not out.exists()  # nothing left at the output
+    with reportdb.open(team.report_url(team_url, "hit")) as remote, pytest.raises(expected):
+        for tensor_id in (100, 101):
+            remote.tensor(tensor_id)
+    assert dump(Path(team.pull(team_url, "spared", tmp_path / "spared-back").path)) == dump(spared / "db.sqlite")
+
+    checked = team.verify(team_url)
+    assert not checked.ok and [d.name for d in checked.damaged] == ["hit"]
+    (report,) = checked.damaged
+    assert (report.missing, report.changed) == ((1, 0) if damage == "missing" else (0, 1))
+    assert team.verify(team.report_url(team_url, "spared")).ok
+
+    team.push(hit, team_url, name="hit again")  # its row still names the object: pushing again uploads nothing
+    assert [d.name for d in team.verify(team_url, repair=True).damaged] == ["hit", "hit again"]
+    assert team.push(hit, team_url, name="hit restored").chunks_uploaded == 1  # the row forgotten: uploaded anew
+    assert team.verify(team_url).ok
+    assert dump(Path(team.pull(team_url, "hit", out).path)) == dump(hit / "db.sqlite")
+
+
+def test_delete_takes_the_objects_only_it_used(team_url: str, s3_url: str, s3_server: S3Server, tmp_path: Path) -> None:
+    shared = shared_arrays(2)
+    first = make_report(tmp_path / "first", seed=7, shared=shared)
+    second = make_report(tmp_path / "second", seed=8, shared=shared)
+    team.push(first, team_url, name="first", chunks=s3_url)
+    team.push(second, team_url, name="second")
+    gone = team.delete(team_url, "first")
+    only_first = _names(first / "db.sqlite") - _names(second / "db.sqlite")
+    assert gone.chunks_collected == len(only_first)
+    assert set(_objects(s3_server, s3_url)) == _names(second / "db.sqlite")
+    assert store_count(team_url, "SELECT COUNT(*) FROM team_object") == len(_names(second / "db.sqlite"))
+    team.delete(team_url, "second")
+    assert _objects(s3_server, s3_url) == {} and store_count(team_url, "SELECT COUNT(*) FROM team_object") == 0
+
+
+def test_collect_takes_objects_nothing_names_after_the_grace(team_url: str, s3_url: str, s3_server: S3Server,
+                                                             tmp_path: Path) -> None:
+    report = make_report(tmp_path / "r", seed=9)
+    team.push(report, team_url, name="r", chunks=s3_url)
+    bucket, prefix = _bucket(s3_url)
+    client = s3_server.client()
+    orphan = objects.key_name(b"\x01" * 32, "", 0)  # as a push killed between its upload and its commit leaves
+    client.put_object(Bucket=bucket, Key=prefix + orphan, Body=b"x" * 10)
+    client.put_object(Bucket=bucket, Key=prefix + "notes.txt", Body=b"not ours")  # no chunk's name: never touched
+    assert team.collect(team_url).objects == 0  # within the grace period
+    assert team.collect(team_url, grace=0).objects == 1
+    left = _objects(s3_server, s3_url)
+    assert orphan not in left and "notes.txt" in left and set(left) - {"notes.txt"} == _names(report / "db.sqlite")
+    assert team.verify(team_url).ok
+    with pytest.raises(InvalidArgumentError, match="grace"):
+        team.collect(team_url, grace=-1)
+
+
+def test_unreachable_or_refusing_object_storage_is_a_clear_error(team_url: str, s3_url: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    report = make_report(tmp_path / "r", seed=10)
+    with pytest.raises(ObjectStoreError, match="check that the bucket exists"):
+        team.push(report, team_url, name="r", chunks="s3://no-such-bucket-here/x")
+    assert team.list_reports(team_url) == []
+    team.push(report, team_url, name="r2", chunks=s3_url)  # the store did not take the bucket that was not there
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    fresh = make_report(tmp_path / "fresh", seed=11)
+    with pytest.raises(ObjectStoreError, match="AWS_ENDPOINT_URL"):
+        team.push(fresh, team_url, name="fresh")
+    with pytest.raises(ObjectStoreError, match="AWS_ENDPOINT_URL"):
+        team.pull(team_url, "r2", tmp_path / "out")
+    assert [r.name for r in team.list_reports(team_url)] == ["r2"] and not (tmp_path / "out").exists()

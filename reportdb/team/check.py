@@ -118,10 +118,11 @@ def _checked(store: server.StoreURL, bucket: objects.ObjectStore | None,
             conn.close()
 
 
-def verify(url: str) -> StoreVerifyResult:
+def verify(url: str, *, repair: bool = False) -> StoreVerifyResult:
     """Re-read every chunk the store's published reports name (or, for a URL that names a report, that report's),
     check each against its crc32 and content address, and say which reports are damaged. Never raises for a damaged
-    chunk: each is counted against the reports that name it."""
+    chunk: each is counted against the reports that name it. ``repair`` forgets the damaged chunks' bytes (their
+    rows), so that pushing a damaged report again uploads them anew instead of counting on them."""
     started = time.perf_counter()
     store = server.parse_url(url)
     conn = server.connect(store)
@@ -147,11 +148,22 @@ def verify(url: str) -> StoreVerifyResult:
             if problem is not None:
                 bad[key] = (problem, missing)
         damaged = _damaged(conn, store, bad, report_id)
+        if repair and bad:
+            _forget(conn, store, list(bad), "team_chunk" if bucket is None else "team_object")
     finally:
         conn.close()
     return StoreVerifyResult(store.display, not damaged, int(reports[0]) if reports else 0, len(rows), checked,
                              "postgresql" if bucket is None else bucket.location, damaged,
                              time.perf_counter() - started)
+
+
+def _forget(conn: "psycopg.Connection[Any]", store: server.StoreURL, keys: list[Key], held: str) -> None:
+    """Delete the rows of chunks ``keys`` from ``held`` under the collector's lock held exclusively (``gc.py``): no
+    push is then between finding one stored and publishing, and the next push of a report naming one uploads it."""
+    with server.mapped(store, "forgetting damaged chunks"), conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (server.GC_LOCK,))
+        conn.execute(f"DELETE FROM {held} WHERE (digest, codec, crc32) IN (SELECT * FROM unnest(%s::bytea[],"
+                     " %s::text[], %s::int8[]))", ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]))
 
 
 def _damaged(conn: "psycopg.Connection[Any]", store: server.StoreURL, bad: dict[Key, tuple[str, bool]],

@@ -106,12 +106,24 @@ class ObjectStore:
             if self._client is None:
                 from botocore.config import Config
 
-                config = Config(max_pool_connections=self.connections, retries={"mode": "standard", "max_attempts": 5},
-                                request_checksum_calculation="when_required",
-                                response_checksum_validation="when_required")  # reportdb checks crc32 and address itself
+                # retries as configured (AWS_RETRY_MODE, AWS_MAX_ATTEMPTS, ~/.aws/config); no checksums of botocore's
+                # own: the put sends the chunk's crc32, and what comes back is checked by crc32 and content address
+                config = Config(max_pool_connections=self.connections, request_checksum_calculation="when_required",
+                                response_checksum_validation="when_required")
                 with self._mapped("connecting"):
                     self._client = _boto3().session.Session().client("s3", config=config)
             return self._client
+
+    def check(self) -> None:
+        """Raise an ObjectStoreError unless the bucket exists and answers (before a store is pointed at it)."""
+        with self._mapped(f"looking up bucket {self.bucket}"):
+            try:
+                self.client.head_bucket(Bucket=self.bucket)
+            except self.client.exceptions.ClientError as exc:
+                if _code(exc) in ("404", "NoSuchBucket", "NotFound"):
+                    raise ObjectStoreError(f"{self.location}: there is no bucket {self.bucket!r} there; check that the "
+                                           "bucket exists (and AWS_ENDPOINT_URL, for a server other than AWS)") from None
+                raise
 
     def key(self, digest: bytes, codec: str, crc32: int) -> str:
         return self.prefix + key_name(digest, codec, crc32)
@@ -155,8 +167,8 @@ class ObjectStore:
             except self.client.exceptions.NoSuchKey:
                 raise MissingObjectError(
                     f"{what}: its object {self.location}{key[len(self.prefix):]} is missing from the bucket (deleted "
-                    "behind the store's back); `reportdb verify` on the store lists the reports hit, pushing them "
-                    "again restores it") from None
+                    "behind the store's back); `reportdb verify --repair` on the store lists the reports hit, and then "
+                    "pushing one again restores it") from None
             body = answer["Body"]
             try:
                 if answer.get("ContentLength") != size:
@@ -242,6 +254,7 @@ def adopt(conn: "psycopg.Connection[Any]", store: server.StoreURL, chunks: str |
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (server.SCHEMA_LOCK,))
         found = location(conn)
         if found is None and wanted is not None:
+            wanted.check()
             held = conn.execute("SELECT EXISTS (SELECT 1 FROM team_chunk)").fetchone()
             if held and held[0]:
                 raise InvalidArgumentError(
