@@ -5,6 +5,11 @@ bucket, every object checked on the way back (tampered, truncated, missing: a cl
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +186,117 @@ def test_unreachable_or_refusing_object_storage_is_a_clear_error(team_url: str, 
     with pytest.raises(ObjectStoreError, match="AWS_ENDPOINT_URL"):
         team.pull(team_url, "r2", tmp_path / "out")
     assert [r.name for r in team.list_reports(team_url)] == ["r2"] and not (tmp_path / "out").exists()
+
+
+def _cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([sys.executable, "-m", "reportdb", *args], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, REPORTDB_DEBUG=""))
+    assert result.returncode == code, result.stderr
+    return result
+
+
+def test_the_commands_with_object_storage(team_url: str, s3_url: str, s3_server: S3Server, tmp_path: Path) -> None:
+    """``push --chunks`` once, then every command without a flag; ``verify URL`` names a damaged report (exit 1),
+    ``gc`` collects what nothing names; the credentials and endpoint reach the CLI through the AWS_* variables."""
+    folder = make_report(tmp_path / "run1", seed=12)
+    pushed = json.loads(_cli("push", str(folder), team_url, "--chunks", s3_url, "-j", "3", "--json").stdout)
+    assert pushed["created"] and pushed["chunks_uploaded"] == len(chunk_keys(folder / "db.sqlite"))
+    assert "nothing sent" in _cli("push", str(folder), team_url).stdout
+    _cli("pull", team_url, "run1", "-o", str(tmp_path / "back"))
+    assert dump(tmp_path / "back" / "db.sqlite") == dump(folder / "db.sqlite")
+    checked = json.loads(_cli("verify", team_url, "--json").stdout)
+    assert checked["ok"] and checked["reports"] == 1 and checked["chunks_in"] == s3_url + "/"
+
+    bucket, prefix = _bucket(s3_url)
+    s3_server.client().delete_object(Bucket=bucket, Key=prefix + sorted(_names(folder / "db.sqlite"))[0])
+    damaged = _cli("verify", team_url, code=1)
+    assert "damaged: 'run1': 1 chunks missing" in damaged.stderr
+    failed = _cli("pull", team_url, "run1", "-o", str(tmp_path / "again"), code=1)
+    assert len(failed.stderr.strip().splitlines()) == 1 and "missing from the bucket" in failed.stderr
+    assert not (tmp_path / "again").exists()
+    assert "push those reports again" in _cli("verify", team_url, "--repair", code=1).stderr
+    _cli("push", str(folder), team_url, "--name", "run1-again")
+    assert _cli("verify", team_url).returncode == 0
+
+    _cli("delete", team_url, "run1")
+    s3_server.client().put_object(Bucket=bucket, Key=prefix + objects.key_name(b"\x02" * 32, "", 0), Body=b"orphan")
+    swept = json.loads(_cli("gc", team_url, "--grace-hours", "0", "--json").stdout)
+    assert swept["objects"] == 1
+    assert set(_objects(s3_server, s3_url)) == _names(folder / "db.sqlite")
+
+
+PUSHER = r'''
+import importlib, json, os, signal, sys, time
+from reportdb import team
+importlib.import_module("reportdb.team.push").BATCH_BYTES = int(os.environ["BATCH_BYTES"])
+mode = os.environ.get("MODE", "")
+def progress(done, total):
+    if mode == "kill" and done:
+        os.kill(os.getpid(), signal.SIGKILL)  # a real SIGKILL, after the first batch committed
+    if mode == "slow" and done:
+        print("batch", flush=True)
+        time.sleep(0.2)
+result = team.push(sys.argv[1], os.environ["STORE_URL"], name=sys.argv[2], jobs=1, progress=progress)
+print(json.dumps({"created": result.created, "uploaded": result.chunks_uploaded}), flush=True)
+'''
+
+
+def _pusher(tmp_path: Path, report: Path, url: str, name: str, mode: str, batch: int) -> subprocess.Popen[str]:
+    script = tmp_path / "pusher.py"
+    if not script.exists():
+        script.write_text(PUSHER)
+    env = dict(os.environ, STORE_URL=url, BATCH_BYTES=str(batch), MODE=mode)
+    return subprocess.Popen([sys.executable, str(script), str(report), name], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_sigkill_mid_push_leaves_the_store_consistent_and_a_rerun_completes(
+    team_url: str, s3_url: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    team.push(make_report(tmp_path / "first", seed=13, own=1), team_url, name="first", chunks=s3_url)
+    report = make_report(tmp_path / "big", seed=14, own=8)
+    killed = _pusher(tmp_path, report, team_url, "big", "kill", 256 << 10)
+    killed.communicate(timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    assert [r.name for r in team.list_reports(team_url)] == ["first"]
+    rows = store_count(team_url, "SELECT COUNT(*) FROM team_object")
+    assert rows <= len(_objects(s3_server, s3_url))  # every row names an object (objects first, rows after)
+    assert team.verify(team_url).ok
+    total = len(chunk_keys(report / "db.sqlite"))
+    rerun = team.push(report, team_url, name="big")
+    assert rerun.created and 0 < rerun.chunks_uploaded < total  # the committed batch is not sent again
+    assert dump(Path(team.pull(team_url, "big", tmp_path / "back").path)) == dump(report / "db.sqlite")
+    assert team.verify(team_url).ok
+
+
+def test_gc_racing_pushes_never_deletes_an_object_a_push_needs(
+    team_url: str, s3_url: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """Deletes of reports (each collecting the objects no reference names) and garbage collection of unnamed
+    objects, run over and over while pushes of reports sharing those objects upload and publish: every report
+    published comes back whole, and the bucket ends holding exactly the objects the remaining reports name."""
+    shared = shared_arrays(4, shape=(128, 128))
+    base = make_report(tmp_path / "base", seed=20, shared=shared, own=1)
+    team.push(base, team_url, name="base-0", chunks=s3_url)
+    pushers = [make_report(tmp_path / f"p{i}", seed=21 + i, shared=shared[i % 2:], own=3) for i in range(3)]
+    procs = [_pusher(tmp_path, r, team_url, r.name, "slow", 96 << 10) for r in pushers]
+    rounds = 0
+    try:
+        while any(p.poll() is None for p in procs) or rounds < 3:
+            rounds += 1  # base's objects, shared with the pushes, lose their last published reference, then return
+            team.delete(team_url, f"base-{rounds - 1}")
+            team.collect(team_url, grace=0)
+            team.push(base, team_url, name=f"base-{rounds}")
+    finally:
+        outputs = [p.communicate(timeout=180) for p in procs]
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0 and '"created": true' in out, err
+    assert rounds >= 3
+    assert team.verify(team_url).ok
+    team.delete(team_url, f"base-{rounds}")
+    team.collect(team_url, grace=0)
+    for r in pushers:
+        back = Path(team.pull(team_url, r.name, tmp_path / "back" / r.name).path)
+        assert dump(back) == dump(r / "db.sqlite")
+    assert team.verify(team_url).ok
+    assert set(_objects(s3_server, s3_url)) == set().union(*(_names(r / "db.sqlite") for r in pushers))

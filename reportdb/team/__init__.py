@@ -21,12 +21,12 @@ from ..errors import InvalidArgumentError, ReportNotFoundError
 from ..results import Result
 from . import gc, objects, server
 from .merge import MergeResult, merge
-from .server import report_url
+from .server import is_store_url, report_url
 from .check import StoreVerifyResult, verify
 from .pull import PullResult, pull
 from .push import PushResult, push
 
-__all__ = ["push", "pull", "list_reports", "delete", "collect", "verify", "history", "open_remote", "report_url", "merge",
+__all__ = ["push", "pull", "list_reports", "delete", "collect", "verify", "history", "open_remote", "report_url", "is_store_url", "merge",
            "PushResult", "PullResult", "MergeResult", "DeleteResult", "CollectResult", "StoreVerifyResult"]
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ def _problem(key: Key, nbytes: int, data: Any) -> str | None:
         raw = data if not codec else codec_mod.decompress(codec, bytes(data), nbytes, f"chunk {digest.hex()[:16]}")
     except ReportDBError as exc:
         return str(exc)
-    if len(raw) != nbytes or not any(blobs.content_address(kind, raw) == digest for kind in blobs.ADDRESS_HASHES):
+    if len(raw) != nbytes or not any(blobs.content_address(kind, raw) == digest
+                                          for kind in (blobs.NEW_ADDRESS, blobs.OLD_ADDRESS)):
         return "its bytes do not match its content address"
     return None
 
