@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: The team_meta key under which a store keeps its object location.
 META_KEY = "chunks"
 #: Objects fetched ahead of the one being written by a pull (each up to a chunk's size: memory is bounded by it).
-FETCH_AHEAD = 8
+FETCH_AHEAD = 16
 #: Keys per DeleteObjects request (S3's limit).
 DELETE_BATCH = 1000
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")

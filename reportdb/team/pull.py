@@ -113,15 +113,19 @@ _OBJECTS_SQL = (
 )
 
 
-def _from_objects(rows: Iterable[Any], bucket: objects.ObjectStore, what: str) -> Iterator[tuple[Any, ...]]:
+def _from_objects(rows: Iterable[Any], bucket: objects.ObjectStore, address: str,
+                  what: str) -> Iterator[tuple[Any, ...]]:
     """The chunk rows with their bytes fetched from ``bucket`` (``objects.FETCH_AHEAD`` in flight, in order); each
-    row is checked (``_chunk_problem``) before its size bounds a fetch, and the object's size against it."""
+    row is checked (``_chunk_problem``) before its size bounds a fetch, the object's size against it, and its bytes
+    (``prove_chunk``, by content address of kind ``address``) in the fetching thread, beside the other fetches."""
 
     def fetch(row: tuple[Any, ...]) -> bytes:
         problem = _chunk_problem(row, False)
         if problem is not None:
             raise CorruptionError(f"{what}: the store sent {problem}; refused (push the report again)")
-        return bucket.get(bucket.key(row[1], row[4] or "", row[3]), row[5], f"{what}, chunk {row[0]}")
+        data = bucket.get(bucket.key(row[1], row[4] or "", row[3]), row[5], f"{what}, chunk {row[0]}")
+        prove_chunk((*row[:6], data), address, what)
+        return data
 
     copied = ((r[0], bytes(r[1]) if r[1] is not None else None, *r[2:6], None) for r in rows)  # views of the message
     for row, data in objects.ordered(copied, fetch):
@@ -331,7 +335,7 @@ def _restore_chunks(
             copy.set_types(["int8", "bytea", "int8", "int8", "text", "int8", "bytea"])
             rows: Iterable[Any] = copy.rows()
             if bucket is not None and with_data:
-                rows = _from_objects(rows, bucket, what)
+                rows = _from_objects(rows, bucket, address, what)
             for row in rows:
                 if failed:
                     break
@@ -340,7 +344,7 @@ def _restore_chunks(
                     raise CorruptionError(f"{what}: the store sent {problem}; refused (push the report again)")
                 address_ = bytes(row[1])
                 digest.update(b"%d:%s:%s:%d:%d;" % (row[0], address_.hex().encode(), (row[4] or "").encode(), row[3], row[2]))
-                if with_data:  # here, while the writing thread writes the chunks before it
+                if with_data and bucket is None:  # here, while the writing thread writes the chunks before it
                     prove_chunk(row, address, what)
                 pending.put((row[0], address_, row[2], row[3], row[4], row[5], row[6] if with_data else b""))
                 n += 1
