@@ -21,7 +21,7 @@ import base64
 import collections
 import re
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
@@ -273,21 +273,29 @@ def adopt(conn: "psycopg.Connection[Any]", store: server.StoreURL, chunks: str |
     return ObjectStore.parse(found, connections)
 
 
-def ordered(items: Iterable[T], fetch: Callable[[T], R], workers: int = FETCH_AHEAD) -> Iterator[tuple[T, R]]:
+def ordered(items: Iterable[T], fetch: Callable[[T], R], workers: int = FETCH_AHEAD,
+            pool: Executor | None = None) -> Iterator[tuple[T, R]]:
     """``(item, fetch(item))`` in the order of ``items``, with up to ``workers`` calls in flight ahead of the one
-    handed out (memory: that many objects); the first call to fail raises here, the others are cancelled."""
+    handed out (memory: that many objects), on ``pool`` (else threads of its own); the first call to fail raises
+    here, and the calls not started are cancelled."""
     workers = max(1, workers)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reportdb-objects") as pool:
-        window: collections.deque[tuple[T, Future[R]]] = collections.deque()
-        try:
-            for item in items:
-                window.append((item, pool.submit(fetch, item)))
-                if len(window) > workers:
-                    done, future = window.popleft()
-                    yield done, future.result()
-            while window:
+    if pool is None:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reportdb-objects") as own:
+            yield from ordered(items, fetch, workers, own)
+        return
+    window: collections.deque[tuple[T, Future[R]]] = collections.deque()
+    try:
+        for item in items:
+            window.append((item, pool.submit(fetch, item)))
+            if len(window) > workers:
                 done, future = window.popleft()
                 yield done, future.result()
-        finally:
-            for _, future in window:
-                future.cancel()
+        while window:
+            done, future = window.popleft()
+            yield done, future.result()
+    finally:
+        for _, future in window:
+            future.cancel()
+        for _, future in window:  # none outlives the call (a caller may close what they use)
+            if not future.cancelled():
+                future.exception()

@@ -327,6 +327,7 @@ class _Uploader:
         self.sqlite = engine_mod.connect(path, readonly=True)
         self.address = blobs.address_kind(self.sqlite)
         self.reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reportdb-push-read")
+        self.putters = ThreadPoolExecutor(max_workers=PUTS_PER_JOB, thread_name_prefix="reportdb-push-put")
         self.readers = threading.local()  # the put threads' own read-only connections to the report
         self.opened: list[Any] = []
         self.opening = threading.Lock()
@@ -364,7 +365,7 @@ class _Uploader:
     def _put_objects(self, bucket: objects.ObjectStore, todo: Sequence[ChunkRef]) -> tuple[int, int]:
         """The batch's chunks as objects, PUTS_PER_JOB in flight, each confirmed (``ObjectStore.put``); then their
         ``team_object`` rows, in the batch's transaction: a row is only ever written for a confirmed object."""
-        for _ in objects.ordered(todo, lambda ref: self._put(bucket, ref), PUTS_PER_JOB):
+        for _ in objects.ordered(todo, lambda ref: self._put(bucket, ref), PUTS_PER_JOB, self.putters):
             pass
         inserted = self.pg.execute(
             "INSERT INTO team_object (digest, codec, crc32, nbytes, stored) SELECT * FROM unnest(%s::bytea[],"
@@ -392,6 +393,7 @@ class _Uploader:
 
     def close(self) -> None:
         self.reader.shutdown(wait=True, cancel_futures=True)
+        self.putters.shutdown(wait=True, cancel_futures=True)
         for conn in [self.sqlite, *self.opened]:
             conn.close()
         self.pg.close()
