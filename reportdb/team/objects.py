@@ -137,7 +137,7 @@ class ObjectStore:
         sent = base64.b64encode(crc32.to_bytes(4, "big")).decode()
         with self._mapped(f"uploading {key}"):
             answer = self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentLength=len(data),
-                                            ChecksumCRC32=sent)
+                                            ChecksumAlgorithm="CRC32", ChecksumCRC32=sent)
             echoed = answer.get("ChecksumCRC32")
             if echoed is not None:
                 confirmed = echoed == sent

@@ -48,8 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 Progress = Callable[[int, int], None]
 #: Bytes of chunks per upload transaction: few commits for the bytes sent, and a kill loses little.
 BATCH_BYTES = 64 << 20
-#: Objects each upload connection has in flight to object storage (read, checked and sent by its own threads): a
-#: push holds at most jobs x PUTS_PER_JOB chunks in memory, whatever the report's size.
+#: Objects in flight to object storage per upload connection (read, checked and sent by the push's jobs x
+#: PUTS_PER_JOB put threads): a push holds at most that many chunks in memory, whatever the report's size.
 PUTS_PER_JOB = 4
 
 
@@ -318,19 +318,43 @@ _INSERT_CHUNK = ("INSERT INTO team_chunk (digest, codec, crc32, nbytes, data) VA
                  " ON CONFLICT DO NOTHING")
 
 
+class _Putters:
+    """The threads that read, check and upload objects for every upload connection of a push (jobs x PUTS_PER_JOB:
+    one pool, so that while one connection waits for its batch's last objects the others' keep it busy), each with
+    its own read-only connection to the report."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        self.path = path
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="reportdb-push-put")
+        self.local = threading.local()
+        self.opened: list[Any] = []
+        self.lock = threading.Lock()
+
+    def connection(self) -> Any:
+        """This thread's connection to the report (opened on its first chunk)."""
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = engine_mod.connect(self.path, readonly=True)
+            with self.lock:
+                self.opened.append(conn)
+        return conn
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        for conn in self.opened:
+            conn.close()
+
+
 class _Uploader:
     """One upload connection (and its own read-only connection to the report): step 3, one batch at a time."""
 
-    def __init__(self, store: server.StoreURL, path: Path, report_id: int, bucket: objects.ObjectStore | None) -> None:
-        self.store, self.path, self.report_id, self.bucket = store, path, report_id, bucket
+    def __init__(self, store: server.StoreURL, path: Path, report_id: int, bucket: objects.ObjectStore | None,
+                 putters: _Putters | None) -> None:
+        self.store, self.path, self.report_id, self.bucket, self.putters = store, path, report_id, bucket, putters
         self.pg = server.connect(store)
         self.sqlite = engine_mod.connect(path, readonly=True)
         self.address = blobs.address_kind(self.sqlite)
         self.reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reportdb-push-read")
-        self.putters = ThreadPoolExecutor(max_workers=PUTS_PER_JOB, thread_name_prefix="reportdb-push-put")
-        self.readers = threading.local()  # the put threads' own read-only connections to the report
-        self.opened: list[Any] = []
-        self.opening = threading.Lock()
 
     def upload(self, batch: Sequence[ChunkRef]) -> tuple[int, int]:
         """Store the batch's chunks the store still lacks, in key order (see the module's docstring); returns
@@ -348,8 +372,8 @@ class _Uploader:
                 f"SELECT digest, codec, crc32 FROM {'team_chunk' if self.bucket is None else 'team_object'}"
                 " WHERE digest = ANY(%s)", ([c.digest for c in batch],))}
             todo = [c for c in batch if (c.digest, c.codec, c.crc32) not in present]
-            if self.bucket is not None:
-                return self._put_objects(self.bucket, todo)
+            if self.bucket is not None and self.putters is not None:
+                return self._put_objects(self.bucket, self.putters, todo)
             stored = stored_bytes = 0
             cursor = self.pg.cursor()
             ahead = self.reader.submit(self._checked, todo[0]) if todo else None
@@ -362,10 +386,11 @@ class _Uploader:
                     stored, stored_bytes = stored + 1, stored_bytes + len(data)
         return stored, stored_bytes
 
-    def _put_objects(self, bucket: objects.ObjectStore, todo: Sequence[ChunkRef]) -> tuple[int, int]:
-        """The batch's chunks as objects, PUTS_PER_JOB in flight, each confirmed (``ObjectStore.put``); then their
-        ``team_object`` rows, in the batch's transaction: a row is only ever written for a confirmed object."""
-        for _ in objects.ordered(todo, lambda ref: self._put(bucket, ref), PUTS_PER_JOB, self.putters):
+    def _put_objects(self, bucket: objects.ObjectStore, putters: _Putters, todo: Sequence[ChunkRef]) -> tuple[int, int]:
+        """The batch's chunks as objects, on the push's put threads (a queued chunk holds no bytes: each is read
+        when a thread takes it), each confirmed (``ObjectStore.put``); then their ``team_object`` rows, in the
+        batch's transaction: a row is only ever written for a confirmed object."""
+        for _ in objects.ordered(todo, lambda ref: self._put(bucket, putters, ref), len(todo), putters.pool):
             pass
         inserted = self.pg.execute(
             "INSERT INTO team_object (digest, codec, crc32, nbytes, stored) SELECT * FROM unnest(%s::bytea[],"
@@ -374,14 +399,9 @@ class _Uploader:
              [c.stored for c in todo])).fetchall()
         return len(inserted), sum(int(r[0]) for r in inserted)
 
-    def _put(self, bucket: objects.ObjectStore, ref: ChunkRef) -> None:
+    def _put(self, bucket: objects.ObjectStore, putters: _Putters, ref: ChunkRef) -> None:
         """Read and check one chunk (on this thread's own connection to the report) and upload it, confirmed."""
-        conn = getattr(self.readers, "conn", None)
-        if conn is None:
-            conn = self.readers.conn = engine_mod.connect(self.path, readonly=True)
-            with self.opening:
-                self.opened.append(conn)
-        data = blobs.chunk_bytes(conn, ref.chunk_id)
+        data = blobs.chunk_bytes(putters.connection(), ref.chunk_id)
         _check_chunk(ref, data, self.path, self.address)
         bucket.put(bucket.key(ref.digest, ref.codec, ref.crc32), data, ref.crc32)
 
@@ -393,9 +413,7 @@ class _Uploader:
 
     def close(self) -> None:
         self.reader.shutdown(wait=True, cancel_futures=True)
-        self.putters.shutdown(wait=True, cancel_futures=True)
-        for conn in [self.sqlite, *self.opened]:
-            conn.close()
+        self.sqlite.close()
         self.pg.close()
 
 
@@ -425,12 +443,13 @@ def _upload(store: server.StoreURL, path: Path, report_id: int, todo: list[Chunk
         return 0, 0
     local = threading.local()
     uploaders: list[_Uploader] = []
+    putters = None if bucket is None else _Putters(path, jobs * PUTS_PER_JOB)
     lock = threading.Lock()
 
     def work(batch: list[ChunkRef]) -> tuple[int, int]:
         uploader = getattr(local, "uploader", None)
         if uploader is None:
-            uploader = local.uploader = _Uploader(store, path, report_id, bucket)
+            uploader = local.uploader = _Uploader(store, path, report_id, bucket, putters)
             with lock:
                 uploaders.append(uploader)
         return uploader.upload(batch)
@@ -452,6 +471,8 @@ def _upload(store: server.StoreURL, path: Path, report_id: int, todo: list[Chunk
     finally:
         for uploader in uploaders:
             uploader.close()
+        if putters is not None:
+            putters.close()
     return sent, sent_bytes
 
 
