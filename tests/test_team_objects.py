@@ -300,3 +300,34 @@ def test_gc_racing_pushes_never_deletes_an_object_a_push_needs(
         assert dump(back) == dump(r / "db.sqlite")
     assert team.verify(team_url).ok
     assert set(_objects(s3_server, s3_url)) == set().union(*(_names(r / "db.sqlite") for r in pushers))
+
+
+def test_a_killed_push_left_for_a_day_is_collected_with_its_objects(team_url: str, s3_url: str, s3_server: S3Server,
+                                                                    tmp_path: Path) -> None:
+    import psycopg
+
+    shared = shared_arrays(1)
+    old = make_report(tmp_path / "old", seed=30, shared=shared)
+    keeper = make_report(tmp_path / "keeper", seed=31, shared=shared)
+    team.push(old, team_url, name="old", chunks=s3_url)
+    with psycopg.connect(team_url) as conn:  # what a push killed 25 hours ago leaves: a staging row, its objects
+        conn.execute("UPDATE team_report SET state = 'staging', pushed_at = now() - interval '25 hours'")
+    assert team.push(keeper, team_url, name="keeper").stale_collected == 1
+    assert set(_objects(s3_server, s3_url)) == _names(keeper / "db.sqlite")  # the old one's own objects are gone
+    assert dump(Path(team.pull(team_url, "keeper", tmp_path / "back").path)) == dump(keeper / "db.sqlite")
+
+
+def test_a_stored_size_out_of_bounds_is_refused_before_any_fetch(team_url: str, s3_url: str, tmp_path: Path) -> None:
+    """The store's rows are someone else's data too: an object size its chunk's row does not allow is refused
+    before it sizes a read (a row saying 1 TiB must not make a pull wait for, or allocate, a terabyte)."""
+    import psycopg
+
+    report = make_report(tmp_path / "r", seed=32)
+    team.push(report, team_url, name="r", chunks=s3_url)
+    with psycopg.connect(team_url) as conn:
+        conn.execute("UPDATE team_object SET stored = %s WHERE ctid = (SELECT min(ctid) FROM team_object)", (1 << 40,))
+    with pytest.raises(CorruptionError, match="holds 1099511627776 bytes"):
+        team.pull(team_url, "r", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    damaged = team.verify(team_url)
+    assert [d.name for d in damaged.damaged] == ["r"] and "does not fit" in damaged.damaged[0].first

@@ -6,9 +6,14 @@ collected, safely while others push), ``history`` of an operation's metrics agai
 ``open_remote`` (also ``reportdb.open("postgresql://HOST/DATABASE/NAME")``) to read one with the same API as a
 SQLite report. ``merge`` joins the per-rank reports of a multi-host run into one (no server needed).
 
+A store may keep its chunk bytes in S3-compatible object storage instead (``push(..., chunks="s3://B/P")`` on its
+first push, ``objects.py``); ``verify`` re-reads every chunk of a store and names its damaged reports, ``collect``
+removes what nothing names.
+
 The server needs PostgreSQL 12 or newer and no extension; the store's tables are created on the first push. The
 design (what is shared, what is kept per report, how concurrent pushes and deletes stay safe, how killed pushes are
-collected) is in the docstrings of ``schema.py``, ``push.py``, ``gc.py``, ``pull.py`` and ``remote.py``.
+collected) is in the docstrings of ``schema.py``, ``push.py``, ``gc.py``, ``pull.py``, ``remote.py`` and
+``objects.py``.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ memoryviews, ``zeroblob`` + ``blobopen``), through a small SQLite page cache, an
 fresh 4 MiB buffers per chunk (page faults) and a large cache flushed at the end cost more than the copies. Nothing
 the server sends back is trusted to size anything: names, table texts, column lists, row parts and chunks each have a
 bound, checked (the server is asked not to send what exceeds it) before use.
+
+In a store keeping chunk bytes in object storage (``objects.py``), the same rows come from ``team_object`` and each
+chunk's bytes from its object, ``objects.FETCH_AHEAD`` fetched (and proven, in the fetching threads) ahead of the
+one being written: an object's size is checked against its row before its body is read.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ window, only those it spans, in only the shards it overlaps) from the server by 
 checked against its row before it is stored, into that file, then runs the very code a local report runs: the same row checks,
 crc32 on every read, window planning, ORM ``session()`` with the models of ``reportdb.models``, statistics. So a
 remote report answers as the pulled file would, report tables of every age included, and costs the server only what
-is read. The private file is deleted on ``close()``; chunks read stay cached in it until then.
+is read. The private file is deleted on ``close()``; chunks read stay cached in it until then. In a store keeping
+chunk bytes in object storage, a read fetches the objects of the chunks it needs instead, checked the same way.
 """
 
 from __future__ import annotations
