@@ -331,3 +331,27 @@ def test_a_stored_size_out_of_bounds_is_refused_before_any_fetch(team_url: str, 
     assert not (tmp_path / "out").exists()
     damaged = team.verify(team_url)
     assert [d.name for d in damaged.damaged] == ["r"] and "does not fit" in damaged.damaged[0].first
+
+
+def test_verify_of_a_store_keeping_chunks_in_postgresql(team_url: str, tmp_path: Path) -> None:
+    import psycopg
+
+    shared = shared_arrays(1)
+    hit = make_report(tmp_path / "hit", seed=33, shared=shared)
+    spared = make_report(tmp_path / "spared", seed=34, shared=shared)
+    team.push(hit, team_url, name="hit")
+    team.push(spared, team_url, name="spared")
+    clean = team.verify(team_url)
+    assert clean.ok and clean.chunks_in == "postgresql" and clean.chunks == len(
+        chunk_keys(hit / "db.sqlite") | chunk_keys(spared / "db.sqlite"))
+    digest, codec, crc32 = sorted(chunk_keys(hit / "db.sqlite") - chunk_keys(spared / "db.sqlite"))[0]
+    with psycopg.connect(team_url) as conn:  # one byte of a chunk only "hit" uses, changed in the store
+        conn.execute("UPDATE team_chunk SET data = set_byte(data, 7, get_byte(data, 7) # 1) WHERE digest = %s"
+                     " AND codec = %s AND crc32 = %s", (digest, codec, crc32))
+    damaged = team.verify(team_url)
+    assert [(d.name, d.missing, d.changed) for d in damaged.damaged] == [("hit", 0, 1)]
+    assert "crc32" in damaged.damaged[0].first
+    assert team.verify(team.report_url(team_url, "spared")).ok
+    team.verify(team_url, repair=True)
+    assert team.push(hit, team_url, name="hit again").chunks_uploaded == 1  # forgotten, so uploaded anew
+    assert team.verify(team_url).ok

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..errors import CorruptionError, MissingObjectError, ReportDBError, ReportNotFoundError
 from ..results import Result
@@ -66,20 +66,19 @@ def _problem(key: Key, nbytes: int, data: Any) -> str | None:
     return None
 
 
-def _chunks(conn: "psycopg.Connection[Any]", report_id: int | None, bucket: objects.ObjectStore | None) -> list[Any]:
+def _chunks_sql(report_id: int | None, bucket: objects.ObjectStore | None) -> str:
     """The distinct chunks the published reports (or report ``report_id``) name: key, raw size, stored size (None
     when the store has no row for it)."""
     held = "team_chunk" if bucket is None else "team_object"
     size = "octet_length(c.data)::int8" if bucket is None else "c.stored"
     only = "" if report_id is None else f" AND r.id = {int(report_id)}"
-    return conn.execute(
-        f"SELECT DISTINCT rc.digest, rc.codec, rc.crc32, rc.nbytes, {size} FROM team_report_chunk rc"
-        f" JOIN team_report r ON r.id = rc.report_id AND r.state = 'ready'{only}"
-        f" LEFT JOIN {held} c ON c.digest = rc.digest AND c.codec = rc.codec AND c.crc32 = rc.crc32").fetchall()
+    return (f"SELECT DISTINCT rc.digest, rc.codec, rc.crc32, rc.nbytes, {size} FROM team_report_chunk rc"
+            f" JOIN team_report r ON r.id = rc.report_id AND r.state = 'ready'{only}"
+            f" LEFT JOIN {held} c ON c.digest = rc.digest AND c.codec = rc.codec AND c.crc32 = rc.crc32")
 
 
 def _checked(store: server.StoreURL, bucket: objects.ObjectStore | None,
-             rows: list[Any]) -> Iterator[tuple[Key, str | None, bool, int]]:
+             rows: Iterable[Any]) -> Iterator[tuple[Key, str | None, bool, int]]:
     """(key, problem or None, whether the bytes are missing, bytes read) for each chunk of ``rows``."""
 
     def read(row: Any) -> tuple[str | None, bool, int]:
@@ -138,22 +137,24 @@ def verify(url: str, *, repair: bool = False) -> StoreVerifyResult:
             from .pull import find
 
             report_id = find(conn, store, store.name).id
+        bad: dict[Key, tuple[str, bool]] = {}
+        checked = chunks = 0
         with server.mapped(store, "verifying the store"), conn.transaction():
-            rows = _chunks(conn, report_id, bucket)
             reports = conn.execute("SELECT COUNT(*) FROM team_report WHERE state = 'ready'"
                                    + ("" if report_id is None else f" AND id = {int(report_id)}")).fetchone()
-        bad: dict[Key, tuple[str, bool]] = {}
-        checked = 0
-        for key, problem, missing, nbytes in _checked(store, bucket, rows):
-            checked += nbytes
-            if problem is not None:
-                bad[key] = (problem, missing)
+            with conn.cursor(name="team_verify") as rows:  # server side: the keys stream, never all in memory
+                rows.itersize = 1000
+                rows.execute(_chunks_sql(report_id, bucket).encode())
+                for key, problem, missing, nbytes in _checked(store, bucket, rows):
+                    chunks, checked = chunks + 1, checked + nbytes
+                    if problem is not None:
+                        bad[key] = (problem, missing)
         damaged = _damaged(conn, store, bad, report_id)
         if repair and bad:
             _forget(conn, store, list(bad), "team_chunk" if bucket is None else "team_object")
     finally:
         conn.close()
-    return StoreVerifyResult(store.display, not damaged, int(reports[0]) if reports else 0, len(rows), checked,
+    return StoreVerifyResult(store.display, not damaged, int(reports[0]) if reports else 0, chunks, checked,
                              "postgresql" if bucket is None else bucket.location, damaged,
                              time.perf_counter() - started)
 

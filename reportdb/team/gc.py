@@ -112,20 +112,30 @@ def collect_objects(conn: "psycopg.Connection[Any]", store: server.StoreURL, buc
     from datetime import datetime, timezone
 
     cutoff = datetime.now(timezone.utc) - grace
-    listed = [k for k, modified in bucket.listing() if modified < cutoff]
     removed = 0
-    for start in range(0, len(listed), objects.DELETE_BATCH):
-        names = listed[start:start + objects.DELETE_BATCH]
-        keys = [objects.parse_key(n[len(bucket.prefix):]) for n in names]
-        with server.mapped(store, "collecting unused objects"), conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (server.GC_LOCK,))
-            named = {(bytes(d), c, crc if c else -1) for d, c, crc in conn.execute(
-                "SELECT digest, codec, crc32 FROM team_object WHERE digest = ANY(%(d)s) UNION ALL SELECT digest, codec,"
-                " crc32 FROM team_report_chunk WHERE digest = ANY(%(d)s)", {"d": [k[0] for k in keys if k]})}
-            unused = [n for n, k in zip(names, keys) if k is not None and k not in named]
-            bucket.delete(unused)
-        removed += len(unused)
-    return removed
+    names: list[str] = []
+    for name, modified in bucket.listing():  # a page of names at a time: memory does not grow with the bucket
+        if modified < cutoff:
+            names.append(name)
+        if len(names) == objects.DELETE_BATCH:
+            removed += _drop_unnamed(conn, store, bucket, names)
+            names = []
+    return removed + (_drop_unnamed(conn, store, bucket, names) if names else 0)
+
+
+def _drop_unnamed(conn: "psycopg.Connection[Any]", store: server.StoreURL, bucket: objects.ObjectStore,
+                  names: list[str]) -> int:
+    """Delete the objects ``names`` (listed under the bucket's prefix) that no row names, checked and deleted under
+    the collector's lock held exclusively; returns how many."""
+    keys = [objects.parse_key(n[len(bucket.prefix):]) for n in names]
+    with server.mapped(store, "collecting unused objects"), conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (server.GC_LOCK,))
+        named = {(bytes(d), c, crc if c else -1) for d, c, crc in conn.execute(
+            "SELECT digest, codec, crc32 FROM team_object WHERE digest = ANY(%(d)s) UNION ALL SELECT digest, codec,"
+            " crc32 FROM team_report_chunk WHERE digest = ANY(%(d)s)", {"d": [k[0] for k in keys if k]})}
+        unused = [n for n, k in zip(names, keys) if k is not None and k not in named]
+        bucket.delete(unused)
+    return len(unused)
 
 
 def collect_stale(conn: "psycopg.Connection[Any]", store: server.StoreURL, age: timedelta,
