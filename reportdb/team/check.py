@@ -16,6 +16,7 @@ from ..errors import CorruptionError, MissingObjectError, ReportDBError, ReportN
 from ..results import Result
 from ..store import blobs, codec as codec_mod
 from . import objects, server
+from .pull import find
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
@@ -134,8 +135,6 @@ def verify(url: str, *, repair: bool = False) -> StoreVerifyResult:
         bucket = objects.open_store(conn, store)
         report_id = None
         if store.name is not None:
-            from .pull import find
-
             report_id = find(conn, store, store.name).id
         bad: dict[Key, tuple[str, bool]] = {}
         checked = chunks = 0

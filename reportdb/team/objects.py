@@ -126,9 +126,11 @@ class ObjectStore:
                 raise
 
     def key(self, digest: bytes, codec: str, crc32: int) -> str:
+        """The object key of a chunk: the prefix and its name (``key_name``)."""
         return self.prefix + key_name(digest, codec, crc32)
 
     def _mapped(self, doing: str) -> Any:
+        """A context in which botocore's errors become ObjectStoreErrors saying what was being done."""
         return _Mapped(self, doing)
 
     def put(self, key: str, data: Any, crc32: int) -> None:
