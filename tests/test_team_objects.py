@@ -355,3 +355,46 @@ def test_verify_of_a_store_keeping_chunks_in_postgresql(team_url: str, tmp_path:
     team.verify(team_url, repair=True)
     assert team.push(hit, team_url, name="hit again").chunks_uploaded == 1  # forgotten, so uploaded anew
     assert team.verify(team_url).ok
+
+
+MEASURED = r'''
+import json, os, sys, threading, time
+from reportdb import team
+highest = [0]
+def anon():  # this process's anonymous memory: the report file's pages SQLite maps (page cache) are not counted
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) << 10 for line in status if line.startswith("RssAnon:"))
+def sample():
+    while True:
+        highest[0] = max(highest[0], anon())
+        time.sleep(0.002)
+threading.Thread(target=sample, daemon=True).start()
+time.sleep(0.05)
+base = highest[0]
+team.push(sys.argv[1], os.environ["STORE_URL"], name="big", jobs=2, chunks=os.environ["CHUNKS"])
+pushed, highest[0] = highest[0], 0
+team.pull(os.environ["STORE_URL"], "big", sys.argv[2])
+print(json.dumps({"base": base, "push": pushed, "pull": highest[0]}))
+'''
+
+
+@pytest.mark.slow
+def test_push_and_pull_memory_does_not_follow_the_report_size(team_url: str, s3_url: str, tmp_path: Path) -> None:
+    """A 768 MiB report goes through object storage in a child process whose anonymous memory grows by a bound set
+    by what is in flight, not by the report: a push holds jobs x PUTS_PER_JOB chunks (8 of 4 MiB here), a pull
+    FETCH_AHEAD (16) and its writer's queue (8), each with the client's buffers (about 80 and 200 MiB measured, the
+    same at half the size)."""
+    folder = tmp_path / "big"
+    folder.mkdir()
+    rng = np.random.default_rng(40)
+    with reportdb.open(folder, "a") as report:
+        for i in range(12):
+            report.put_tensor(i, rng.standard_normal(16 << 20).astype(np.float32), stats=False)
+    script = tmp_path / "measured.py"
+    script.write_text(MEASURED)
+    out = subprocess.run([sys.executable, str(script), str(folder), str(tmp_path / "back")], capture_output=True,
+                         text=True, timeout=600, env=dict(os.environ, STORE_URL=team_url, CHUNKS=s3_url))
+    assert out.returncode == 0, out.stderr
+    peaks = json.loads(out.stdout)
+    assert peaks["push"] - peaks["base"] < 160 << 20 and peaks["pull"] - peaks["base"] < 320 << 20, peaks
+    assert dump(tmp_path / "back" / "db.sqlite") == dump(folder / "db.sqlite")
