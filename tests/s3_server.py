@@ -38,8 +38,9 @@ class S3Server:
         """A boto3 client of this server (for the tests' own look at the bucket)."""
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id="test",
-                            aws_secret_access_key="test")
+        session = boto3.session.Session()  # a new one: it reads the environment as it is now (boto3.client caches)
+        return session.client("s3", endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id="test",
+                              aws_secret_access_key="test")
 
     def close(self) -> None:
         self.server.stop()

@@ -398,3 +398,23 @@ def test_push_and_pull_memory_does_not_follow_the_report_size(team_url: str, s3_
     peaks = json.loads(out.stdout)
     assert peaks["push"] - peaks["base"] < 160 << 20 and peaks["pull"] - peaks["base"] < 320 << 20, peaks
     assert dump(tmp_path / "back" / "db.sqlite") == dump(folder / "db.sqlite")
+
+
+def test_credentials_region_and_endpoint_from_an_aws_config_profile(
+    team_url: str, s3_url: str, s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No AWS_* credentials or endpoint in the environment: a profile of an ``~/.aws/config``-style file gives them
+    (``AWS_CONFIG_FILE``, ``AWS_PROFILE``), as botocore reads it for any S3 service."""
+    config = tmp_path / "aws-config"
+    config.write_text(f"[profile lab]\nregion = us-east-1\nendpoint_url = {s3_server.endpoint}\n"
+                      "aws_access_key_id = test\naws_secret_access_key = test\n")
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_PROFILE", "lab")
+    folder = make_report(tmp_path / "r", seed=41)
+    _cli("push", str(folder), team_url, "--chunks", s3_url)
+    _cli("pull", team_url, "r", "-o", str(tmp_path / "back"))
+    assert dump(tmp_path / "back" / "db.sqlite") == dump(folder / "db.sqlite")
+    assert set(_objects(s3_server, s3_url)) == _names(folder / "db.sqlite")
