@@ -19,8 +19,8 @@ The order of the work is what makes it safe:
    Each chunk's crc32 and content address (BLAKE3 or sha256, the report's kind) are checked before it is shared: a
    damaged or lying report cannot put wrong bytes under an address other reports use.
    In a store whose chunks live in object storage (``objects.py``), a batch uploads its chunks as objects instead
-   (``PUTS_PER_JOB`` in flight per connection, each confirmed by the server) and writes their ``team_object`` rows
-   in its transaction, after the last is confirmed: no committed row ever names an object not yet there.
+   (on one pool of ``jobs x PUTS_PER_JOB`` threads, each object confirmed by the server) and writes their
+   ``team_object`` rows in its transaction, after the last is confirmed: no committed row names an absent object.
 4. One last transaction writes the tables, rows and history and flips the row to ``ready``: the report is visible
    whole or not at all. Pushing the same content again under the same name stores nothing.
 """
