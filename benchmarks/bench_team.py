@@ -1,7 +1,7 @@
 """The team store on a local PostgreSQL server (started here in a temporary folder, as the tests start it).
 
 Usage: python benchmarks/bench_team.py [--big-mib 512] [--repeat 3] [--jobs 2] [--mode both] [--no-fsync]
-                                       [--nightly 20] [--listing 1000]
+                                       [--nightly 20] [--listing 1000] [--s3-mib 1024] [--s3-jobs 4]
 
 Cases:
 - push and pull of a report of large float32 tensors (random: incompressible), in MB/s, against copying the report
@@ -14,7 +14,10 @@ Cases:
   forces (``max_wal_size`` 1 GB; a server ingesting without pause);
 - stored bytes of ``--nightly`` runs of one model whose tensors are 90% identical from run to run, pushed to one
   store, against the same runs as separate SQLite files;
-- ``reports`` and ``history`` latency with ``--listing`` metadata-sized reports pushed.
+- ``reports`` and ``history`` latency with ``--listing`` metadata-sized reports pushed;
+- push and pull of a ``--s3-mib`` report with its chunks in object storage (``push --chunks``: moto's S3 server, run
+  as its own process on 127.0.0.1), against boto3's own put and get of the same chunk bytes (already in memory,
+  nothing checked, received bytes dropped) to the same server with as many requests in flight, in MB/s and as ratios.
 The server keeps a normal install's durability (``fsync=on``) unless ``--no-fsync``. Nothing here is a test: on a
 shared machine, compare the ratios of one run (each block prints the load it ran under).
 """
@@ -25,6 +28,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -251,6 +255,105 @@ def listing(server: PgServer, tmp: Path, count: int) -> None:
           f"({len(team.history(url, 'ttnn.op2'))} rows)")
 
 
+def _moto(port: int) -> "subprocess.Popen[bytes]":
+    """moto's S3 server in its own process (its Python does not share this one's GIL), once it answers."""
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    sys.exit("moto's server did not start: pip install 'moto[server]'")
+
+
+def objects_case(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int) -> None:
+    """Push and pull through object storage against the client's own put and get of the same bytes."""
+    import socket
+    import sqlite3
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+    from botocore.config import Config
+
+    import importlib
+
+    push_mod = importlib.import_module("reportdb.team.push")  # the module (reportdb.team.push is the function)
+
+    with socket.socket() as sock:  # a free port for the server's process
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+                      AWS_DEFAULT_REGION="us-east-1")
+    moto = _moto(port)
+    try:
+        rng = np.random.default_rng(2)
+        folder = tmp / "s3big"
+        folder.mkdir()
+        per = 64 << 20
+        with reportdb.open(folder, "a") as report:
+            for i in range(max(1, (mib << 20) // per)):
+                report.put_tensor(i, rng.standard_normal(per // 4).astype(np.float32), stats=False)
+        src = sqlite3.connect(f"file:{folder / 'db.sqlite'}?mode=ro", uri=True)
+        chunks = [bytes(r[0]) for r in src.execute("SELECT data FROM rdb_chunk ORDER BY id")]
+        src.close()
+        total = sum(len(c) for c in chunks) / 1e6
+        flight = jobs * push_mod.PUTS_PER_JOB
+        client = boto3.client("s3", config=Config(max_pool_connections=flight + 4,
+                                                  request_checksum_calculation="when_required",
+                                                  response_checksum_validation="when_required"))
+        times: dict[str, list[float]] = {k: [] for k in ("put", "get", "get_file", "push", "pull")}
+        for attempt in range(repeat):
+            urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
+            client.create_bucket(Bucket="bench-raw")
+            client.create_bucket(Bucket="bench-team")
+            with ThreadPoolExecutor(flight) as pool:
+                t0 = time.perf_counter()
+                list(pool.map(lambda i: client.put_object(Bucket="bench-raw", Key=f"c{i}", Body=chunks[i]),
+                              range(len(chunks))))
+                times["put"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                list(pool.map(lambda i: len(client.get_object(Bucket="bench-raw", Key=f"c{i}")["Body"].read()),
+                              range(len(chunks))))
+                times["get"].append(time.perf_counter() - t0)
+                offsets = np.cumsum([0] + [len(c) for c in chunks]).tolist()
+                fd = os.open(tmp / "raw.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
+                t0 = time.perf_counter()
+                list(pool.map(lambda i: os.pwrite(fd, client.get_object(Bucket="bench-raw", Key=f"c{i}")["Body"].read(),
+                                                  offsets[i]), range(len(chunks))))
+                os.fsync(fd)
+                times["get_file"].append(time.perf_counter() - t0)
+                os.close(fd)
+                (tmp / "raw.bin").unlink()
+            url = server.create_database()
+            t0 = time.perf_counter()
+            team.push(folder, url, name="big", jobs=jobs, chunks="s3://bench-team/chunks")
+            times["push"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            team.pull(url, "big", tmp / "s3pulled")
+            times["pull"].append(time.perf_counter() - t0)
+            shutil.rmtree(tmp / "s3pulled")
+        put_s, get_s, file_s, push_s, pull_s = (statistics.median(times[k]) for k in times)
+        print(f"object storage (moto {endpoint}): report of {total:.0f} MB in {len(chunks)} chunks, {flight} requests "
+              f"in flight (jobs={jobs}); medians of {repeat} runs; load {os.getloadavg()[0]:.1f}")
+        print(f"  boto3 put_object    {total / put_s:8.0f} MB/s")
+        print(f"  push --chunks       {total / push_s:8.0f} MB/s   (push/put {put_s / push_s:.2f}: reads, checks, confirms"
+              " each object and writes its rows)")
+        print(f"  boto3 get_object    {total / get_s:8.0f} MB/s   (received bytes dropped)")
+        print(f"  get into a file     {total / file_s:8.0f} MB/s   (each object written at its offset, then fsync)")
+        print(f"  pull                {total / pull_s:8.0f} MB/s   (pull/get into a file {file_s / pull_s:.2f}, pull/get "
+              f"{get_s / pull_s:.2f}: checks every object and writes and syncs the report file)")
+    finally:
+        moto.kill()
+        moto.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--big-mib", type=int, default=512)
@@ -259,6 +362,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--mode", choices=("fresh", "sustained", "both"), default="both")
+    parser.add_argument("--s3-mib", type=int, default=1024, help="size of the object-storage case's report (0: skip)")
+    parser.add_argument("--s3-jobs", type=int, default=4, help="push --jobs of the object-storage case")
     parser.add_argument("--fsync", action=argparse.BooleanOptionalAction, default=True,
                         help="the server's fsync (on, as a normal install; --no-fsync measures without durability)")
     args = parser.parse_args()
@@ -276,6 +381,8 @@ def main() -> None:
                 nightly(server, Path(tmp), args.nightly)
             if args.listing:
                 listing(server, Path(tmp), args.listing)
+            if args.s3_mib:
+                objects_case(server, Path(tmp), args.s3_mib, args.s3_jobs, args.repeat)
     finally:
         server.close()
 

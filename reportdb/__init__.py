@@ -56,7 +56,8 @@ _MOVED = {
     **{name: "reportdb.errors" for name in (
         "AssemblyError", "ComparisonError", "CompressionUnavailableError", "ConfigError", "ConstraintError",
         "CorruptionError", "DiskError", "ExportFormatError", "FormatError", "InvalidArgumentError", "MigrationError",
-        "MigrationWriteError", "NotAReportError", "NotAReportFolderError", "OutputPathError", "PlotFormatError",
+        "MigrationWriteError", "MissingObjectError", "NotAReportError", "NotAReportFolderError", "ObjectStoreError",
+        "OutputPathError", "PlotFormatError",
         "PlotUnavailableError", "PolicyError", "QueryTimeoutError", "ReadOnlyError", "ReportClosedError",
         "ReportExistsError", "ReportLockedError", "ReportNotFoundError", "ResourceLimitError", "RowError",
         "RowsRefusedError", "SchemaError", "SchemaTooNewError", "SidecarError", "SpecError", "StatsError",

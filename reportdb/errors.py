@@ -201,6 +201,16 @@ class TeamStoreError(ReportDBError):
     operation; nothing partial is visible to others (a push resumes when run again)."""
 
 
+class ObjectStoreError(TeamStoreError):
+    """The object storage (S3 or S3-compatible) that holds a team store's chunk bytes cannot be reached, refused the
+    credentials or a request; nothing partial is visible to others (a push resumes when run again)."""
+
+
+class MissingObjectError(CorruptionError):
+    """An object a team store names (a chunk's bytes) is not in its bucket: deleted behind the store's back. The
+    reports that use it cannot be pulled; ``reportdb verify URL`` lists them, pushing them again restores it."""
+
+
 class ReportExistsError(ReportDBError):
     """The team store already holds a different report under this name, or a push of different content under it is
     under way or was interrupted; push under another name or delete it first. A Writer raises it for a report whose

@@ -26,6 +26,7 @@ import numpy.testing  # noqa: F401 - numpy 1.26 runs lscpu in a subprocess on it
 import pytest
 
 from pg_server import pg_server, team_url  # noqa: F401 - the PostgreSQL fixtures, one server per session
+from s3_server import s3_server, s3_url  # noqa: F401 - moto's S3 server on 127.0.0.1, one per session
 from served import browser, pages  # noqa: F401 - Chromium under Playwright (one a module) and its pages
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,6 +37,7 @@ ELSEWHERE = {
     "from ttnn_visualizer.app import create_app": "needs ttnn-visualizer 0.108: tests/test_web_visualizer.py (slow)"
                                                   " mounts the blueprint in its create_app() this way",
     "reportdb push reports/1234 postgresql://": "a PostgreSQL server: tests/test_team_store.py (service)",
+    "--chunks s3://lab-reports": "PostgreSQL and an S3 server: tests/test_team_objects.py (service)",
 }
 
 #: What a block assumes exists around it, given before it runs (its own lines run as written).

@@ -252,17 +252,29 @@ def _skipped_lines(skipped: Sequence[Skipped], limit: int = 10) -> list[str]:
 
 
 @cli.command(name="verify")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("target", metavar="PATH")
 @click.option("--against", type=click.Path(path_type=Path), help="Legacy report folder whose tensor files to compare values with.")
+@click.option("--repair", is_flag=True, help="A team store: forget damaged chunks, so pushing their reports again restores them.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @_friendly
-def verify_(path: Path, against: Path | None, as_json: bool) -> None:
+def verify_(target: str, against: Path | None, repair: bool, as_json: bool) -> None:
     """Re-read every stored tensor and check its digests; with --against, compare values with the legacy files.
 
     Read-only. Exit status 0 when every stored tensor checks out (also when none is stored: legacy tensor
     files not migrated are counted on stderr with the `reportdb migrate` that stores them), 1 when any
-    fails or on an error.
+    fails or on an error. PATH may be a team store (postgresql://HOST/DATABASE[/NAME]): every chunk its reports
+    name is re-read (from object storage where it keeps them) and the damaged reports are named.
     """
+    from reportdb.team import is_store_url
+
+    if is_store_url(target):
+        from reportdb.cli.team import verify_store
+
+        verify_store(target, repair, as_json)
+        return
+    if repair:
+        raise click.UsageError("--repair is for a team store (postgresql://...), not a report file")
+    path = Path(target)
     result = reportdb.verify(path, against=against)
     if as_json:
         _emit(result.to_dict())

@@ -52,9 +52,12 @@ def _when(value: Any) -> str:
 @click.option("--tag", "tags", multiple=True, help="A tag to find the report by (repeat for more).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=2, show_default=True,
               help="Upload connections (more help when the server has cores of its own).")
+@click.option("--chunks", metavar="s3://BUCKET/PREFIX",
+              help="A new store keeps chunk bytes in this S3-compatible bucket (reportdb[s3]); remembered after.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @_friendly
-def push_(report_path: Path, url: str, name: str | None, tags: tuple[str, ...], jobs: int, as_json: bool) -> None:
+def push_(report_path: Path, url: str, name: str | None, tags: tuple[str, ...], jobs: int, chunks: str | None,
+          as_json: bool) -> None:
     """Push a report to a team store on PostgreSQL: URL is postgresql://[USER@]HOST[:PORT]/DATABASE[/NAME].
 
     \b
@@ -62,13 +65,14 @@ def push_(report_path: Path, url: str, name: str | None, tags: tuple[str, ...], 
         reportdb push reports/1234 postgresql://ci@db.example.com/team --tag nightly
     Atomic (visible whole or not at all) and idempotent: the same content again stores nothing; chunks other
     reports already hold are not sent; an interrupted push resumes when run again. The password comes from the URL,
-    PGPASSWORD or ~/.pgpass.
+    PGPASSWORD or ~/.pgpass. With --chunks (first push to a store only: it remembers), chunk bytes go to object
+    storage, credentials, region and endpoint from the AWS_* variables and ~/.aws (AWS_ENDPOINT_URL for MinIO, Ceph).
     """
     from reportdb import team
 
     bar = _BytesProgress(sys.stderr.isatty() and not as_json, "upload")
     try:
-        result = team.push(report_path, url, name=name, tags=tags, jobs=jobs, progress=bar)
+        result = team.push(report_path, url, name=name, tags=tags, jobs=jobs, progress=bar, chunks=chunks)
     finally:
         bar.close()
     if as_json:
@@ -157,6 +161,45 @@ def delete_(url: str, name: str | None, as_json: bool) -> None:
         return
     _echo(f"deleted {result.name!r}: {result.chunks_collected} chunks ({_size(result.bytes_collected)}) "
           "no other report used were removed")
+
+
+@cli.command("gc")
+@click.argument("url")
+@click.option("--grace-hours", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Leave objects younger than this (the time a push may take between an upload and its commit).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@_friendly
+def gc_(url: str, grace_hours: float, as_json: bool) -> None:
+    """Collect a team store's garbage: interrupted pushes older than REPORTDB_TEAM_STALE_HOURS (24 by default) with
+    the chunks only they used, and objects in its bucket that nothing names. Safe while others push."""
+    from datetime import timedelta
+
+    from reportdb import team
+
+    result = team.collect(url, grace=timedelta(hours=grace_hours))
+    if as_json:
+        _emit(result.to_dict())
+        return
+    _echo(f"removed {result.stale} interrupted pushes, {result.chunks_collected} chunks "
+          f"({_size(result.bytes_collected)}) only they used, {result.objects} objects nothing named")
+
+
+def verify_store(url: str, repair: bool, as_json: bool) -> None:
+    """``reportdb verify URL`` of a team store: its damaged reports (``reports.verify_`` hands a URL here)."""
+    from reportdb import team
+
+    result = team.verify(url, repair=repair)
+    if as_json:
+        _emit(result.to_dict())
+    else:
+        _echo(f"{result.reports} reports, {result.chunks} chunks ({_size(result.bytes_checked)}) re-hashed in "
+              f"{result.chunks_in}")
+        for d in result.damaged:
+            _echo(f"  damaged: {d.name!r}: {d.missing} chunks missing, {d.changed} changed ({d.first})", err=True)
+        if result.damaged and repair:
+            _echo("the damaged chunks were forgotten: push those reports again to restore them", err=True)
+    if not result.ok:
+        raise click.exceptions.Exit(1)
 
 
 @cli.command("history")

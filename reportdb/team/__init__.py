@@ -6,9 +6,14 @@ collected, safely while others push), ``history`` of an operation's metrics agai
 ``open_remote`` (also ``reportdb.open("postgresql://HOST/DATABASE/NAME")``) to read one with the same API as a
 SQLite report. ``merge`` joins the per-rank reports of a multi-host run into one (no server needed).
 
+A store may keep its chunk bytes in S3-compatible object storage instead (``push(..., chunks="s3://B/P")`` on its
+first push, ``objects.py``); ``verify`` re-reads every chunk of a store and names its damaged reports, ``collect``
+removes what nothing names.
+
 The server needs PostgreSQL 12 or newer and no extension; the store's tables are created on the first push. The
 design (what is shared, what is kept per report, how concurrent pushes and deletes stay safe, how killed pushes are
-collected) is in the docstrings of ``schema.py``, ``push.py``, ``gc.py``, ``pull.py`` and ``remote.py``.
+collected) is in the docstrings of ``schema.py``, ``push.py``, ``gc.py``, ``pull.py``, ``remote.py`` and
+``objects.py``.
 """
 
 from __future__ import annotations
@@ -19,14 +24,15 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, ReportNotFoundError
 from ..results import Result
-from . import gc, server
+from . import gc, objects, server
 from .merge import MergeResult, merge
-from .server import report_url
+from .server import is_store_url, report_url
+from .check import StoreVerifyResult, verify
 from .pull import PullResult, pull
 from .push import PushResult, push
 
-__all__ = ["push", "pull", "list_reports", "delete", "history", "open_remote", "report_url", "merge",
-           "PushResult", "PullResult", "MergeResult", "DeleteResult"]
+__all__ = ["push", "pull", "list_reports", "delete", "collect", "verify", "history", "open_remote", "report_url", "is_store_url", "merge",
+           "PushResult", "PullResult", "MergeResult", "DeleteResult", "CollectResult", "StoreVerifyResult"]
 
 @dataclass(frozen=True)
 class StoredReport(Result):
@@ -126,16 +132,56 @@ def delete(url: str, name: str | None = None, *, stale_after: timedelta | float 
     try:
         if not server.ensure_schema(conn, store, create=False):
             raise ReportNotFoundError(f"{store.display}: no report {store.name!r} (the store is empty)")
+        bucket = objects.open_store(conn, store)
         with server.mapped(store, f"deleting {store.name!r}"):
             row = conn.execute("SELECT id FROM team_report WHERE name = %s FOR UPDATE", (store.name,)).fetchone()
             if row is None:
                 conn.rollback()
                 raise ReportNotFoundError(f"{store.display}: no report {store.name!r}")
-            collected, nbytes = gc.remove(conn, [row[0]])
-        _, stale_chunks, stale_bytes = gc.collect_stale(conn, store, age)
+            collected, nbytes = gc.remove(conn, [row[0]], bucket)
+        _, stale_chunks, stale_bytes = gc.collect_stale(conn, store, age, bucket)
     finally:
         conn.close()
     return DeleteResult(store.name, collected + stale_chunks, nbytes + stale_bytes)
+
+
+@dataclass(frozen=True)
+class CollectResult(Result):
+    """What ``collect`` removed: staging rows of killed pushes (``stale``), the chunks only they used, and objects
+    in the store's bucket that nothing named (``objects``; 0 in a store keeping chunks in PostgreSQL)."""
+
+    stale: int
+    chunks_collected: int
+    bytes_collected: int
+    objects: int
+
+
+#: How old an object without a row must be before ``collect`` deletes it.
+OBJECT_GRACE = timedelta(hours=1)
+
+
+def collect(url: str, *, stale_after: timedelta | float | None = None,
+            grace: timedelta | float = OBJECT_GRACE) -> CollectResult:
+    """Garbage-collect the store: the staging rows of pushes killed more than ``stale_after`` ago (as every push
+    and delete does) and, in a store keeping chunks in object storage, the objects under its prefix that no row and
+    no push under way names, older than ``grace`` (a timedelta or seconds; 0 takes all). Safe while others push
+    (``gc.py``); lists the whole bucket, so it is run now and then (``reportdb gc``), not on every delete."""
+    store = server.parse_url(url)
+    age = gc.stale_after(stale_after)
+    if isinstance(grace, bool) or not isinstance(grace, (timedelta, int, float)) or \
+            (grace if isinstance(grace, timedelta) else timedelta(seconds=grace)) < timedelta(0):
+        raise InvalidArgumentError(f"grace must be a timedelta or a number of seconds from 0 up, not {grace!r}")
+    conn = server.connect(store)
+    try:
+        if not server.ensure_schema(conn, store, create=False):
+            return CollectResult(0, 0, 0, 0)
+        bucket = objects.open_store(conn, store)
+        stale, chunks, nbytes = gc.collect_stale(conn, store, age, bucket)
+        swept = 0 if bucket is None else gc.collect_objects(
+            conn, store, bucket, grace if isinstance(grace, timedelta) else timedelta(seconds=grace))
+    finally:
+        conn.close()
+    return CollectResult(stale, chunks, nbytes, swept)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ memoryviews, ``zeroblob`` + ``blobopen``), through a small SQLite page cache, an
 fresh 4 MiB buffers per chunk (page faults) and a large cache flushed at the end cost more than the copies. Nothing
 the server sends back is trusted to size anything: names, table texts, column lists, row parts and chunks each have a
 bound, checked (the server is asked not to send what exceeds it) before use.
+
+In a store keeping chunk bytes in object storage (``objects.py``), the same rows come from ``team_object`` and each
+chunk's bytes from its object, ``objects.FETCH_AHEAD`` fetched (and proven, in the fetching threads) ahead of the
+one being written: an object's size is checked against its row before its body is read.
 """
 
 from __future__ import annotations
@@ -30,12 +34,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..results import Result
 from ..errors import CorruptionError, InvalidArgumentError, OutputPathError, ReportNotFoundError, excerpt
 from ..store import blobs, codec as codec_mod
-from . import server, tables
+from . import objects, server, tables
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
@@ -104,6 +108,34 @@ _CHUNKS_SQL = (
 )
 
 
+#: The same for a store keeping chunk bytes in object storage: the object's size from its ``team_object`` row, the
+#: bytes fetched from the bucket (``_from_objects``).
+_OBJECTS_SQL = (
+    "SELECT rc.chunk_id, rc.digest, rc.nbytes, rc.crc32, NULLIF(rc.codec, ''), c.stored, NULL::bytea"
+    " FROM team_report_chunk rc JOIN team_object c ON c.digest = rc.digest AND c.codec = rc.codec AND c.crc32 = rc.crc32"
+    " WHERE rc.report_id = {report_id} ORDER BY rc.chunk_id"
+)
+
+
+def _from_objects(rows: Iterable[Any], bucket: objects.ObjectStore, address: str,
+                  what: str) -> Iterator[tuple[Any, ...]]:
+    """The chunk rows with their bytes fetched from ``bucket`` (``objects.FETCH_AHEAD`` in flight, in order); each
+    row is checked (``_chunk_problem``) before its size bounds a fetch, the object's size against it, and its bytes
+    (``prove_chunk``, by content address of kind ``address``) in the fetching thread, beside the other fetches."""
+
+    def fetch(row: tuple[Any, ...]) -> bytes:
+        problem = _chunk_problem(row, False)
+        if problem is not None:
+            raise CorruptionError(f"{what}: the store sent {problem}; refused (push the report again)")
+        data = bucket.get(bucket.key(row[1], row[4] or "", row[3]), row[5], f"{what}, chunk {row[0]}")
+        prove_chunk((*row[:6], data), address, what)
+        return data
+
+    copied = ((r[0], bytes(r[1]) if r[1] is not None else None, *r[2:6], None) for r in rows)  # views of the message
+    for row, data in objects.ordered(copied, fetch):
+        yield (*row[:6], data)
+
+
 def _file_facts(found: Found, what: str) -> tuple[int, int]:
     """The page size and user_version the report file had (from its row's ``info``), checked."""
     page_size, user_version = found.info.get("page_size", 4096), found.info.get("user_version", 0)
@@ -152,10 +184,11 @@ def _table_defs(conn: "psycopg.Connection[Any]", found: Found, what: str) -> lis
 
 def build(
     conn: "psycopg.Connection[Any]", store: server.StoreURL, found: Found, dest: Path, *, with_data: bool,
-    progress: Progress | None = None,
+    progress: Progress | None = None, bucket: objects.ObjectStore | None = None,
 ) -> tuple[int, int]:
-    """Restore the report into the new file ``dest`` (chunk bytes only ``with_data``; else empty placeholders that
-    a remote report fills on demand); returns (chunks, bytes of chunk data). The caller removes ``dest`` on failure.
+    """Restore the report into the new file ``dest`` (chunk bytes only ``with_data``, from ``bucket`` in a store
+    keeping them there; else empty placeholders that a remote report fills on demand); returns (chunks, bytes of
+    chunk data). The caller removes ``dest`` on failure.
 
     Every size the server sends back is checked before anything is sized from it (``_table_defs``, the rows' parts
     against ``tables.MAX_PART_BYTES``, each chunk against its row): a store is someone else's data too."""
@@ -197,7 +230,7 @@ def build(
                                       f"{MAX_CHUNKS}; refused")
             if chunk_def is not None:
                 n_chunks, n_bytes = _restore_chunks(conn, sq, dest, chunk_def, found, with_data, what,
-                                                    int(expected[1]), expected[0], progress, digest)
+                                                    int(expected[1]), expected[0], progress, digest, bucket)
             if n_chunks != expected[0]:
                 raise CorruptionError(f"{what}: {expected[0] - n_chunks} of its chunks are missing from the store; "
                                       "push the report again")
@@ -249,7 +282,7 @@ def _chunk_problem(row: Any, with_data: bool) -> str | None:
 
 def _restore_chunks(
     conn: "psycopg.Connection[Any]", sq: Any, dest: Path, chunk_def: tables.TableDef, found: Found, with_data: bool,
-    what: str, total: int, count: int, progress: Progress | None, digest: Any,
+    what: str, total: int, count: int, progress: Progress | None, digest: Any, bucket: objects.ObjectStore | None,
 ) -> tuple[int, int]:
     """The report's rdb_chunk rows, their bytes streamed out with a binary COPY (or empty placeholders).
 
@@ -294,14 +327,20 @@ def _restore_chunks(
         sq.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
     writer = threading.Thread(target=write, name="reportdb-pull-writer", daemon=True)
     writer.start()
-    query = _CHUNKS_SQL.format(data="c.data" if with_data else "''::bytea", report_id=int(found.id),
-                               limit=int(blobs.MAX_CHUNK_SIZE))
+    if bucket is not None:
+        query = _OBJECTS_SQL.format(report_id=int(found.id))
+    else:
+        query = _CHUNKS_SQL.format(data="c.data" if with_data else "''::bytea", report_id=int(found.id),
+                                   limit=int(blobs.MAX_CHUNK_SIZE))
     try:
         cursor = conn.cursor()
         cursor.adapters.register_loader("bytea", view_loader())
         with cursor.copy(f"COPY ({query}) TO STDOUT (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "bytea", "int8", "int8", "text", "int8", "bytea"])
-            for row in copy.rows():
+            rows: Iterable[Any] = copy.rows()
+            if bucket is not None and with_data:
+                rows = _from_objects(rows, bucket, address, what)
+            for row in rows:
                 if failed:
                     break
                 problem = _chunk_problem(row, with_data) if n < count else f"more than the {count} chunks it lists"
@@ -309,7 +348,7 @@ def _restore_chunks(
                     raise CorruptionError(f"{what}: the store sent {problem}; refused (push the report again)")
                 address_ = bytes(row[1])
                 digest.update(b"%d:%s:%s:%d:%d;" % (row[0], address_.hex().encode(), (row[4] or "").encode(), row[3], row[2]))
-                if with_data:  # here, while the writing thread writes the chunks before it
+                if with_data and bucket is None:  # here, while the writing thread writes the chunks before it
                     prove_chunk(row, address, what)
                 pending.put((row[0], address_, row[2], row[3], row[4], row[5], row[6] if with_data else b""))
                 n += 1
@@ -380,6 +419,7 @@ def pull(url: str, name: str | None = None, out: str | os.PathLike[str] | None =
     partial = target.with_name(f".{target.name}.pull-{os.getpid()}")
     try:
         found = find(conn, store, store.name)
+        bucket = objects.open_store(conn, store)
         if expected is not None and found.digest != expected:
             raise CorruptionError(
                 f"{store.display}: report {found.name!r} has content digest {found.digest.hex()}, not the "
@@ -391,7 +431,7 @@ def pull(url: str, name: str | None = None, out: str | os.PathLike[str] | None =
             except OSError as exc:
                 raise OutputPathError(f"{made}: cannot be created ({exc.strerror or exc})") from None
         try:
-            n_chunks, n_bytes = build(conn, store, found, partial, with_data=True, progress=progress)
+            n_chunks, n_bytes = build(conn, store, found, partial, with_data=True, progress=progress, bucket=bucket)
             with open(partial, "rb+") as f:
                 os.fsync(f.fileno())
             with Report(partial, "r") as report:

@@ -18,6 +18,9 @@ The order of the work is what makes it safe:
    nobody reruns it, the next push or delete collects it after a day.
    Each chunk's crc32 and content address (BLAKE3 or sha256, the report's kind) are checked before it is shared: a
    damaged or lying report cannot put wrong bytes under an address other reports use.
+   In a store whose chunks live in object storage (``objects.py``), a batch uploads its chunks as objects instead
+   (on one pool of ``jobs x PUTS_PER_JOB`` threads, each object confirmed by the server) and writes their
+   ``team_object`` rows in its transaction, after the last is confirmed: no committed row names an absent object.
 4. One last transaction writes the tables, rows and history and flips the row to ``ready``: the report is visible
    whole or not at all. Pushing the same content again under the same name stores nothing.
 """
@@ -37,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..results import Result
 from ..errors import CorruptionError, InvalidArgumentError, ReportExistsError, TeamStoreError
 from ..store import blobs, codec as codec_mod, engine as engine_mod
-from . import gc, server, tables
+from . import gc, objects, server, tables
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
@@ -45,6 +48,9 @@ if TYPE_CHECKING:  # pragma: no cover
 Progress = Callable[[int, int], None]
 #: Bytes of chunks per upload transaction: few commits for the bytes sent, and a kill loses little.
 BATCH_BYTES = 64 << 20
+#: Objects in flight to object storage per upload connection (read, checked and sent by the push's jobs x
+#: PUTS_PER_JOB put threads): a push holds at most that many chunks in memory, whatever the report's size.
+PUTS_PER_JOB = 4
 
 
 @dataclass(frozen=True)
@@ -293,12 +299,13 @@ def _write_references(conn: "psycopg.Connection[Any]", report_id: int, chunks: S
                 copy.write_row((report_id, c.chunk_id, c.digest, c.codec, c.crc32, c.nbytes))
 
 
-def _missing(conn: "psycopg.Connection[Any]", report_id: int) -> set[int]:
-    """The chunk ids of this report whose bytes the store lacks, read under the collector's shared lock."""
+def _missing(conn: "psycopg.Connection[Any]", report_id: int, held_in: str) -> set[int]:
+    """The chunk ids of this report whose bytes the store lacks (no row in ``held_in``, ``team_chunk`` or
+    ``team_object``), read under the collector's shared lock."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (server.GC_LOCK,))
         return {r[0] for r in conn.execute(
-            "SELECT rc.chunk_id FROM team_report_chunk rc LEFT JOIN team_chunk c"
+            f"SELECT rc.chunk_id FROM team_report_chunk rc LEFT JOIN {held_in} c"
             " ON c.digest = rc.digest AND c.codec = rc.codec AND c.crc32 = rc.crc32"
             " WHERE rc.report_id = %s AND c.digest IS NULL", (report_id,))}
 
@@ -311,11 +318,39 @@ _INSERT_CHUNK = ("INSERT INTO team_chunk (digest, codec, crc32, nbytes, data) VA
                  " ON CONFLICT DO NOTHING")
 
 
+class _Putters:
+    """The threads that read, check and upload objects for every upload connection of a push (jobs x PUTS_PER_JOB:
+    one pool, so that while one connection waits for its batch's last objects the others' keep it busy), each with
+    its own read-only connection to the report."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        self.path = path
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="reportdb-push-put")
+        self.local = threading.local()
+        self.opened: list[Any] = []
+        self.lock = threading.Lock()
+
+    def connection(self) -> Any:
+        """This thread's connection to the report (opened on its first chunk)."""
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = engine_mod.connect(self.path, readonly=True)
+            with self.lock:
+                self.opened.append(conn)
+        return conn
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        for conn in self.opened:
+            conn.close()
+
+
 class _Uploader:
     """One upload connection (and its own read-only connection to the report): step 3, one batch at a time."""
 
-    def __init__(self, store: server.StoreURL, path: Path, report_id: int) -> None:
-        self.store, self.path, self.report_id = store, path, report_id
+    def __init__(self, store: server.StoreURL, path: Path, report_id: int, bucket: objects.ObjectStore | None,
+                 putters: _Putters | None) -> None:
+        self.store, self.path, self.report_id, self.bucket, self.putters = store, path, report_id, bucket, putters
         self.pg = server.connect(store)
         self.sqlite = engine_mod.connect(path, readonly=True)
         self.address = blobs.address_kind(self.sqlite)
@@ -334,8 +369,11 @@ class _Uploader:
             if held is None:  # deleted (or collected as stale): uploading on would leave chunks nothing references
                 raise TeamStoreError(f"{self.store.display}: the report being pushed was deleted meanwhile; push it again")
             present = {(bytes(r[0]), r[1], r[2]) for r in self.pg.execute(
-                "SELECT digest, codec, crc32 FROM team_chunk WHERE digest = ANY(%s)", ([c.digest for c in batch],))}
+                f"SELECT digest, codec, crc32 FROM {'team_chunk' if self.bucket is None else 'team_object'}"
+                " WHERE digest = ANY(%s)", ([c.digest for c in batch],))}
             todo = [c for c in batch if (c.digest, c.codec, c.crc32) not in present]
+            if self.bucket is not None and self.putters is not None:
+                return self._put_objects(self.bucket, self.putters, todo)
             stored = stored_bytes = 0
             cursor = self.pg.cursor()
             ahead = self.reader.submit(self._checked, todo[0]) if todo else None
@@ -347,6 +385,25 @@ class _Uploader:
                 if cursor.rowcount == 1:  # 0: another push stored it first (skipped)
                     stored, stored_bytes = stored + 1, stored_bytes + len(data)
         return stored, stored_bytes
+
+    def _put_objects(self, bucket: objects.ObjectStore, putters: _Putters, todo: Sequence[ChunkRef]) -> tuple[int, int]:
+        """The batch's chunks as objects, on the push's put threads (a queued chunk holds no bytes: each is read
+        when a thread takes it), each confirmed (``ObjectStore.put``); then their ``team_object`` rows, in the
+        batch's transaction: a row is only ever written for a confirmed object."""
+        for _ in objects.ordered(todo, lambda ref: self._put(bucket, putters, ref), len(todo), putters.pool):
+            pass
+        inserted = self.pg.execute(
+            "INSERT INTO team_object (digest, codec, crc32, nbytes, stored) SELECT * FROM unnest(%s::bytea[],"
+            " %s::text[], %s::int8[], %s::int8[], %s::int8[]) ON CONFLICT DO NOTHING RETURNING stored",
+            ([c.digest for c in todo], [c.codec for c in todo], [c.crc32 for c in todo], [c.nbytes for c in todo],
+             [c.stored for c in todo])).fetchall()
+        return len(inserted), sum(int(r[0]) for r in inserted)
+
+    def _put(self, bucket: objects.ObjectStore, putters: _Putters, ref: ChunkRef) -> None:
+        """Read and check one chunk (on this thread's own connection to the report) and upload it, confirmed."""
+        data = blobs.chunk_bytes(putters.connection(), ref.chunk_id)
+        _check_chunk(ref, data, self.path, self.address)
+        bucket.put(bucket.key(ref.digest, ref.codec, ref.crc32), data, ref.crc32)
 
     def _checked(self, ref: ChunkRef) -> bytes:
         """A chunk's stored bytes, read from the report and checked (``_check_chunk``)."""
@@ -374,7 +431,7 @@ def _batches(chunks: Sequence[ChunkRef]) -> list[list[ChunkRef]]:
 
 
 def _upload(store: server.StoreURL, path: Path, report_id: int, todo: list[ChunkRef], jobs: int,
-            progress: Progress | None, heartbeat: Callable[[], None]) -> tuple[int, int]:
+            progress: Progress | None, heartbeat: Callable[[], None], bucket: objects.ObjectStore | None) -> tuple[int, int]:
     """Step 3 over ``jobs`` connections; progress is reported, and the staging row marked active (``heartbeat``),
     from this thread after each batch."""
     batches = _batches(todo)
@@ -386,12 +443,13 @@ def _upload(store: server.StoreURL, path: Path, report_id: int, todo: list[Chunk
         return 0, 0
     local = threading.local()
     uploaders: list[_Uploader] = []
+    putters = None if bucket is None else _Putters(path, jobs * PUTS_PER_JOB)
     lock = threading.Lock()
 
     def work(batch: list[ChunkRef]) -> tuple[int, int]:
         uploader = getattr(local, "uploader", None)
         if uploader is None:
-            uploader = local.uploader = _Uploader(store, path, report_id)
+            uploader = local.uploader = _Uploader(store, path, report_id, bucket, putters)
             with lock:
                 uploaders.append(uploader)
         return uploader.upload(batch)
@@ -413,6 +471,8 @@ def _upload(store: server.StoreURL, path: Path, report_id: int, todo: list[Chunk
     finally:
         for uploader in uploaders:
             uploader.close()
+        if putters is not None:
+            putters.close()
     return sent, sent_bytes
 
 
@@ -422,7 +482,7 @@ def _heartbeat(conn: "psycopg.Connection[Any]", report_id: int) -> None:
         conn.execute("UPDATE team_report SET pushed_at = now() WHERE id = %s AND state = 'staging'", (report_id,))
 
 
-def _publish(conn: "psycopg.Connection[Any]", report_id: int, snap: _Snapshot, display: str) -> bool:
+def _publish(conn: "psycopg.Connection[Any]", report_id: int, snap: _Snapshot, display: str, held_in: str) -> bool:
     """Step 4, one transaction: tables, rows, history, and the row made ``ready``. False when a concurrent push of the
     same content published it first; an error when the staging row was deleted meanwhile."""
     with conn.transaction():
@@ -433,7 +493,7 @@ def _publish(conn: "psycopg.Connection[Any]", report_id: int, snap: _Snapshot, d
         if row[0] == "ready":
             return False
         lacking = conn.execute(
-            "SELECT COUNT(*) FROM team_report_chunk rc LEFT JOIN team_chunk c"
+            f"SELECT COUNT(*) FROM team_report_chunk rc LEFT JOIN {held_in} c"
             " ON c.digest = rc.digest AND c.codec = rc.codec AND c.crc32 = rc.crc32"
             " WHERE rc.report_id = %s AND c.digest IS NULL", (report_id,)).fetchone()
         if lacking and lacking[0]:
@@ -467,12 +527,14 @@ def _publish(conn: "psycopg.Connection[Any]", report_id: int, snap: _Snapshot, d
 
 def push(
     report: str | os.PathLike[str], url: str, *, name: str | None = None, tags: Sequence[str] = (), jobs: int = 2,
-    progress: Progress | None = None, stale_after: timedelta | float | None = None,
+    progress: Progress | None = None, stale_after: timedelta | float | None = None, chunks: str | None = None,
 ) -> PushResult:
     """Push the report (a folder or its database) to the store at ``url`` under ``name`` (or the name the URL ends
     with, or the report folder's name). ``progress(done_bytes, total_bytes)`` is called as chunks are uploaded.
-    First, the staging rows of pushes killed more than ``stale_after`` ago (a day by default, see ``gc.py``) are
-    collected with the chunks only they referenced."""
+    ``chunks`` (``s3://BUCKET/PREFIX``) makes a new store keep its chunk bytes in that bucket (``objects.py``); the
+    store remembers it, so it is never needed again (given, it must be the same). First, the staging rows of pushes
+    killed more than ``stale_after`` ago (a day by default, see ``gc.py``) are collected with the chunks only they
+    referenced."""
     from ..report import resolve_path
 
     started = time.perf_counter()
@@ -492,16 +554,18 @@ def push(
     conn = server.connect(store)
     try:
         server.ensure_schema(conn, store, create=True)
-        result.stale_collected = gc.collect_stale(conn, store, age)[0]
+        bucket = objects.adopt(conn, store, chunks, connections=jobs * PUTS_PER_JOB + 4)
+        held_in = "team_chunk" if bucket is None else "team_object"
+        result.stale_collected = gc.collect_stale(conn, store, age, bucket)[0]
         with server.mapped(store, f"pushing {chosen!r}"):
             report_id, todo = _claim(conn, chosen, snap, tag_list, store.display)
             if todo:
                 _write_references(conn, report_id, snap.chunks)
-                missing = _missing(conn, report_id)
+                missing = _missing(conn, report_id, held_in)
                 sent, sent_bytes = _upload(store, path, report_id, [c for c in snap.chunks if c.chunk_id in missing],
-                                           jobs, progress, lambda: _heartbeat(conn, report_id))
+                                           jobs, progress, lambda: _heartbeat(conn, report_id), bucket)
                 result.chunks_uploaded, result.bytes_uploaded = sent, sent_bytes
-                result.created = _publish(conn, report_id, snap, store.display)
+                result.created = _publish(conn, report_id, snap, store.display, held_in)
     finally:
         conn.close()
     result.seconds = time.perf_counter() - started

@@ -8,7 +8,8 @@ window, only those it spans, in only the shards it overlaps) from the server by 
 checked against its row before it is stored, into that file, then runs the very code a local report runs: the same row checks,
 crc32 on every read, window planning, ORM ``session()`` with the models of ``reportdb.models``, statistics. So a
 remote report answers as the pulled file would, report tables of every age included, and costs the server only what
-is read. The private file is deleted on ``close()``; chunks read stay cached in it until then.
+is read. The private file is deleted on ``close()``; chunks read stay cached in it until then. In a store keeping
+chunk bytes in object storage, a read fetches the objects of the chunks it needs instead, checked the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
 from ..chunk_source import ChunkSource, ShardRead
@@ -27,7 +28,7 @@ from ..errors import CorruptionError
 from ..report import Report
 from ..results import ReportSummary
 from ..store import blobs, engine as engine_mod, windows
-from . import server
+from . import objects, server
 from .pull import build, find, prove_chunk, view_loader
 
 
@@ -47,8 +48,9 @@ class RemoteChunks(ChunkSource):
         self._folder = Path(tempfile.mkdtemp(prefix="reportdb-remote-"))
         try:
             self._found = find(self._pg, store, store.name)
+            self._bucket = objects.open_store(self._pg, store)
             self.path = self._folder / "db.sqlite"
-            build(self._pg, store, self._found, self.path, with_data=False)
+            build(self._pg, store, self._found, self.path, with_data=False, bucket=self._bucket)
             self._fill = engine_mod.connect(self.path, readonly=False)
         except BaseException:
             self._pg.close()
@@ -94,35 +96,65 @@ class RemoteChunks(ChunkSource):
             return
         named = f"{self.url}: report {self.name!r}, {what}"
         with server.mapped(self._store, f"reading {what} of {self.name!r}"), self._pg.transaction():
-            cursor = self._pg.cursor()
-            cursor.adapters.register_loader("bytea", view_loader())
-            with cursor.copy(
-                "COPY (SELECT rc.chunk_id, octet_length(c.data)::int8, CASE WHEN octet_length(c.data) <= LEAST(rc.nbytes,"
-                " %s) THEN c.data END FROM team_report_chunk rc JOIN team_chunk c ON c.digest = rc.digest"
-                " AND c.codec = rc.codec AND c.crc32 = rc.crc32 WHERE rc.report_id = %s AND rc.chunk_id = ANY(%s))"
-                " TO STDOUT (FORMAT BINARY)", (blobs.MAX_CHUNK_SIZE, self._found.id, list(expected)),
-            ) as copy:
-                copy.set_types(["int8", "int8", "bytea"])
-                self._fill.execute("BEGIN")
-                added: list[int] = []
-                try:
-                    for chunk_id, size, data in copy.rows():
-                        nbytes, compressed, address, crc = expected.pop(chunk_id, (None, None, None, None))
-                        if nbytes is None or data is None or len(data) != size or not (
-                                size == nbytes if compressed is None else 0 < size <= nbytes):
-                            raise CorruptionError(
-                                f"{named}: the store sent chunk {chunk_id} with {size} bytes, which its row "
-                                f"({'not asked for' if nbytes is None else f'{nbytes} bytes'}) does not allow; refused")
-                        prove_chunk((chunk_id, address, nbytes, crc, compressed, size, data), self._chunk_address, named)
-                        self._fill.execute("UPDATE rdb_chunk SET data = ? WHERE id = ?", (data, chunk_id))
-                        added.append(chunk_id)
-                    if expected:
-                        raise CorruptionError(f"{named}: the store lacks {len(expected)} of its chunks; push the report again")
-                    self._fill.execute("COMMIT")
-                except BaseException:
-                    self._fill.execute("ROLLBACK")
-                    raise
-                self._filled.update(added)
+            if self._bucket is None:
+                cursor = self._pg.cursor()
+                cursor.adapters.register_loader("bytea", view_loader())
+                with cursor.copy(
+                    "COPY (SELECT rc.chunk_id, octet_length(c.data)::int8, CASE WHEN octet_length(c.data) <= LEAST("
+                    "rc.nbytes, %s) THEN c.data END FROM team_report_chunk rc JOIN team_chunk c ON c.digest = rc.digest"
+                    " AND c.codec = rc.codec AND c.crc32 = rc.crc32 WHERE rc.report_id = %s AND rc.chunk_id = ANY(%s))"
+                    " TO STDOUT (FORMAT BINARY)", (blobs.MAX_CHUNK_SIZE, self._found.id, list(expected)),
+                ) as copy:
+                    copy.set_types(["int8", "int8", "bytea"])
+                    self._store_chunks(copy.rows(), expected, named)
+            else:
+                sizes = self._pg.execute(
+                    "SELECT rc.chunk_id, c.stored FROM team_report_chunk rc JOIN team_object c ON c.digest = rc.digest"
+                    " AND c.codec = rc.codec AND c.crc32 = rc.crc32 WHERE rc.report_id = %s AND rc.chunk_id = ANY(%s)",
+                    (self._found.id, list(expected))).fetchall()
+                self._store_chunks(self._objects(sizes, expected, named), expected, named)
+
+    def _objects(self, sizes: list[tuple[Any, Any]], expected: dict[int, tuple[Any, ...]],
+                 named: str) -> Iterator[tuple[Any, Any, Any]]:
+        """(chunk id, size, bytes) of the chunks ``sizes`` lists (id, object size), fetched from the bucket by the
+        address, codec and crc32 of this copy's proven row; a size its row does not allow is not fetched (None)."""
+        assert self._bucket is not None
+        bucket = self._bucket
+
+        def fetch(item: tuple[Any, Any]) -> bytes | None:
+            chunk_id, size = item
+            nbytes, compressed, address, crc = expected.get(chunk_id, (None, None, None, None))
+            if nbytes is None or type(size) is not int or not (size == nbytes if compressed is None else 0 < size <= nbytes):
+                return None
+            return bucket.get(bucket.key(address, compressed or "", crc), size, f"{named}, chunk {chunk_id}")
+
+        for (chunk_id, size), data in objects.ordered(sizes, fetch):
+            yield chunk_id, size, data
+
+    def _store_chunks(self, received: Iterable[tuple[Any, Any, Any]], expected: dict[int, tuple[Any, ...]],
+                      named: str) -> None:
+        """Write the (chunk id, size, bytes) the store sent into this copy, each checked against the copy's row
+        before it is stored (see ``fetch``), in one transaction: all of them or none."""
+        self._fill.execute("BEGIN")
+        added: list[int] = []
+        try:
+            for chunk_id, size, data in received:
+                nbytes, compressed, address, crc = expected.pop(chunk_id, (None, None, None, None))
+                if nbytes is None or data is None or len(data) != size or not (
+                        size == nbytes if compressed is None else 0 < size <= nbytes):
+                    raise CorruptionError(
+                        f"{named}: the store sent chunk {chunk_id} with {size} bytes, which its row "
+                        f"({'not asked for' if nbytes is None else f'{nbytes} bytes'}) does not allow; refused")
+                prove_chunk((chunk_id, address, nbytes, crc, compressed, size, data), self._chunk_address, named)
+                self._fill.execute("UPDATE rdb_chunk SET data = ? WHERE id = ?", (data, chunk_id))
+                added.append(chunk_id)
+            if expected:
+                raise CorruptionError(f"{named}: the store lacks {len(expected)} of its chunks; push the report again")
+            self._fill.execute("COMMIT")
+        except BaseException:
+            self._fill.execute("ROLLBACK")
+            raise
+        self._filled.update(added)
 
     def store_problems(self) -> list[str]:
         """The server's check of the chunks: every chunk the report references is stored, with the size its row gives
@@ -130,7 +162,7 @@ class RemoteChunks(ChunkSource):
         with server.mapped(self._store, f"checking {self.name!r}"), self._pg.transaction():
             row = self._pg.execute(
                 "SELECT COUNT(*) FILTER (WHERE c.digest IS NULL), COUNT(*) FILTER (WHERE c.nbytes <> rc.nbytes)"
-                " FROM team_report_chunk rc LEFT JOIN team_chunk c ON c.digest = rc.digest AND c.codec = rc.codec"
+                f" FROM team_report_chunk rc LEFT JOIN {'team_chunk' if self._bucket is None else 'team_object'} c ON c.digest = rc.digest AND c.codec = rc.codec"
                 " AND c.crc32 = rc.crc32 WHERE rc.report_id = %s", (self._found.id,)).fetchone()
         problems = []
         if row and row[0]:

@@ -17,6 +17,9 @@ The layout follows what is shared and what is not:
   holding floats, text in an integer column), with rowids, declared types and collations that a typed PostgreSQL
   table would change, so ``pull`` could not give the file back exactly; and ttnn-visualizer's queries are SQLite
   SQL. A remote report is read through a private SQLite copy of these rows (``remote.py``).
+- ``team_object``: in a store that keeps chunk bytes in object storage (``objects.py``), one row per object
+  uploaded and confirmed, with the chunk key and the object's size; ``team_chunk`` then stays empty. The row is
+  written in the transaction after the upload is confirmed, so a row always names an object that was there.
 - ``team_history``: each report's operation outputs with their golden comparisons, extracted at push time, so the
   metrics of one operation across a thousand runs are one indexed query.
 """
@@ -29,8 +32,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 
-#: The version of the tables below; a store made by a newer reportdb is refused (see ``server.ensure_schema``).
-SCHEMA_VERSION = 1
+#: The newest version of the tables below this code reads; a store made by a newer reportdb is refused (see
+#: ``server.ensure_schema``). A store keeping its chunks in PostgreSQL is marked BASE_VERSION (every reportdb with a
+#: team store reads it); one keeping them in object storage is marked 2, which older versions refuse.
+SCHEMA_VERSION = 2
+BASE_VERSION = 1
 
 metadata = MetaData()
 
@@ -108,6 +114,17 @@ report_chunk = Table(
     Column("nbytes", BigInteger, nullable=False),
     PrimaryKeyConstraint("report_id", "chunk_id"),
     Index("ix_team_report_chunk_key", "digest", "codec", "crc32"),
+)
+
+object_ = Table(
+    "team_object", metadata,
+    Column("digest", _BYTES, nullable=False),
+    Column("codec", Text, nullable=False),
+    Column("crc32", BigInteger, nullable=False),
+    Column("nbytes", BigInteger, nullable=False),  # the chunk's raw size
+    Column("stored", BigInteger, nullable=False),  # the object's size (the chunk's stored bytes)
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("digest", "codec", "crc32"),
 )
 
 history = Table(

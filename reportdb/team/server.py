@@ -150,6 +150,14 @@ def _ddl() -> list[str]:
     return statements + list(schema.POSTGRES_AFTER_CREATE)
 
 
+def object_ddl() -> list[str]:
+    """The statements that add ``team_object`` to a store made before it existed (none when it is there)."""
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.schema import CreateTable
+
+    return [str(CreateTable(schema.object_, if_not_exists=True).compile(dialect=postgresql.dialect()))]
+
+
 def ensure_schema(conn: "psycopg.Connection[Any]", store: StoreURL, *, create: bool) -> bool:
     """Whether the store's tables exist (made here when ``create``, under an advisory lock, so concurrent first
     pushes do not race); a store made by a newer reportdb is refused. Commits."""
@@ -162,7 +170,7 @@ def ensure_schema(conn: "psycopg.Connection[Any]", store: StoreURL, *, create: b
                 return False
             for statement in _ddl():
                 conn.execute(statement.encode())
-            conn.execute("INSERT INTO team_meta (key, value) VALUES ('schema_version', %s)", (str(schema.SCHEMA_VERSION),))
+            conn.execute("INSERT INTO team_meta (key, value) VALUES ('schema_version', %s)", (str(schema.BASE_VERSION),))
             return True
         row = conn.execute("SELECT value FROM team_meta WHERE key='schema_version'").fetchone()
     version = row[0] if row else None
