@@ -69,6 +69,7 @@ from ..errors import ComparisonError, PolicyError, excerpt
 from ..numeric.fit import fit_note
 from ..numeric.tolerances import BLOCK_FLOATS, canonical_dtype, dtype_tolerances, significand_bits
 from ..results import Result
+from .references import lookup
 
 if TYPE_CHECKING:
     from ..numeric.metrics import Comparison
@@ -91,7 +92,8 @@ MAX_GLOB_CHARS = 256
 #: The most bytes of a policy file: MAX_RULES rules with every criterion and a comment line each take ~250 KB;
 #: four times that leaves room for long comments and is parsed in well under a second.
 MAX_POLICY_BYTES = 1 << 20
-_CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db", "tile_sqnr_db")
+_CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db", "tile_sqnr_db",
+             "bitwise")
 #: How many dB below one rounding's SQNR a tile's may fall by default, and the cap (module docstring).
 _TILE_ALLOWANCE_DB = 11.0
 _TILE_CAP_DB = 26.0
@@ -109,11 +111,16 @@ class Criteria(Result):
     max_mismatch_fraction: float | None = None
     sqnr_db: float | None = None
     tile_sqnr_db: float | None = None
+    bitwise: bool | None = None
 
     @property
     def checks_allclose(self) -> bool:
         """Whether the element-wise ``|a - b| <= atol + rtol |b|`` test is a criterion here."""
         return self.rtol is not None or self.atol is not None or self.max_mismatch_fraction is not None
+
+
+#: The built-in rule's criteria for an operation that only moves or keeps values (:func:`builtin_rule`).
+_BITWISE = Criteria(bitwise=True)
 
 
 @dataclass(frozen=True)
@@ -254,39 +261,46 @@ class Policy:
         """The first rule matching ``op`` and ``dtype``, None when the defaults apply."""
         return next((r for r in self.rules if r.matches(op, dtype)), None)
 
-    def criteria_for(self, op: str | None, dtype: str) -> Criteria:
-        """The criteria of the first matching rule, else the dtype's defaults."""
-        rule = self.rule_for(op, dtype)
+    def criteria_for(self, op: str | None, dtype: str, *, accumulated: bool = False) -> Criteria:
+        """The criteria of the first matching rule, else the built-in value-keeping rule's (:func:`builtin_rule`;
+        not when ``accumulated``, see :meth:`judge`), else the dtype's defaults."""
+        rule = self.rule_for(op, dtype) or (None if accumulated else builtin_rule(op, dtype))
         criteria = rule.criteria if rule is not None else dtype_defaults(dtype)[0]
         if self.overrides is None:
             return criteria
         return replace(criteria, **{k: v for k, v in self.overrides.to_dict().items() if v is not None})
 
-    def tolerances(self, op: str | None, dtype: str) -> tuple[float, float]:
-        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's."""
-        criteria = self.criteria_for(op, dtype)
-        rtol, atol = dtype_defaults(dtype)[1]
+    def tolerances(self, op: str | None, dtype: str, *, accumulated: bool = False) -> tuple[float, float]:
+        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's, or 0
+        under a ``bitwise`` criterion (the allclose count is then the number of elements whose values differ)."""
+        criteria = self.criteria_for(op, dtype, accumulated=accumulated)
+        rtol, atol = (0.0, 0.0) if criteria.bitwise else dtype_defaults(dtype)[1]
         return (rtol if criteria.rtol is None else criteria.rtol, atol if criteria.atol is None else criteria.atol)
 
-    def pcc_threshold(self, op: str | None, dtype: str) -> float:
+    def pcc_threshold(self, op: str | None, dtype: str, *, accumulated: bool = False) -> float:
         """The PCC threshold a comparison's own ``passed`` uses: the criteria's, else 0.99."""
-        pcc = self.criteria_for(op, dtype).pcc
+        pcc = self.criteria_for(op, dtype, accumulated=accumulated).pcc
         return 0.99 if pcc is None else pcc
 
-    def judge(self, comparison: "Comparison", *, op: str | None, dtype: str) -> Verdict:
+    def judge(self, comparison: "Comparison", *, op: str | None, dtype: str, accumulated: bool = False) -> Verdict:
         """Judge a comparison (made at :meth:`tolerances`, as every reportdb comparison under a policy is).
+
+        ``accumulated``: the expected side carries error made before this operation (a global golden, another run):
+        the built-in value-keeping rule does not apply, as it does not where the two sides' stored dtypes differ (a
+        chain's float32 values against a bfloat16 output: see the module docstring).
 
         ComparisonError when an element-wise criterion applies but the comparison counted its mismatches at other
         tolerances: its count would not answer the policy's question.
         """
-        criteria = self.criteria_for(op, dtype)
+        same = comparison.dtype_a == comparison.dtype_b
+        criteria = self.criteria_for(op, dtype, accumulated=accumulated or not same)
         if comparison.shape_mismatch:
             return Verdict(False, ("shape",), criteria)
         failed: list[str] = []
         if comparison.nonfinite_mismatch:
             failed.append("nonfinite")
         if criteria.checks_allclose:
-            rtol, atol = self.tolerances(op, dtype)
+            rtol, atol = self.tolerances(op, dtype, accumulated=accumulated or not same)
             if not (math.isclose(comparison.rtol, rtol) and math.isclose(comparison.atol, atol, abs_tol=1e-300)):
                 raise ComparisonError(
                     f"the comparison counted mismatches at rtol={comparison.rtol}, atol={comparison.atol}; the policy "
@@ -294,6 +308,9 @@ class Policy:
                 )
         notes: list[str] = []
         failed.extend(_failed_criteria(comparison, criteria, notes))
+        if "bitwise" in failed and self.rule_for(op, dtype) is None:  # the built-in rule's: say why it applies
+            notes = [f"{n}; {op} only moves or keeps values, so the built-in rule holds it to the expected bits (a rule "
+                     "in your policy can relax it)" if n.startswith("bitwise:") else n for n in notes]
         worst = getattr(comparison, "worst_tile", None)
         return Verdict(not failed, tuple(failed), criteria, None if worst is None else tuple(worst), tuple(notes))
 
@@ -331,7 +348,42 @@ def _failed_criteria(m: "Comparison", c: Criteria, notes: list[str]) -> list[str
             failed.append("sqnr_db")
     if c.tile_sqnr_db is not None and count and getattr(m, "tile_shape", None) is not None:
         failed.extend(_tile_failure(m, c.tile_sqnr_db, notes))
+    if c.bitwise and not m.bitwise_equal:
+        failed.append("bitwise")
+        notes.append(f"bitwise: {_bit_difference(m)}")
     return failed
+
+
+def _bit_difference(m: "Comparison") -> str:
+    """What keeps ``m``'s two sides from holding the same bits, in a phrase: how many values differ and by how much,
+    the NaN/Inf positions that differ, or (every value equal) a zero's sign or a NaN's payload."""
+    if m.dtype_a != m.dtype_b:
+        return f"the output is {m.dtype_a} and the expected side {m.dtype_b}: their bits cannot be equal"
+    if m.bitwise_equal is None:
+        return "the comparison did not record whether the bits are equal"
+    differ = []
+    if m.max_abs_error or m.allclose_mismatches:
+        counted = m.rtol == 0 and m.atol == 0 and m.allclose_mismatches is not None
+        many = f"{m.allclose_mismatches:,} of {m.count or 0:,} values differ" if counted else "values differ"
+        differ.append(f"{many} (max |error| {m.max_abs_error or 0:g}, {m.ulp_max or 0} ulp)")
+    if m.nan_mismatches or m.inf_mismatches:
+        differ.append(f"{m.nan_mismatches or 0:,} NaN and {m.inf_mismatches or 0:,} Inf positions differ")
+    if differ:
+        return "; ".join(differ)
+    return "every value equals the expected one but not every bit: a zero's sign (-0.0 against 0.0) or a NaN's payload"
+
+
+def builtin_rule(op: str | None, dtype: str) -> Rule | None:
+    """The built-in rule for an output of ``op`` in ``dtype``, matched after a policy's own rules: ``bitwise`` for an
+    operation that only moves or keeps values (its reference declares ``keeps_values``: ``references.keeping_values()``
+    lists them) in any dtype but a block float, whose repacking into new shared-exponent blocks changes values (module
+    docstring); None for every other operation, which the dtype's defaults judge."""
+    if op is None or canonical_dtype(dtype) in BLOCK_FLOATS:
+        return None
+    known = lookup(op)
+    if known is None or not known.keeps_values:
+        return None
+    return Rule(op, None, _BITWISE, "built-in: an operation that only moves or keeps values")
 
 
 def _tile_failure(m: "Comparison", bound: float, notes: list[str]) -> list[str]:
@@ -374,9 +426,14 @@ def _rule(table: Any, where: str) -> Rule:
         raise PolicyError(f"{where}: 'op' must be a non-empty glob string, like \"ttnn.matmul\" or \"*\"")
     if dtype is not None and not isinstance(dtype, str):
         raise PolicyError(f"{where}: 'dtype' must be a string, like \"BFLOAT16\"")
-    values: dict[str, float] = {}
+    values: dict[str, Any] = {}
     for key in _CRITERIA:
         if key not in table:
+            continue
+        if key == "bitwise":
+            if not isinstance(table[key], bool):
+                raise PolicyError(f"{where}: bitwise must be true or false, not {excerpt(table[key])}")
+            values[key] = table[key]
             continue
         value = _number(table[key])
         if value is None:
@@ -388,7 +445,7 @@ def _rule(table: Any, where: str) -> Rule:
         if key == "max_mismatch_fraction" and value > 1:
             raise PolicyError(f"{where}: max_mismatch_fraction is a fraction in [0, 1], not {excerpt(table[key])}")
         values[key] = value
-    if not values:
+    if not any(v is not False for v in values.values()):  # bitwise = false alone asks nothing
         raise PolicyError(f"{where}: the rule has no criteria; give any of {', '.join(_CRITERIA)}")
     return Rule(op, dtype, Criteria(**values), where)
 
