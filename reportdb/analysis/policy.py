@@ -505,16 +505,19 @@ def as_policy(policy: "Policy | str | Path | None") -> Policy:
     raise PolicyError(f"a policy is a reportdb Policy or a TOML file's path, not {type(policy).__name__}")
 
 
-def judge_stored(policy: "Policy | str | Path | None", metrics: Mapping[str, Any], op: str | None) -> Verdict | None:
+def judge_stored(
+    policy: "Policy | str | Path | None", metrics: Mapping[str, Any], op: str | None, *, accumulated: bool = False
+) -> Verdict | None:
     """Judge a stored metric vector (a ``Comparison.to_dict()``, as ``rdb_comparison`` and the team store keep) by its
-    actual dtype; None when it cannot be (counted at other tolerances than the policy asks, or not a metric vector)."""
+    actual dtype (``accumulated``: a global record's, see :meth:`Policy.judge`); None when it cannot be (counted at
+    other tolerances than the policy asks, or not a metric vector)."""
     from ..numeric.metrics import Comparison
 
     names = {f.name for f in fields(Comparison)}
     try:
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in metrics.items() if k in names}
         comparison = Comparison(**values)
-        return as_policy(policy).judge(comparison, op=op, dtype=str(metrics.get("dtype_a", "")))
+        return as_policy(policy).judge(comparison, op=op, dtype=str(metrics.get("dtype_a", "")), accumulated=accumulated)
     except (TypeError, ComparisonError):
         return None
 
