@@ -14,7 +14,7 @@ import pytest
 
 import reportdb
 from reportdb.analysis import references
-from reportdb.analysis.policy import Policy, PolicyError, builtin_rule
+from reportdb.analysis.policy import Policy, PolicyError, builtin_rule, judge_stored
 from reportdb.numeric import fidelity
 from reportdb.numeric.metrics import compare
 
@@ -179,3 +179,15 @@ def test_replay_golden_and_runs_agree(tmp_path: Path) -> None:
             w.add_operation(op_id, name, inputs=[1], outputs=[op_id + 1])
     runs = reportdb.compare_runs(path, other)
     assert [r.verdict for r in runs.rows] == ["within_tolerance"] * 3 and runs.first_divergence is None
+
+
+def test_a_stored_metric_vector_is_judged_the_same_way() -> None:
+    """The team store's history judges stored metrics (``judge_stored``): a local record's exactly, a global one's by
+    the dtype's defaults, as compare --golden does."""
+    x = values()
+    rtol, atol = POLICY.tolerances("ttnn.reshape", "BFLOAT16")
+    stored = compare(bits_changed(x, 700, delta=1), x, rtol=rtol, atol=atol).to_dict()
+    local = judge_stored(None, stored, "ttnn.reshape")
+    assert local is not None and local.failed == ("bitwise",)
+    accumulated = judge_stored(None, stored, "ttnn.reshape", accumulated=True)
+    assert accumulated is not None and accumulated.passed

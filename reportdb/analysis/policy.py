@@ -1,8 +1,9 @@
 """One tolerance policy decides every pass/fail verdict: in the CLI, the Python API, the page and the team store.
 
 A policy is a list of rules matched in order by operation name (a glob) and dtype, each holding criteria; an output
-is judged by the first rule that matches it, else by its dtype's defaults. All of a rule's criteria must hold, and
-whatever the criteria, a shape change or a NaN/Inf where the other side has none fails (``"shape"``, ``"nonfinite"``).
+is judged by the first rule that matches it, else by the built-in rule for operations that keep values (below), else
+by its dtype's defaults. All of a rule's criteria must hold, and whatever the criteria, a shape change or a NaN/Inf
+where the other side has none fails (``"shape"``, ``"nonfinite"``).
 
 Criteria (each optional): ``pcc`` (the minimum Pearson correlation), ``rtol``/``atol`` with ``max_mismatch_fraction``
 (at most that fraction of elements outside ``|a - b| <= atol + rtol * |b|``; 0 when only rtol/atol are given),
@@ -11,7 +12,30 @@ Criteria (each optional): ``pcc`` (the minimum Pearson correlation), ``rtol``/``
 dims, each tile's golden energy floored at its share of the tensor's, ``numeric/tiles.py``: one wrong tile fails
 the output, and the verdict names it in ``worst_tile`` and says what it saw in ``notes``). The ``pcc`` criterion also
 requires the fitted line ``b ~ k*a + c`` to be the identity (``"scale_or_offset"``), except for the systematic shrink
-math fidelity's operand truncation causes (``numeric/fit.py``), which passes with a note.
+math fidelity's operand truncation causes (``numeric/fit.py``), which passes with a note. ``bitwise = true``: the
+output holds the expected side's bits (``Comparison.bitwise_equal``: the same dtype and bytes), so a zero's sign and a
+NaN's payload count; the comparison then counts mismatches at rtol = atol = 0, and the note says how many values differ,
+or that only bits do.
+
+Operations that only move or keep values (clone, copy, move, reshape/view, squeeze/unsqueeze, permute, transpose,
+concat, stack, slice, split/chunk, pad with its fill, repeat, expand, to_layout/tilize/untilize, the sharded and
+interleaved conversions, reshard, reallocate, to_memory_config, all_gather and mesh_partition, embedding, gather and
+scatter, slice_write and the KV-cache updates' copied rows: the references declaring ``keeps_values``, listed by
+``references.keeping_values()``) get a built-in rule, ``bitwise = true``, matched after the policy's own rules (one
+relaxes it as any rule replaces the defaults). A correct device moves their bytes (NoC reads and writes, the packer's
+copy of a tile), so one element one ulp off is a bug a float tolerance would pass (1 in 2,048 off by 1.0 keeps a
+clone's tile SQNR near 30 dB). -0.0 against 0.0 and a NaN's payload fail too: a copy keeps them, so a change means the
+values went through arithmetic (``x + 0.0`` turns -0.0 into 0.0) or were corrupted, and later operations see it (1/x
+gives -inf or inf, signbit, a sort's total order). The rule does not apply, and the dtype's defaults judge, where:
+
+* the output is a block float (BFLOAT8_B, BFLOAT4_B): moving values regroups them into new 16-value blocks whose
+  shared exponent re-encodes them, as a typecast does (typecast itself keeps no values and has no such rule);
+* the two sides' stored dtypes differ: the expected side was not written in the output's dtype (a chain's float32
+  values, a float32 golden), so it cannot hold the output's bits. A policy sees the output's dtype, not the input's:
+  an operation asked to convert as it moves (``clone(x, dtype=...)`` of a float32 ``x``) has its reference written in
+  the output's dtype by torch's rounding (to nearest even), and the rule holds the device's conversion to that;
+* the comparison is ``accumulated`` (a global golden record, another run, a team history's global row): the expected
+  side carries error made before the operation, which a copy carries on unchanged.
 
 Dtype-aware defaults, derived from each dtype's precision (``p`` significand bits counting the leading one, so
 ``eps = 2**(1-p)``: float32 2^-23, bfloat16 2^-7, BFLOAT8_B 2^-6, BFLOAT4_B 2^-2 relative to its block's largest
@@ -522,4 +546,5 @@ def judge_stored(
         return None
 
 
-__all__ = ["Criteria", "Policy", "PolicyError", "Rule", "Verdict", "as_policy", "canonical_dtype", "dtype_defaults", "judge_stored"]
+__all__ = ["Criteria", "Policy", "PolicyError", "Rule", "Verdict", "as_policy", "builtin_rule", "canonical_dtype",
+           "dtype_defaults", "judge_stored"]
