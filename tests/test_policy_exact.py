@@ -17,6 +17,7 @@ from reportdb.analysis import references
 from reportdb.analysis.policy import Policy, PolicyError, builtin_rule, judge_stored
 from reportdb.numeric import fidelity
 from reportdb.numeric.metrics import compare
+from test_repro_criteria import _both, folder_test  # noqa: F401 - the fixture of a repro folder's test
 
 BF16 = ml_dtypes.bfloat16
 POLICY = Policy.default()
@@ -147,7 +148,8 @@ def _report(path: Path) -> Path:
             w.put_tensor(tensor_id, array, ttnn_dtype="BFLOAT16", layout="TILE")
         for tensor_id, array in ((12, x.reshape(64, 32)), (13, t), (14, x)):
             w.put_tensor(tensor_id, array)
-        for tensor_id, array in ((22, upstream.reshape(64, 32)), (23, np.ascontiguousarray(upstream.T)), (24, upstream)):
+        moved = (upstream.reshape(64, 32), np.ascontiguousarray(upstream.T), upstream)
+        for tensor_id, array in zip((22, 23, 24), moved):
             w.put_tensor(tensor_id, array)
         w.add_operation(1, "ttnn.reshape", inputs=[1], outputs=[2], arguments={"0": summary(1), "1": "Shape([64, 32])"})
         w.add_operation(2, "ttnn.permute", inputs=[1], outputs=[3], arguments={"0": summary(1), "1": "[1, 0]"})
@@ -191,3 +193,13 @@ def test_a_stored_metric_vector_is_judged_the_same_way() -> None:
     assert local is not None and local.failed == ("bitwise",)
     accumulated = judge_stored(None, stored, "ttnn.reshape", accumulated=True)
     assert accumulated is not None and accumulated.passed
+
+
+def test_a_repro_folder_fails_the_same_bits(folder_test) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """A repro folder's own copy of the criteria (numpy only) fails the bits the policy fails: one ulp, a zero's sign,
+    a NaN's payload; the exact output passes both."""
+    x = bits_changed(bits_changed(values(), 5, new_bits=0x0000), 9, new_bits=0x7FC0)
+    wrong = (bits_changed(x, 700, delta=1), bits_changed(x, 5, new_bits=0x8000), bits_changed(x, 9, new_bits=0x7FC1))
+    for device in wrong:
+        assert _both(folder_test, device, x, "ttnn.reshape", "BFLOAT16") == (["bitwise"], ["bitwise"])
+    assert _both(folder_test, x.copy(), x, "ttnn.reshape", "BFLOAT16") == ([], [])
