@@ -14,8 +14,7 @@ the output, and the verdict names it in ``worst_tile`` and says what it saw in `
 requires the fitted line ``b ~ k*a + c`` to be the identity (``"scale_or_offset"``), except for the systematic shrink
 math fidelity's operand truncation causes (``numeric/fit.py``), which passes with a note. ``bitwise = true``: the
 output holds the expected side's bits (``Comparison.bitwise_equal``: the same dtype and bytes), so a zero's sign and a
-NaN's payload count; the comparison then counts mismatches at rtol = atol = 0, and the note says how many values differ,
-or that only bits do.
+NaN's payload count; the note says by how much the values differ, or that only bits do.
 
 Operations that only move or keep values (clone, copy, move, reshape/view, squeeze/unsqueeze, permute, transpose,
 concat, stack, slice, split/chunk, pad with its fill, repeat, expand, to_layout/tilize/untilize, the sharded and
@@ -295,10 +294,11 @@ class Policy:
         return replace(criteria, **{k: v for k, v in self.overrides.to_dict().items() if v is not None})
 
     def tolerances(self, op: str | None, dtype: str, *, accumulated: bool = False) -> tuple[float, float]:
-        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's, or 0
-        under a ``bitwise`` criterion (the allclose count is then the number of elements whose values differ)."""
+        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's (also
+        under the built-in ``bitwise`` rule: whether it applies is known only once both sides' dtypes are, and the
+        counts are then the same whichever criteria judge)."""
         criteria = self.criteria_for(op, dtype, accumulated=accumulated)
-        rtol, atol = (0.0, 0.0) if criteria.bitwise else dtype_defaults(dtype)[1]
+        rtol, atol = dtype_defaults(dtype)[1]
         return (rtol if criteria.rtol is None else criteria.rtol, atol if criteria.atol is None else criteria.atol)
 
     def pcc_threshold(self, op: str | None, dtype: str, *, accumulated: bool = False) -> float:
@@ -387,9 +387,8 @@ def _bit_difference(m: "Comparison") -> str:
         return "the comparison did not record whether the bits are equal"
     differ = []
     if m.max_abs_error or m.allclose_mismatches:
-        counted = m.rtol == 0 and m.atol == 0 and m.allclose_mismatches is not None
-        many = f"{m.allclose_mismatches:,} of {m.count or 0:,} values differ" if counted else "values differ"
-        differ.append(f"{many} (max |error| {m.max_abs_error or 0:g}, {m.ulp_max or 0} ulp)")
+        outside = f", {m.allclose_mismatches:,} of {m.count or 0:,} outside rtol/atol" if m.allclose_mismatches else ""
+        differ.append(f"values differ: max |error| {m.max_abs_error or 0:g} ({m.ulp_max or 0} ulp{outside})")
     if m.nan_mismatches or m.inf_mismatches:
         differ.append(f"{m.nan_mismatches or 0:,} NaN and {m.inf_mismatches or 0:,} Inf positions differ")
     if differ:
