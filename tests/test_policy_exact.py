@@ -26,8 +26,8 @@ POLICY = Policy.default()
 def judge(op: str, device: np.ndarray, expected: np.ndarray, dtype: str = "BFLOAT16", policy: Policy = POLICY,
           accumulated: bool = False):  # type: ignore[no-untyped-def]
     """The verdict on ``device`` against ``expected``, compared at the policy's tolerances as every caller does."""
-    rtol, atol = policy.tolerances(op, dtype, accumulated=accumulated)
-    m = compare(device, expected, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op, dtype, accumulated=accumulated))
+    rtol, atol = policy.tolerances(op, dtype)
+    m = compare(device, expected, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op, dtype))
     return policy.judge(m, op=op, dtype=dtype, accumulated=accumulated)
 
 
@@ -203,3 +203,29 @@ def test_a_repro_folder_fails_the_same_bits(folder_test) -> None:  # type: ignor
     for device in wrong:
         assert _both(folder_test, device, x, "ttnn.reshape", "BFLOAT16") == (["bitwise"], ["bitwise"])
     assert _both(folder_test, x.copy(), x, "ttnn.reshape", "BFLOAT16") == ([], [])
+
+
+def test_locate_judges_each_device_as_compare_does(tmp_path: Path) -> None:
+    """locate's per-device verdicts: an all_gather output one ulp off on device 1 fails there against its local golden
+    (bit-exact) and passes against a global one (the error came from before), as compare --golden judges them."""
+    from reportdb.analysis.locate import locate
+    from reportdb.spec import Distribution, Placement
+
+    x = values().astype(np.float32)
+    off = x.copy()
+    off.view(np.uint32)[3, 40] += 1
+    path = tmp_path / "mesh.sqlite"
+    with reportdb.Writer(path) as w:
+        w.put_tensor(1, x)
+        w.add_operation(1, "ttnn.all_gather", inputs=[1], outputs=[2])
+        w.put_tensor(10, x)
+        w.put_tensor(20, x)
+        record = {"tensor_id": 2, "golden_tensor_id": 10, "desired_pcc": 0.99}
+        w.add_rows("local_tensor_comparison_records", [record])
+        w.add_rows("global_tensor_comparison_records", [dict(record, golden_tensor_id=20)])
+    with reportdb.open(path, "a") as report:
+        report.put_tensor(2, shards=[((0, d), off[:, 32 * d : 32 * (d + 1)]) for d in range(2)], ttnn_dtype="FLOAT32",
+                          distribution=Distribution((1, 2), (Placement("replicate"), Placement("shard", 1))))
+    local = locate(path, 2, golden="local").devices
+    assert [(d.coordinate, d.passed, d.failed) for d in local] == [((0, 0), True, ()), ((0, 1), False, ("bitwise",))]
+    assert [d.passed for d in locate(path, 2, golden="global").devices] == [True, True]

@@ -137,11 +137,11 @@ class LocateResult(Result):
         return [(k, v) for k, v in super()._html_fields() if not k.endswith("_map")]
 
 
-def _criteria(policy: "Policy", op: str | None, dtype: str | None, accumulated: bool) -> tuple[float, float, float]:
-    """``(rtol, atol, pcc)`` the tolerance policy gives ``op`` and ``dtype`` (``accumulated``: see
-    :meth:`Policy.judge`): what mismatches are counted at and the PCC threshold a device's comparison is made with."""
-    rtol, atol = policy.tolerances(op, dtype or "", accumulated=accumulated)
-    return rtol, atol, policy.pcc_threshold(op, dtype or "", accumulated=accumulated)
+def _criteria(policy: "Policy", op: str | None, dtype: str | None) -> tuple[float, float, float]:
+    """``(rtol, atol, pcc)`` the tolerance policy gives ``op`` and ``dtype``: what mismatches are counted at and the
+    PCC threshold a device's comparison is made with."""
+    rtol, atol = policy.tolerances(op, dtype or "")
+    return rtol, atol, policy.pcc_threshold(op, dtype or "")
 
 
 def locate(
@@ -178,9 +178,7 @@ def _locate(
     g_report, g_id, label = _golden_source(report, tensor_id, rank, golden, against)
     g_info = _info(g_report, g_id, rank)
     op = _producer_op(report, tensor_id)
-    # a global golden or another run's tensor carries error made before this operation: no value-keeping rule
-    accumulated = golden == "global" or isinstance(against, tuple)
-    rtol, atol, pcc = _criteria(policy, op, info.spec.ttnn_dtype or info.dtype, accumulated)
+    rtol, atol, pcc = _criteria(policy, op, info.spec.ttnn_dtype or info.dtype)
     tile = tuple(info.spec.tile_shape or DEFAULT_TILE)
     assert len(tile) == 2
     parts = _parts(report, info, g_report, g_info, device)
@@ -194,6 +192,8 @@ def _locate(
                      atol=atol, pcc=pcc if multi else None)
         results.append((part, found))
     dtype = info.spec.ttnn_dtype or info.dtype
+    # a global golden or another run's tensor carries error made before this operation: no value-keeping rule
+    accumulated = golden == "global" or isinstance(against, tuple)
     devices = tuple(_device_entry(p, f, lay, policy, op, dtype, accumulated)
                     for (p, f), lay in zip(results, layouts)) if multi else ()
     tile_map, mm_map = _tile_maps(info, results, tile, multi, notes)

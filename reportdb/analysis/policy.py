@@ -293,17 +293,17 @@ class Policy:
             return criteria
         return replace(criteria, **{k: v for k, v in self.overrides.to_dict().items() if v is not None})
 
-    def tolerances(self, op: str | None, dtype: str, *, accumulated: bool = False) -> tuple[float, float]:
-        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's (also
-        under the built-in ``bitwise`` rule: whether it applies is known only once both sides' dtypes are, and the
-        counts are then the same whichever criteria judge)."""
-        criteria = self.criteria_for(op, dtype, accumulated=accumulated)
+    def tolerances(self, op: str | None, dtype: str) -> tuple[float, float]:
+        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's (the
+        built-in ``bitwise`` rule sets neither: whether it applies is known only once both sides' dtypes are, so the
+        counts are the same whichever criteria judge)."""
+        criteria = self.criteria_for(op, dtype)
         rtol, atol = dtype_defaults(dtype)[1]
         return (rtol if criteria.rtol is None else criteria.rtol, atol if criteria.atol is None else criteria.atol)
 
-    def pcc_threshold(self, op: str | None, dtype: str, *, accumulated: bool = False) -> float:
+    def pcc_threshold(self, op: str | None, dtype: str) -> float:
         """The PCC threshold a comparison's own ``passed`` uses: the criteria's, else 0.99."""
-        pcc = self.criteria_for(op, dtype, accumulated=accumulated).pcc
+        pcc = self.criteria_for(op, dtype).pcc
         return 0.99 if pcc is None else pcc
 
     def judge(self, comparison: "Comparison", *, op: str | None, dtype: str, accumulated: bool = False) -> Verdict:
@@ -324,7 +324,7 @@ class Policy:
         if comparison.nonfinite_mismatch:
             failed.append("nonfinite")
         if criteria.checks_allclose:
-            rtol, atol = self.tolerances(op, dtype, accumulated=accumulated or not same)
+            rtol, atol = self.tolerances(op, dtype)
             if not (math.isclose(comparison.rtol, rtol) and math.isclose(comparison.atol, atol, abs_tol=1e-300)):
                 raise ComparisonError(
                     f"the comparison counted mismatches at rtol={comparison.rtol}, atol={comparison.atol}; the policy "
@@ -379,8 +379,8 @@ def _failed_criteria(m: "Comparison", c: Criteria, notes: list[str]) -> list[str
 
 
 def _bit_difference(m: "Comparison") -> str:
-    """What keeps ``m``'s two sides from holding the same bits, in a phrase: how many values differ and by how much,
-    the NaN/Inf positions that differ, or (every value equal) a zero's sign or a NaN's payload."""
+    """What keeps ``m``'s two sides from holding the same bits, in a phrase: their dtypes, by how much their values
+    differ, the NaN/Inf positions that differ, or (every value equal) a zero's sign or a NaN's payload."""
     if m.dtype_a != m.dtype_b:
         return f"the output is {m.dtype_a} and the expected side {m.dtype_b}: their bits cannot be equal"
     if m.bitwise_equal is None:

@@ -99,14 +99,14 @@ def recompute(
     rule = policy.rule_for(op_name, dtype)
     if not explicit_pcc and (rule is None or rule.criteria.pcc is None) and _usable_pcc(record.desired_pcc):
         policy = policy.with_overrides(pcc=record.desired_pcc)  # held to the PCC the run asked for
-    accumulated = record.kind == "global"  # the golden chain's error so far: no value-keeping rule (policy.judge)
-    rtol, atol = policy.tolerances(op_name, dtype, accumulated=accumulated)
+    rtol, atol = policy.tolerances(op_name, dtype)
     try:
         metrics = compare_stored(report, tensor_id, report, golden_id, rank, rtol=rtol, atol=atol,
-                                 pcc=policy.pcc_threshold(op_name, dtype, accumulated=accumulated))
+                                 pcc=policy.pcc_threshold(op_name, dtype))
     except ReportDBError as exc:  # e.g. a multi-device tensor that cannot be assembled
         return GoldenResult(**base, metrics=None, status=f"not compared: {exc}")
-    verdict = policy.judge(metrics, op=op_name, dtype=dtype, accumulated=accumulated)
+    # a global golden carries the golden chain's error so far: no value-keeping rule (policy.judge)
+    verdict = policy.judge(metrics, op=op_name, dtype=dtype, accumulated=record.kind == "global")
     notes = placed_notes(report, tensor_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
     return GoldenResult(
         **base, metrics=metrics, status="compared", verdict="pass" if verdict.passed else "fail", failed=verdict.failed,

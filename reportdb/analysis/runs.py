@@ -182,17 +182,16 @@ def _compare_output(
     if missing:
         return replace(row, status="tensor not stored in " + " and ".join(missing))
     dtype = judged_dtype(a, graph_a, ta, rank)
-    # run A's output carries A's own error so far, not B's inputs moved: no value-keeping rule (policy.judge)
-    rtol, atol = policy.tolerances(op_a.name, dtype, accumulated=True)
+    rtol, atol = policy.tolerances(op_a.name, dtype)
     try:  # window by window: memory stays bounded by a few windows whatever the tensors' size
-        metrics = compare_stored(b, tb, a, ta, rank, rtol=rtol, atol=atol,
-                                 pcc=policy.pcc_threshold(op_a.name, dtype, accumulated=True))
+        metrics = compare_stored(b, tb, a, ta, rank, rtol=rtol, atol=atol, pcc=policy.pcc_threshold(op_a.name, dtype))
     except ReportDBError as exc:
         return replace(row, status=f"not compared: {exc}")
     # B is measured against A (A's values are the expected side), but the row names the runs: its shape_a/dtype_a
     # describe tensor_a, A's output, as tensor_a does, and shape_b/dtype_b B's
     metrics = replace(metrics, shape_a=metrics.shape_b, shape_b=metrics.shape_a, dtype_a=metrics.dtype_b,
                       dtype_b=metrics.dtype_a)
+    # run A's output carries A's own error so far, not B's inputs moved: no value-keeping rule (policy.judge)
     verdict = policy.judge(metrics, op=op_a.name, dtype=dtype, accumulated=True)
     name = "identical" if metrics.bitwise_equal else "within_tolerance" if verdict.passed else "diverges"
     return replace(
