@@ -34,7 +34,9 @@ gives -inf or inf, signbit, a sort's total order). The rule does not apply, and 
   an operation asked to convert as it moves (``clone(x, dtype=...)`` of a float32 ``x``) has its reference written in
   the output's dtype by torch's rounding (to nearest even), and the rule holds the device's conversion to that;
 * the comparison is ``accumulated`` (a global golden record, another run, a team history's global row): the expected
-  side carries error made before the operation, which a copy carries on unchanged.
+  side carries error made before the operation, which a copy carries on unchanged. Replay's chain does not say so
+  yet: its values are float32 from its first arithmetic operation on (the previous case), but after a typecast they
+  are in the cast's dtype, so a value-keeping operation there is held to bits its input's earlier error changed.
 
 Dtype-aware defaults, derived from each dtype's precision (``p`` significand bits counting the leading one, so
 ``eps = 2**(1-p)``: float32 2^-23, bfloat16 2^-7, BFLOAT8_B 2^-6, BFLOAT4_B 2^-2 relative to its block's largest
