@@ -39,7 +39,8 @@ def judge(case: faults.Case, actual: np.ndarray) -> tuple[Verdict, Comparison]:
 
 def check(case: faults.Case) -> None:
     """The device-like result passes above the threshold and every fault that must show fails below it, the verdict
-    naming a tile the fault hit as the worst."""
+    naming a tile the fault hit as the worst; a data movement case, held bit-exact by the built-in rule (a correct
+    one is the golden's values moved, bit for bit), has no threshold: every fault fails its ``bitwise`` criterion."""
     verdict, m = judge(case, case.device)
     threshold = verdict.criteria.tile_sqnr_db
     assert verdict.passed, (case.label, verdict.failed, verdict.notes)
@@ -53,7 +54,10 @@ def check(case: faults.Case) -> None:
             continue
         verdict, m = judge(case, wrong)
         assert verdict.worst_tile in faults.tiles_hit(name, wrong.shape), (case.label, name, verdict.worst_tile)
-        if verdict.passed or threshold is None or m.tile_sqnr_db is None or m.tile_sqnr_db >= threshold:
+        if verdict.criteria.bitwise:
+            if verdict.failed != ("bitwise",):
+                missed[name] = (m.tile_sqnr_db, threshold, verdict.failed)
+        elif verdict.passed or threshold is None or m.tile_sqnr_db is None or m.tile_sqnr_db >= threshold:
             missed[name] = (m.tile_sqnr_db, threshold, verdict.failed)
     assert missed == {}, (case.label, missed)
 

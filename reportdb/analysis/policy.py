@@ -1,8 +1,9 @@
 """One tolerance policy decides every pass/fail verdict: in the CLI, the Python API, the page and the team store.
 
 A policy is a list of rules matched in order by operation name (a glob) and dtype, each holding criteria; an output
-is judged by the first rule that matches it, else by its dtype's defaults. All of a rule's criteria must hold, and
-whatever the criteria, a shape change or a NaN/Inf where the other side has none fails (``"shape"``, ``"nonfinite"``).
+is judged by the first rule that matches it, else by the built-in rule for operations that keep values (below), else
+by its dtype's defaults. All of a rule's criteria must hold, and whatever the criteria, a shape change or a NaN/Inf
+where the other side has none fails (``"shape"``, ``"nonfinite"``).
 
 Criteria (each optional): ``pcc`` (the minimum Pearson correlation), ``rtol``/``atol`` with ``max_mismatch_fraction``
 (at most that fraction of elements outside ``|a - b| <= atol + rtol * |b|``; 0 when only rtol/atol are given),
@@ -11,7 +12,31 @@ Criteria (each optional): ``pcc`` (the minimum Pearson correlation), ``rtol``/``
 dims, each tile's golden energy floored at its share of the tensor's, ``numeric/tiles.py``: one wrong tile fails
 the output, and the verdict names it in ``worst_tile`` and says what it saw in ``notes``). The ``pcc`` criterion also
 requires the fitted line ``b ~ k*a + c`` to be the identity (``"scale_or_offset"``), except for the systematic shrink
-math fidelity's operand truncation causes (``numeric/fit.py``), which passes with a note.
+math fidelity's operand truncation causes (``numeric/fit.py``), which passes with a note. ``bitwise = true``: the
+output holds the expected side's bits (``Comparison.bitwise_equal``: the same dtype and bytes), so a zero's sign and a
+NaN's payload count; the note says by how much the values differ, or that only bits do.
+
+Operations that only move or keep values (clone, copy, move, reshape/view, squeeze/unsqueeze, permute, transpose,
+concat, stack, slice, split/chunk, pad with its fill, repeat, expand, to_layout/tilize/untilize, the sharded and
+interleaved conversions, reshard, reallocate, to_memory_config, all_gather and mesh_partition, embedding, gather and
+scatter, slice_write and the KV-cache updates' copied rows: the references declaring ``keeps_values``, listed by
+``references.keeping_values()``) get a built-in rule, ``bitwise = true``, matched after the policy's own rules (one
+relaxes it as any rule replaces the defaults). A correct device moves their bytes (NoC reads and writes, the packer's
+copy of a tile), so one element one ulp off is a bug a float tolerance would pass (1 in 2,048 off by 1.0 keeps a
+clone's tile SQNR near 30 dB). -0.0 against 0.0 and a NaN's payload fail too: a copy keeps them, so a change means the
+values went through arithmetic (``x + 0.0`` turns -0.0 into 0.0) or were corrupted, and later operations see it (1/x
+gives -inf or inf, signbit, a sort's total order). The rule does not apply, and the dtype's defaults judge, where:
+
+* the output is a block float (BFLOAT8_B, BFLOAT4_B): moving values regroups them into new 16-value blocks whose
+  shared exponent re-encodes them, as a typecast does (typecast itself keeps no values and has no such rule);
+* the two sides' stored dtypes differ: the expected side was not written in the output's dtype (a chain's float32
+  values, a float32 golden), so it cannot hold the output's bits. A policy sees the output's dtype, not the input's:
+  an operation asked to convert as it moves (``clone(x, dtype=...)`` of a float32 ``x``) has its reference written in
+  the output's dtype by torch's rounding (to nearest even), and the rule holds the device's conversion to that;
+* the comparison is ``accumulated`` (a global golden record, another run, a team history's global row): the expected
+  side carries error made before the operation, which a copy carries on unchanged. Replay's chain does not say so
+  yet: its values are float32 from its first arithmetic operation on (the previous case), but after a typecast they
+  are in the cast's dtype, so a value-keeping operation there is held to bits its input's earlier error changed.
 
 Dtype-aware defaults, derived from each dtype's precision (``p`` significand bits counting the leading one, so
 ``eps = 2**(1-p)``: float32 2^-23, bfloat16 2^-7, BFLOAT8_B 2^-6, BFLOAT4_B 2^-2 relative to its block's largest
@@ -69,6 +94,7 @@ from ..errors import ComparisonError, PolicyError, excerpt
 from ..numeric.fit import fit_note
 from ..numeric.tolerances import BLOCK_FLOATS, canonical_dtype, dtype_tolerances, significand_bits
 from ..results import Result
+from .references import lookup
 
 if TYPE_CHECKING:
     from ..numeric.metrics import Comparison
@@ -91,7 +117,8 @@ MAX_GLOB_CHARS = 256
 #: The most bytes of a policy file: MAX_RULES rules with every criterion and a comment line each take ~250 KB;
 #: four times that leaves room for long comments and is parsed in well under a second.
 MAX_POLICY_BYTES = 1 << 20
-_CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db", "tile_sqnr_db")
+_CRITERIA = ("pcc", "rtol", "atol", "max_abs_error", "max_ulp", "max_mismatch_fraction", "sqnr_db", "tile_sqnr_db",
+             "bitwise")
 #: How many dB below one rounding's SQNR a tile's may fall by default, and the cap (module docstring).
 _TILE_ALLOWANCE_DB = 11.0
 _TILE_CAP_DB = 26.0
@@ -109,11 +136,16 @@ class Criteria(Result):
     max_mismatch_fraction: float | None = None
     sqnr_db: float | None = None
     tile_sqnr_db: float | None = None
+    bitwise: bool | None = None
 
     @property
     def checks_allclose(self) -> bool:
         """Whether the element-wise ``|a - b| <= atol + rtol |b|`` test is a criterion here."""
         return self.rtol is not None or self.atol is not None or self.max_mismatch_fraction is not None
+
+
+#: The built-in rule's criteria for an operation that only moves or keeps values (:func:`builtin_rule`).
+_BITWISE = Criteria(bitwise=True)
 
 
 @dataclass(frozen=True)
@@ -254,16 +286,19 @@ class Policy:
         """The first rule matching ``op`` and ``dtype``, None when the defaults apply."""
         return next((r for r in self.rules if r.matches(op, dtype)), None)
 
-    def criteria_for(self, op: str | None, dtype: str) -> Criteria:
-        """The criteria of the first matching rule, else the dtype's defaults."""
-        rule = self.rule_for(op, dtype)
+    def criteria_for(self, op: str | None, dtype: str, *, accumulated: bool = False) -> Criteria:
+        """The criteria of the first matching rule, else the built-in value-keeping rule's (:func:`builtin_rule`;
+        not when ``accumulated``, see :meth:`judge`), else the dtype's defaults."""
+        rule = self.rule_for(op, dtype) or (None if accumulated else builtin_rule(op, dtype))
         criteria = rule.criteria if rule is not None else dtype_defaults(dtype)[0]
         if self.overrides is None:
             return criteria
         return replace(criteria, **{k: v for k, v in self.overrides.to_dict().items() if v is not None})
 
     def tolerances(self, op: str | None, dtype: str) -> tuple[float, float]:
-        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's."""
+        """The (rtol, atol) a comparison is made at for this policy: the rule's, each missing one the dtype's (the
+        built-in ``bitwise`` rule sets neither: whether it applies is known only once both sides' dtypes are, so the
+        counts are the same whichever criteria judge)."""
         criteria = self.criteria_for(op, dtype)
         rtol, atol = dtype_defaults(dtype)[1]
         return (rtol if criteria.rtol is None else criteria.rtol, atol if criteria.atol is None else criteria.atol)
@@ -273,13 +308,18 @@ class Policy:
         pcc = self.criteria_for(op, dtype).pcc
         return 0.99 if pcc is None else pcc
 
-    def judge(self, comparison: "Comparison", *, op: str | None, dtype: str) -> Verdict:
+    def judge(self, comparison: "Comparison", *, op: str | None, dtype: str, accumulated: bool = False) -> Verdict:
         """Judge a comparison (made at :meth:`tolerances`, as every reportdb comparison under a policy is).
+
+        ``accumulated``: the expected side carries error made before this operation (a global golden, another run):
+        the built-in value-keeping rule does not apply, as it does not where the two sides' stored dtypes differ (a
+        chain's float32 values against a bfloat16 output: see the module docstring).
 
         ComparisonError when an element-wise criterion applies but the comparison counted its mismatches at other
         tolerances: its count would not answer the policy's question.
         """
-        criteria = self.criteria_for(op, dtype)
+        same = comparison.dtype_a == comparison.dtype_b
+        criteria = self.criteria_for(op, dtype, accumulated=accumulated or not same)
         if comparison.shape_mismatch:
             return Verdict(False, ("shape",), criteria)
         failed: list[str] = []
@@ -294,6 +334,9 @@ class Policy:
                 )
         notes: list[str] = []
         failed.extend(_failed_criteria(comparison, criteria, notes))
+        if "bitwise" in failed and self.rule_for(op, dtype) is None:  # the built-in rule's: say why it applies
+            notes = [f"{n}; {op} only moves or keeps values, so the built-in rule holds it to the expected bits (a rule "
+                     "in your policy can relax it)" if n.startswith("bitwise:") else n for n in notes]
         worst = getattr(comparison, "worst_tile", None)
         return Verdict(not failed, tuple(failed), criteria, None if worst is None else tuple(worst), tuple(notes))
 
@@ -331,7 +374,41 @@ def _failed_criteria(m: "Comparison", c: Criteria, notes: list[str]) -> list[str
             failed.append("sqnr_db")
     if c.tile_sqnr_db is not None and count and getattr(m, "tile_shape", None) is not None:
         failed.extend(_tile_failure(m, c.tile_sqnr_db, notes))
+    if c.bitwise and not m.bitwise_equal:
+        failed.append("bitwise")
+        notes.append(f"bitwise: {_bit_difference(m)}")
     return failed
+
+
+def _bit_difference(m: "Comparison") -> str:
+    """What keeps ``m``'s two sides from holding the same bits, in a phrase: their dtypes, by how much their values
+    differ, the NaN/Inf positions that differ, or (every value equal) a zero's sign or a NaN's payload."""
+    if m.dtype_a != m.dtype_b:
+        return f"the output is {m.dtype_a} and the expected side {m.dtype_b}: their bits cannot be equal"
+    if m.bitwise_equal is None:
+        return "the comparison did not record whether the bits are equal"
+    differ = []
+    if m.max_abs_error or m.allclose_mismatches:
+        outside = f", {m.allclose_mismatches:,} of {m.count or 0:,} outside rtol/atol" if m.allclose_mismatches else ""
+        differ.append(f"values differ: max |error| {m.max_abs_error or 0:g} ({m.ulp_max or 0} ulp{outside})")
+    if m.nan_mismatches or m.inf_mismatches:
+        differ.append(f"{m.nan_mismatches or 0:,} NaN and {m.inf_mismatches or 0:,} Inf positions differ")
+    if differ:
+        return "; ".join(differ)
+    return "every value equals the expected one but not every bit: a zero's sign (-0.0 against 0.0) or a NaN's payload"
+
+
+def builtin_rule(op: str | None, dtype: str) -> Rule | None:
+    """The built-in rule for an output of ``op`` in ``dtype``, matched after a policy's own rules: ``bitwise`` for an
+    operation that only moves or keeps values (its reference declares ``keeps_values``: ``references.keeping_values()``
+    lists them) in any dtype but a block float, whose repacking into new shared-exponent blocks changes values (module
+    docstring); None for every other operation, which the dtype's defaults judge."""
+    if op is None or canonical_dtype(dtype) in BLOCK_FLOATS:
+        return None
+    known = lookup(op)
+    if known is None or not known.keeps_values:
+        return None
+    return Rule(op, None, _BITWISE, "built-in: an operation that only moves or keeps values")
 
 
 def _tile_failure(m: "Comparison", bound: float, notes: list[str]) -> list[str]:
@@ -374,9 +451,14 @@ def _rule(table: Any, where: str) -> Rule:
         raise PolicyError(f"{where}: 'op' must be a non-empty glob string, like \"ttnn.matmul\" or \"*\"")
     if dtype is not None and not isinstance(dtype, str):
         raise PolicyError(f"{where}: 'dtype' must be a string, like \"BFLOAT16\"")
-    values: dict[str, float] = {}
+    values: dict[str, Any] = {}
     for key in _CRITERIA:
         if key not in table:
+            continue
+        if key == "bitwise":
+            if not isinstance(table[key], bool):
+                raise PolicyError(f"{where}: bitwise must be true or false, not {excerpt(table[key])}")
+            values[key] = table[key]
             continue
         value = _number(table[key])
         if value is None:
@@ -388,7 +470,7 @@ def _rule(table: Any, where: str) -> Rule:
         if key == "max_mismatch_fraction" and value > 1:
             raise PolicyError(f"{where}: max_mismatch_fraction is a fraction in [0, 1], not {excerpt(table[key])}")
         values[key] = value
-    if not values:
+    if not any(v is not False for v in values.values()):  # bitwise = false alone asks nothing
         raise PolicyError(f"{where}: the rule has no criteria; give any of {', '.join(_CRITERIA)}")
     return Rule(op, dtype, Criteria(**values), where)
 
@@ -448,18 +530,22 @@ def as_policy(policy: "Policy | str | Path | None") -> Policy:
     raise PolicyError(f"a policy is a reportdb Policy or a TOML file's path, not {type(policy).__name__}")
 
 
-def judge_stored(policy: "Policy | str | Path | None", metrics: Mapping[str, Any], op: str | None) -> Verdict | None:
+def judge_stored(
+    policy: "Policy | str | Path | None", metrics: Mapping[str, Any], op: str | None, *, accumulated: bool = False
+) -> Verdict | None:
     """Judge a stored metric vector (a ``Comparison.to_dict()``, as ``rdb_comparison`` and the team store keep) by its
-    actual dtype; None when it cannot be (counted at other tolerances than the policy asks, or not a metric vector)."""
+    actual dtype (``accumulated``: a global record's, see :meth:`Policy.judge`); None when it cannot be (counted at
+    other tolerances than the policy asks, or not a metric vector)."""
     from ..numeric.metrics import Comparison
 
     names = {f.name for f in fields(Comparison)}
     try:
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in metrics.items() if k in names}
         comparison = Comparison(**values)
-        return as_policy(policy).judge(comparison, op=op, dtype=str(metrics.get("dtype_a", "")))
+        return as_policy(policy).judge(comparison, op=op, dtype=str(metrics.get("dtype_a", "")), accumulated=accumulated)
     except (TypeError, ComparisonError):
         return None
 
 
-__all__ = ["Criteria", "Policy", "PolicyError", "Rule", "Verdict", "as_policy", "canonical_dtype", "dtype_defaults", "judge_stored"]
+__all__ = ["Criteria", "Policy", "PolicyError", "Rule", "Verdict", "as_policy", "builtin_rule", "canonical_dtype",
+           "dtype_defaults", "judge_stored"]

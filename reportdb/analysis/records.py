@@ -105,7 +105,8 @@ def recompute(
                                  pcc=policy.pcc_threshold(op_name, dtype))
     except ReportDBError as exc:  # e.g. a multi-device tensor that cannot be assembled
         return GoldenResult(**base, metrics=None, status=f"not compared: {exc}")
-    verdict = policy.judge(metrics, op=op_name, dtype=dtype)
+    # a global golden carries the golden chain's error so far: no value-keeping rule (policy.judge)
+    verdict = policy.judge(metrics, op=op_name, dtype=dtype, accumulated=record.kind == "global")
     notes = placed_notes(report, tensor_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
     return GoldenResult(
         **base, metrics=metrics, status="compared", verdict="pass" if verdict.passed else "fail", failed=verdict.failed,

@@ -115,6 +115,8 @@ def measures(device: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
         "ulp_max": int(ulps.max()) if ulps.size else None,
         "sqnr_db": 10 * math.log10(energy / noise) if energy > 0 and noise > 0 else None,
         "scale_or_offset_error": fit_error, "tile_sqnr_db": tile_sqnr(a, b, finite),
+        "bitwise_equal": device.dtype == expected.dtype
+        and np.ascontiguousarray(device).tobytes() == np.ascontiguousarray(expected).tobytes(),
     }
 
 
@@ -194,6 +196,8 @@ def failed_criteria(m: dict, c: dict) -> list[str]:
     if c.get("tile_sqnr_db") is not None and m["count"]:
         if not (not m["max_abs_error"] if m["tile_sqnr_db"] is None else m["tile_sqnr_db"] >= c["tile_sqnr_db"]):
             failed.append("tile_sqnr_db")
+    if c.get("bitwise") and not m["bitwise_equal"]:  # the same dtype and bytes: NaN payloads and -0.0 count
+        failed.append("bitwise")
     return failed
 
 

@@ -248,7 +248,9 @@ def history(url: str, op_name: str, *, name: str | None = None, tag: str | None 
         return found
     from ..analysis.policy import judge_stored
 
-    return [row if row.metrics is None else _judged(row, judge_stored(policy, row.metrics, op_name)) for row in found]
+    return [row if row.metrics is None else _judged(row, judge_stored(policy, row.metrics, op_name,
+                                                                       accumulated=row.kind == "global"))
+            for row in found]
 
 
 def _judged(row: HistoryRow, verdict: Any) -> HistoryRow:

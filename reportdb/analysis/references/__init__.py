@@ -21,7 +21,7 @@ from .args import PARSERS, Argument, Param, UnsupportedArguments, is_none, tenso
 
 __all__ = [
     "Argument", "Oversized", "Param", "Reference", "UnsupportedArguments", "catalogue", "compute", "compute_outputs",
-    "completed", "defined_part", "justified_elements", "lookup", "names", "reference",
+    "completed", "defined_part", "justified_elements", "keeping_values", "lookup", "names", "reference",
 ]
 
 _FAMILIES = (
@@ -78,6 +78,10 @@ class Reference:
     #: device's output alike before they are compared (``np.s_[..., ::32]``: column 0 of each 32-wide block); None:
     #: every element. The others are whatever the device's memory held, which no reference can give.
     defined: "tuple[Any, ...] | None" = None
+    #: The operation only moves or keeps values (a copy, a reshape, a gather that does not sum, a cache's copied
+    #: rows): each output element is an input element's bits, or a fill value, unchanged where its dtype is the
+    #: input's. The tolerance policy holds such an output to its reference bit for bit (``analysis/policy.py``).
+    keeps_values: bool = False
 
     @property
     def family(self) -> str:
@@ -100,15 +104,17 @@ _LOADED = False
 def reference(
     *op_names: str, params: Sequence[Param], input_dtypes: bool = False,
     size: Callable[[Mapping[str, Any]], int] | None = None, per_device: bool = False,
-    defined: "tuple[Any, ...] | None" = None,
+    defined: "tuple[Any, ...] | None" = None, keeps_values: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a numpy function as the reference of ``op_names`` (``ttnn.add``...), taking ``params`` by name (and,
     with ``input_dtypes``, the inputs' ttnn dtypes as ``input_dtypes``); ``size`` says how large its arrays can grow
     (:attr:`Reference.size`); ``per_device`` marks a collective (:attr:`Reference.per_device`); ``defined`` selects
-    the elements of its outputs the operation defines (:attr:`Reference.defined`)."""
+    the elements of its outputs the operation defines (:attr:`Reference.defined`); ``keeps_values`` marks an operation
+    that only moves or keeps values (:attr:`Reference.keeps_values`)."""
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
-        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size, per_device, defined)
+        entry = Reference(tuple(op_names), tuple(params), function, input_dtypes, size, per_device, defined,
+                          keeps_values)
         for name in op_names:
             _REGISTRY[name] = entry
         return function
@@ -164,12 +170,19 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def keeping_values() -> list[str]:
+    """Every operation name whose reference only moves or keeps values (:attr:`Reference.keeps_values`), sorted: the
+    operations the tolerance policy holds to bit-exact results by default."""
+    _load()
+    return sorted(name for name, ref in _REGISTRY.items() if ref.keeps_values)
+
+
 def catalogue() -> list[dict[str, Any]]:
     """Every supported operation name, sorted, with its family (the module holding its reference) and what its
     arguments may be: each parameter's name, kind, position, default and whether it is required, and the arguments
     accepted but ignored because they only place or schedule the operation, and the elements of its outputs it
-    defines where it leaves others undefined (``"[..., ::32]"``: :attr:`Reference.defined`; None: all) (``reportdb
-    replay --references``)."""
+    defines where it leaves others undefined (``"[..., ::32]"``: :attr:`Reference.defined`; None: all), and whether
+    it only moves or keeps values (:attr:`Reference.keeps_values`) (``reportdb replay --references``)."""
     _load()
     entries = []
     for name in sorted(_REGISTRY):
@@ -179,7 +192,7 @@ def catalogue() -> list[dict[str, Any]]:
                    else repr(p.default)} for p in ref.params if p.kind != "ignored"]
         ignored = sorted(PLACEMENT | {p.name for p in ref.params if p.kind == "ignored"})
         entries.append({"name": name, "family": ref.family, "parameters": params,
-                        "ignored": ignored, "per_device": ref.per_device,
+                        "ignored": ignored, "per_device": ref.per_device, "keeps_values": ref.keeps_values,
                         "defined": None if ref.defined is None else _index_text(ref.defined)})
     return entries
 

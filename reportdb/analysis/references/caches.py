@@ -44,7 +44,7 @@ def _written(cache: np.ndarray, rows: Any, source: np.ndarray) -> np.ndarray:
 @reference("ttnn.fill_cache", params=(
     Param("cache_tensor", "tensor", 0, required=True), Param("input_tensor", "tensor", 1, required=True),
     Param("batch_idx", "int", 2, required=True), Param("update_idx", "int", default=0),
-))
+), keeps_values=True)
 def fill_cache(cache_tensor: Any, input_tensor: Any, batch_idx: int, update_idx: int, **_: Any) -> np.ndarray:
     """ttnn.fill_cache as its golden (tt-metal ``ttnn/ttnn/operations/data_movement.py``): the input's sequence
     written into user ``batch_idx`` of the cache [B, heads, S, d] from row ``update_idx``."""
@@ -60,7 +60,7 @@ def fill_cache(cache_tensor: Any, input_tensor: Any, batch_idx: int, update_idx:
 @reference("ttnn.update_cache", params=(
     Param("cache", "tensor", 0, required=True), Param("input", "tensor", 1, required=True),
     Param("update_idx", "int", 2, required=True), Param("batch_offset", "int", default=0),
-))
+), keeps_values=True)
 def update_cache(cache: Any, input: Any, update_idx: int, batch_offset: int, **_: Any) -> np.ndarray:
     """ttnn.update_cache as its golden (tt-metal ``ttnn/ttnn/operations/data_movement.py``): for every user u of the
     cache [B, heads, S, d], row ``update_idx`` set to ``input[0, :, batch_offset + u, :]`` (input [1, heads, B', d])."""
@@ -117,7 +117,7 @@ _UPDATE_KEYWORDS = (
 @reference("ttnn.experimental.paged_update_cache", params=(
     Param("cache_tensor", "tensor", 0, required=True), Param("input_tensor", "tensor", 1, required=True),
     Param("block_size", "none"), Param("num_kv_heads", "none"), Param("cache_position_modulo", "none"),
-) + _UPDATE_KEYWORDS)
+) + _UPDATE_KEYWORDS, keeps_values=True)
 def paged_update_cache(cache_tensor: Any, input_tensor: Any, update_idxs: tuple[int, ...] | None, update_idxs_tensor: Any,
                        page_table: Any, batch_offset: int, **_: Any) -> np.ndarray:
     """ttnn.experimental.paged_update_cache as its documentation (tt-metal ``paged_cache_nanobind.cpp``)
@@ -132,7 +132,7 @@ def paged_update_cache(cache_tensor: Any, input_tensor: Any, update_idxs: tuple[
 @reference("ttnn.experimental.paged_fused_update_cache", params=(
     Param("cache_tensor1", "tensor", 0, required=True), Param("input_tensor1", "tensor", 1, required=True),
     Param("cache_tensor2", "tensor", 2, required=True), Param("input_tensor2", "tensor", 3, required=True),
-) + _UPDATE_KEYWORDS)
+) + _UPDATE_KEYWORDS, keeps_values=True)
 def paged_fused_update_cache(cache_tensor1: Any, input_tensor1: Any, cache_tensor2: Any, input_tensor2: Any,
                              update_idxs: tuple[int, ...] | None, update_idxs_tensor: Any, page_table: Any,
                              batch_offset: int, **_: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +149,7 @@ def paged_fused_update_cache(cache_tensor1: Any, input_tensor1: Any, cache_tenso
     Param("page_table", "tensor", 2, required=True), Param("batch_idx_tensor", "tensor"),
     Param("batch_idx", "int", default=0), Param("mesh_coords", "ignored"), Param("block_size", "none"),
     Param("cache_position_modulo", "none"), Param("valid_seq_len_tensor", "tensor"),
-))
+), keeps_values=True)
 def paged_fill_cache(cache_tensor: Any, input_tensor: Any, page_table: Any, batch_idx_tensor: Any, batch_idx: int,
                      valid_seq_len_tensor: Any, **_: Any) -> np.ndarray:
     """ttnn.experimental.paged_fill_cache as its documentation (tt-metal ``paged_cache_nanobind.cpp``) defines

@@ -119,7 +119,7 @@ _TAIL = (Param("cluster_axis", "int"), Param("output_tensor", "output"),
 
 
 @reference("ttnn.all_gather", "ttnn.experimental.all_gather_async", per_device=True,
-           params=(_IN, Param("dim", "int", 1, required=True), *_TAIL))
+           params=(_IN, Param("dim", "int", 1, required=True), *_TAIL), keeps_values=True)
 def all_gather(input_tensor: Any, dim: int, cluster_axis: int | None = None) -> MeshResult:
     """Each device: its group's shards concatenated along ``dim``."""
     mesh = _shards(input_tensor)
@@ -161,7 +161,7 @@ def all_reduce(input_tensor: Any, cluster_axis: int | None = None) -> MeshResult
 
 @reference("ttnn.mesh_partition", "ttnn.experimental.mesh_partition", per_device=True,
            params=(_IN, Param("dim", "int", 1, required=True), Param("cluster_axis", "int", 2),
-                   *_TAIL[1:]))
+                   *_TAIL[1:]), keeps_values=True)
 def mesh_partition(input_tensor: Any, dim: int, cluster_axis: int | None = None) -> MeshResult:
     """Device ``i`` of each group: the ``i``-th piece along ``dim`` of its own input."""
     mesh = _shards(input_tensor)

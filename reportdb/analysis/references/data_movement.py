@@ -24,7 +24,8 @@ def rank_check(name: str, axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
     return tuple(a % ndim for a in axes)
 
 
-@reference("ttnn.transpose", params=(_IN, Param("dim1", "int", 1, required=True), Param("dim2", "int", 2, required=True)))
+@reference("ttnn.transpose", params=(_IN, Param("dim1", "int", 1, required=True), Param("dim2", "int", 2, required=True)),
+           keeps_values=True)
 def transpose(input_tensor: Any, dim1: int, dim2: int, **_: Any) -> np.ndarray:
     """ttnn.transpose: two axes swapped."""
     x = np.asarray(input_tensor)
@@ -32,7 +33,8 @@ def transpose(input_tensor: Any, dim1: int, dim2: int, **_: Any) -> np.ndarray:
     return np.swapaxes(x, a, b)
 
 
-@reference("ttnn.permute", params=(_IN, Param("dims", "ints", 1, required=True), Param("pad_value", "ignored")))
+@reference("ttnn.permute", params=(_IN, Param("dims", "ints", 1, required=True), Param("pad_value", "ignored")),
+           keeps_values=True)
 def permute(input_tensor: Any, dims: tuple[int, ...], **_: Any) -> np.ndarray:
     """ttnn.permute: the axes in the order ``dims``."""
     x = np.asarray(input_tensor)
@@ -42,7 +44,7 @@ def permute(input_tensor: Any, dims: tuple[int, ...], **_: Any) -> np.ndarray:
 
 
 @reference("ttnn.reshape", "ttnn.view", "ttnn.experimental.view", params=(_IN, Param("shape", "ints", 1, required=True),
-                                                Param("padded_shape", "ignored", 2)))
+                                                Param("padded_shape", "ignored", 2)), keeps_values=True)
 def reshape(input_tensor: Any, shape: tuple[int, ...], **_: Any) -> np.ndarray:
     """ttnn.reshape: the same values in C order under ``shape`` (one -1 inferred); ttnn.view and
     ttnn.experimental.view are that reshape done without a copy where the layout allows it (the latter has no golden
@@ -62,7 +64,7 @@ def _concat_size(values: Mapping[str, Any]) -> int:
 
 @reference("ttnn.concat", params=(Param("tensors", "tensors", 0, required=True), Param("dim", "int", 1, 0),
                                   Param("groups", "int", default=1), Param("output_tensor", "output")),
-           size=_concat_size)
+           size=_concat_size, keeps_values=True)
 def concat(tensors: list[np.ndarray], dim: int, groups: int, **_: Any) -> np.ndarray:
     """ttnn.concat along ``dim`` (grouped concatenation is not modelled)."""
     if groups != 1:
@@ -80,7 +82,7 @@ def concat(tensors: list[np.ndarray], dim: int, groups: int, **_: Any) -> np.nda
 @reference("ttnn.slice", params=(
     _IN, Param("slice_start", "ints", 1), Param("slice_end", "ints", 2), Param("slice_step", "ints", 3),
     Param("starts", "ints"), Param("ends", "ints"), Param("steps", "ints"), Param("pad_value", "ignored"),
-))
+), keeps_values=True)
 def slice_(input_tensor: Any, slice_start: Any, slice_end: Any, slice_step: Any, starts: Any, ends: Any,
            steps: Any, **_: Any) -> np.ndarray:
     """ttnn.slice: ``input[start:end:step]`` per leading axis, bounds as positional or keyword arguments."""
@@ -98,7 +100,7 @@ _LAYOUT = (_IN, Param("layout", "ignored", 1), Param("dtype", "dtype"), Param("u
 
 
 @reference("ttnn.to_layout", "ttnn.tilize", "ttnn.untilize", "ttnn.tilize_with_zero_padding", "ttnn.to_memory_config",
-           params=_LAYOUT)
+           params=_LAYOUT, keeps_values=True)
 def to_layout(input_tensor: Any, dtype: str | None = None, **_: Any) -> np.ndarray:
     """A change of layout or memory: the logical values are unchanged (a ``dtype`` asked for as well is refused)."""
     if dtype is not None:
@@ -115,7 +117,7 @@ def _embedding_size(values: Mapping[str, Any]) -> int:
 @reference("ttnn.embedding", params=(
     _IN, Param("weight", "tensor", 1, required=True), Param("padding_idx", "ignored"), Param("layout", "ignored"),
     Param("embeddings_type", "ignored"), Param("dtype", "dtype"), Param("output_tensor", "output"),
-), size=_embedding_size)
+), size=_embedding_size, keeps_values=True)
 def embedding(input_tensor: Any, weight: Any, **_: Any) -> np.ndarray:
     """ttnn.embedding: the rows of ``weight`` the indices name (an index outside the table is refused)."""
     indices = np.asarray(input_tensor)
@@ -154,7 +156,7 @@ def _split_size(values: Mapping[str, Any]) -> int:
 
 
 @reference("ttnn.split", params=(_IN, Param("split_size", "ints", 1, required=True), Param("dim", "int", 2, default=0)),
-           size=_split_size)
+           size=_split_size, keeps_values=True)
 def split(input_tensor: Any, split_size: tuple[int, ...], dim: int, **_: Any) -> tuple[np.ndarray, ...]:
     """ttnn.split as torch.split: pieces of ``split_size`` along ``dim`` (the last one shorter), or pieces of the
     listed sizes when they add up to the axis."""
@@ -177,7 +179,7 @@ def _chunk_size(values: Mapping[str, Any]) -> int:
 
 
 @reference("ttnn.chunk", params=(_IN, Param("chunks", "int", 1, required=True), Param("dim", "int", 2, required=True)),
-           size=_chunk_size)
+           size=_chunk_size, keeps_values=True)
 def chunk(input_tensor: Any, chunks: int, dim: int, **_: Any) -> tuple[np.ndarray, ...]:
     """ttnn.chunk as torch.chunk: pieces of ceil(n / chunks) along ``dim`` (so possibly fewer than ``chunks``)."""
     x = np.asarray(input_tensor)

@@ -43,7 +43,7 @@ def _check_shapes(index: np.ndarray, dims: tuple[int, ...], axis: int, name: str
 @reference("ttnn.gather", params=(
     Param("input_tensor", "tensor", 0, required=True), Param("dim", "int", 1, required=True),
     Param("index", "tensor", 2, required=True), Param("sparse_grad", "bool", default=False), Param("out", "output"),
-))
+), keeps_values=True)
 def gather(input_tensor: Any, dim: int, index: Any, **_: Any) -> np.ndarray:
     """ttnn.gather as torch.gather: ``out[i][j][k] = input[index[i][j][k]][j][k]`` for ``dim`` 0, and so on; the
     output has the index's shape."""
@@ -57,7 +57,7 @@ def gather(input_tensor: Any, dim: int, index: Any, **_: Any) -> np.ndarray:
 @reference("ttnn.scatter", params=(
     Param("input_tensor", "tensor", 0, required=True), Param("dim", "int", 1, required=True),
     Param("index", "tensor", 2, required=True), Param("src", "tensor", 3, required=True),
-))
+), keeps_values=True)
 def scatter(input_tensor: Any, dim: int, index: Any, src: Any, **_: Any) -> np.ndarray:
     """ttnn.scatter as torch.scatter: the input with ``out[index[i][j][k]][j][k] = src[i][j][k]`` for ``dim`` 0, and
     so on. Two source elements aimed at one position are refused: which one lands is unspecified in torch and on

@@ -39,7 +39,7 @@ _CONVERSION = (_IN, *_positional_dtypes(1, 5), _OUTPUT_DTYPE, Param("keep_l1_ali
                                                      "sharded_memory_config")))
 
 
-@reference("ttnn.sharded_to_interleaved", "ttnn.interleaved_to_sharded", params=_CONVERSION)
+@reference("ttnn.sharded_to_interleaved", "ttnn.interleaved_to_sharded", params=_CONVERSION, keeps_values=True)
 def sharding_conversion(input_tensor: Any, **values: Any) -> np.ndarray:
     """ttnn.sharded_to_interleaved (``input, memory_config, output_dtype``) and ttnn.interleaved_to_sharded
     (``input, grid, shard_shape, scheme, orientation, output_dtype`` or ``input, memory_config, output_dtype``): the
@@ -50,21 +50,22 @@ def sharding_conversion(input_tensor: Any, **values: Any) -> np.ndarray:
 
 @reference("ttnn.reshard", "ttnn.reallocate", "ttnn.move", params=(
     _IN, Param("memory_config", "ignored", 1), Param("output_tensor", "output"),
-))
+), keeps_values=True)
 def identity(input_tensor: Any, **_: Any) -> np.ndarray:
     """ttnn.reshard, ttnn.reallocate and ttnn.move: the same values elsewhere in memory (their goldens return the
     input: experimental_loader/golden_functions.py's ``_nop_golden_function``, core.py, data_movement.py)."""
     return np.asarray(input_tensor)
 
 
-@reference("ttnn.clone", params=(_IN, *_positional_dtypes(1, 2), Param("dtype", "dtype")))
+@reference("ttnn.clone", params=(_IN, *_positional_dtypes(1, 2), Param("dtype", "dtype")), keeps_values=True)
 def clone(input_tensor: Any, **values: Any) -> np.ndarray:
     """ttnn.clone: the input's values, in ``dtype`` when given (golden in core.py:
     ``golden_to_output_dtype(tensor, dtype)``)."""
     return stored_as(input_tensor, _dtype(values))
 
 
-@reference("ttnn.copy", params=(_IN, Param("output", "tensor", 1, required=True)), input_dtypes=True)
+@reference("ttnn.copy", params=(_IN, Param("output", "tensor", 1, required=True)), input_dtypes=True,
+           keeps_values=True)
 def copy(input_tensor: Any, output: Any, input_dtypes: Mapping[int, str | None] | None = None, **_: Any) -> np.ndarray:
     """ttnn.copy(a, b): a's values written into b, so in b's dtype (golden ``_golden_function_copy``,
     data_movement.py: ``input_a.to(input_b.dtype)``). b's ttnn dtype comes from the report; with none recorded a
@@ -97,7 +98,7 @@ def experimental_typecast(input_tensor: Any, dtype: str, **_: Any) -> np.ndarray
 @reference("ttnn.tilize_with_val_padding", params=(
     _IN, Param("output_tensor_shape", "ignored", 1), Param("pad_value", "ignored", 2), Param("memory_config", "ignored", 3),
     Param("output_dtype", "dtype", 4), Param("dtype", "dtype"), Param("use_multicore", "ignored"),
-))
+), keeps_values=True)
 def tilize_with_val_padding(input_tensor: Any, **values: Any) -> np.ndarray:
     """ttnn.tilize_with_val_padding: the padding is the tile layout's physical padding, so the logical values are the
     input's (golden in data_movement.py: ``golden_to_output_dtype(input_tensor, dtype)``)."""
@@ -116,7 +117,7 @@ def _slice_rows(rows: int, num_slices: int, slice_index: int) -> slice:
     _IN, Param("grid", "ignored", 1), Param("shard_shape", "ignored", 2), Param("num_slices", "int", 3, required=True),
     Param("slice_index", "int", 4, required=True), Param("shard_scheme", "ignored", 5),
     Param("shard_orientation", "ignored", 6), _OUTPUT_DTYPE,
-))
+), keeps_values=True)
 def interleaved_to_sharded_partial(input_tensor: Any, num_slices: int, slice_index: int, output_dtype: str | None,
                                    **_: Any) -> np.ndarray:
     """ttnn.interleaved_to_sharded_partial: the input flattened to [1, 1, rows, width] and slice ``slice_index`` of
@@ -131,7 +132,7 @@ def interleaved_to_sharded_partial(input_tensor: Any, num_slices: int, slice_ind
 @reference("ttnn.sharded_to_interleaved_partial", params=(
     _IN, Param("cache_tensor", "tensor", 1, required=True), Param("num_slices", "int", 2, required=True),
     Param("slice_index", "int", 3, required=True), Param("memory_config", "ignored", 4), _OUTPUT_DTYPE,
-))
+), keeps_values=True)
 def sharded_to_interleaved_partial(input_tensor: Any, cache_tensor: Any, num_slices: int, slice_index: int,
                                    output_dtype: str | None, **_: Any) -> np.ndarray:
     """ttnn.sharded_to_interleaved_partial: the cache tensor (flattened to [1, 1, rows, width]) with slice

@@ -49,7 +49,7 @@ def _pad_size(values: Mapping[str, Any]) -> int:
     _IN, Param("padding", "pairs_or_ints", 1), Param("arg2", "float_or_ints", 2), Param("arg3", "float", 3),
     Param("value", "float"), Param("output_padded_shape", "ints"), Param("input_tensor_start", "ints"),
     Param("use_multicore", "ignored"),
-), size=_pad_size)
+), size=_pad_size, keeps_values=True)
 def pad(input_tensor: Any, padding: tuple[Any, ...] | None, arg2: Any, arg3: float | None, value: float | None,
         output_padded_shape: tuple[int, ...] | None, input_tensor_start: tuple[int, ...] | None,
         **_: Any) -> np.ndarray:
@@ -72,7 +72,7 @@ def pad(input_tensor: Any, padding: tuple[Any, ...] | None, arg2: Any, arg3: flo
 @reference("ttnn.untilize_with_unpadding", params=(
     _IN, Param("output_tensor_end", "ints", 1, required=True), Param("use_multicore", "ignored"),
     Param("use_pack_untilize", "ignored"),
-))
+), keeps_values=True)
 def untilize_with_unpadding(input_tensor: Any, output_tensor_end: tuple[int, ...], **_: Any) -> np.ndarray:
     """ttnn.untilize_with_unpadding: ``input[0:end + 1]`` on each axis, ``output_tensor_end`` the last index kept
     (golden ``slice(0, end + 1)`` per axis)."""
@@ -82,7 +82,7 @@ def untilize_with_unpadding(input_tensor: Any, output_tensor_end: tuple[int, ...
     return x[tuple(slice(0, e + 1) for e in output_tensor_end)]
 
 
-@reference("ttnn.squeeze", params=(_IN, Param("dim", "ints", 1)))
+@reference("ttnn.squeeze", params=(_IN, Param("dim", "ints", 1)), keeps_values=True)
 def squeeze(input_tensor: Any, dim: tuple[int, ...] | None, **_: Any) -> np.ndarray:
     """ttnn.squeeze as torch.squeeze: every axis of size 1 removed, or those of ``dim`` that have size 1 (an axis
     of another size is kept)."""
@@ -91,7 +91,7 @@ def squeeze(input_tensor: Any, dim: tuple[int, ...] | None, **_: Any) -> np.ndar
     return x.reshape(tuple(d for i, d in enumerate(x.shape) if not (i in axes and d == 1)))
 
 
-@reference("ttnn.unsqueeze", params=(_IN, Param("dim", "int", 1, required=True)))
+@reference("ttnn.unsqueeze", params=(_IN, Param("dim", "int", 1, required=True)), keeps_values=True)
 def unsqueeze(input_tensor: Any, dim: int, **_: Any) -> np.ndarray:
     """ttnn.unsqueeze as torch.unsqueeze: an axis of size 1 inserted at ``dim`` (-1 is after the last axis)."""
     x = np.asarray(input_tensor)
@@ -99,7 +99,7 @@ def unsqueeze(input_tensor: Any, dim: int, **_: Any) -> np.ndarray:
     return np.expand_dims(x, axis)
 
 
-@reference("ttnn.unsqueeze_to_4D", params=(_IN,))
+@reference("ttnn.unsqueeze_to_4D", params=(_IN,), keeps_values=True)
 def unsqueeze_to_4d(input_tensor: Any, **_: Any) -> np.ndarray:
     """ttnn.unsqueeze_to_4D: leading axes of size 1 up to rank 4, a higher rank unchanged (golden
     ``_golden_function_unsqueeze_to_4d``, core.py)."""
@@ -128,7 +128,7 @@ def _expand_size(values: Mapping[str, Any]) -> int:
 
 @reference("ttnn.expand", "ttnn.experimental.broadcast_to", params=(
     _IN, Param("output_shape", "ints", 1, required=True), Param("output", "output"),
-), size=_expand_size)
+), size=_expand_size, keeps_values=True)
 def expand(input_tensor: Any, output_shape: tuple[int, ...], **_: Any) -> np.ndarray:
     """ttnn.expand as torch.expand (golden ``input_tensor.expand(output_shape)``) and ttnn.experimental.broadcast_to as
     torch.broadcast_to (golden ``_broadcast_to_golden_function``), copied as ttnn copies them."""
@@ -154,7 +154,8 @@ def _repeat_size(values: Mapping[str, Any]) -> int:
         return elements(shape(values["input_tensor"]))
 
 
-@reference("ttnn.repeat", params=(_IN, Param("repetition_vector", "ints", 1), Param("shape", "ints")), size=_repeat_size)
+@reference("ttnn.repeat", params=(_IN, Param("repetition_vector", "ints", 1), Param("shape", "ints")), size=_repeat_size,
+           keeps_values=True)
 def repeat(input_tensor: Any, **values: Any) -> np.ndarray:
     """ttnn.repeat as torch.Tensor.repeat, a shorter repetition vector padded with leading 1s (golden in
     data_movement.py)."""
@@ -168,7 +169,7 @@ def _repeat_interleave_size(values: Mapping[str, Any]) -> int:
 
 @reference("ttnn.repeat_interleave", params=(
     _IN, Param("repeats", "int", 1, required=True), Param("dim", "int", 2, default=0),
-), size=_repeat_interleave_size)
+), size=_repeat_interleave_size, keeps_values=True)
 def repeat_interleave(input_tensor: Any, repeats: int, dim: int, **_: Any) -> np.ndarray:
     """ttnn.repeat_interleave as torch.repeat_interleave: each element ``repeats`` times in a row along ``dim``."""
     x = np.asarray(input_tensor)
@@ -179,7 +180,7 @@ def repeat_interleave(input_tensor: Any, repeats: int, dim: int, **_: Any) -> np
 
 
 @reference("ttnn.stack", params=(Param("tensors", "tensors", 0, required=True), Param("dim", "int", 1, required=True)),
-           size=lambda values: sum(elements(shape(t)) for t in values["tensors"]))
+           size=lambda values: sum(elements(shape(t)) for t in values["tensors"]), keeps_values=True)
 def stack(tensors: list[np.ndarray], dim: int, **_: Any) -> np.ndarray:
     """ttnn.stack as torch.stack: the tensors (of one shape) along a new axis ``dim``."""
     arrays = [np.asarray(t) for t in tensors]
@@ -194,7 +195,7 @@ def stack(tensors: list[np.ndarray], dim: int, **_: Any) -> np.ndarray:
 @reference("ttnn.narrow", params=(
     _IN, Param("dim", "int", 1, required=True), Param("start", "int", 2, required=True),
     Param("length", "int", 3, required=True),
-))
+), keeps_values=True)
 def narrow(input_tensor: Any, dim: int, start: int, length: int, **_: Any) -> np.ndarray:
     """ttnn.narrow as torch.narrow: ``length`` elements from ``start`` along ``dim`` (a negative start counts from the
     end)."""
@@ -208,7 +209,7 @@ def narrow(input_tensor: Any, dim: int, start: int, length: int, **_: Any) -> np
 
 @reference("ttnn.reshape_on_device", params=(
     _IN, Param("W", "ints", 1, required=True), Param("Z", "int", 2), Param("Y", "int", 3), Param("X", "int", 4),
-))
+), keeps_values=True)
 def reshape_on_device(input_tensor: Any, W: tuple[int, ...], Z: int | None, Y: int | None, X: int | None,
                       **_: Any) -> np.ndarray:
     """ttnn.reshape_on_device(input, W, Z, Y, X) or (input, shape): the values in C order under [W, Z, Y, X]
@@ -236,7 +237,7 @@ def tril(input_tensor: Any, diagonal: int, **_: Any) -> np.ndarray:
 @reference("ttnn.experimental.slice_write", params=(
     _IN, Param("output_tensor", "tensor", 1, required=True), Param("slice_start", "ints", 2, required=True),
     Param("slice_end", "ints", 3, required=True), Param("slice_step", "ints", 4),
-))
+), keeps_values=True)
 def slice_write(input_tensor: Any, output_tensor: Any, slice_start: tuple[int, ...], slice_end: tuple[int, ...],
                 slice_step: tuple[int, ...] | None, **_: Any) -> np.ndarray:
     """ttnn.experimental.slice_write: the output tensor (as it was before the call) with ``output[start:end:step]``

@@ -28,6 +28,12 @@ const KNOWN = {
   scale_or_offset: (m) => `scale or offset: golden \u2248 ${fmt(m.fit_scale, 4)}\u00b7actual + ${fmt(m.fit_offset, 3)}`,
   nonfinite: (m) => `NaN / Inf where the other side has none (${fmtInt(m.nan_mismatches)} / ${fmtInt(m.inf_mismatches)})`,
   shape: (m) => `shape [${(m.shape_a || []).join(", ")}] against [${(m.shape_b || []).join(", ")}]`,
+  // an operation that only moves values is held to the expected bits: by how much the values differ, or (no value
+  // differs) that only bits do (a zero's sign, a NaN's payload)
+  bitwise: (m) => m.dtype_a !== m.dtype_b ? `not bit-exact: ${m.dtype_a} against ${m.dtype_b}`
+    : m.max_abs_error || m.nan_mismatches || m.inf_mismatches
+      ? `not bit-exact: max |error| ${fmt(m.max_abs_error)} (${fmt(m.ulp_max)} ulp)`
+      : "not bit-exact: a zero's sign or a NaN's payload differs",
 };
 
 /** One failed criterion as "name value < threshold": a known one in its words, any other by its name, its value
