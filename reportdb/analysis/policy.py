@@ -27,6 +27,9 @@ clone's tile SQNR near 30 dB). -0.0 against 0.0 and a NaN's payload fail too: a 
 values went through arithmetic (``x + 0.0`` turns -0.0 into 0.0) or were corrupted, and later operations see it (1/x
 gives -inf or inf, signbit, a sort's total order). The rule does not apply, and the dtype's defaults judge, where:
 
+* the output is float32: the rule is ``max_ulp = 8192`` (one TF32 ulp) instead, since ttnn before tt-metal #39401
+  and #37333 moved float32 tiles through the unpacker's 19-bit TF32 format (tilize, untilize, to_layout,
+  transpose), truncating 13 mantissa bits (#23405, #33795); a sign flip or a value off by a bfloat16 ulp still fails;
 * the output is a block float (BFLOAT8_B, BFLOAT4_B): moving values regroups them into new 16-value blocks whose
   shared exponent re-encodes them, as a typecast does (typecast itself keeps no values and has no such rule);
 * the two sides' stored dtypes differ: the expected side was not written in the output's dtype (a chain's float32
@@ -34,9 +37,8 @@ gives -inf or inf, signbit, a sort's total order). The rule does not apply, and 
   an operation asked to convert as it moves (``clone(x, dtype=...)`` of a float32 ``x``) has its reference written in
   the output's dtype by torch's rounding (to nearest even), and the rule holds the device's conversion to that;
 * the comparison is ``accumulated`` (a global golden record, another run, a team history's global row): the expected
-  side carries error made before the operation, which a copy carries on unchanged. Replay's chain does not say so
-  yet: its values are float32 from its first arithmetic operation on (the previous case), but after a typecast they
-  are in the cast's dtype, so a value-keeping operation there is held to bits its input's earlier error changed.
+  side carries error made before the operation, which a copy carries on unchanged; replay's chain says so of every
+  output it judges (after a typecast its values are in the cast's dtype, yet carry the chain's earlier error).
 
 Dtype-aware defaults, derived from each dtype's precision (``p`` significand bits counting the leading one, so
 ``eps = 2**(1-p)``: float32 2^-23, bfloat16 2^-7, BFLOAT8_B 2^-6, BFLOAT4_B 2^-2 relative to its block's largest
@@ -143,9 +145,20 @@ class Criteria(Result):
         """Whether the element-wise ``|a - b| <= atol + rtol |b|`` test is a criterion here."""
         return self.rtol is not None or self.atol is not None or self.max_mismatch_fraction is not None
 
+    @property
+    def reads_ulps(self) -> bool:
+        """Whether a verdict under these criteria reads the ULP distances: ``max_ulp`` bounds them, and a ``bitwise``
+        failure's note says how far apart the values are in them."""
+        return self.max_ulp is not None or bool(self.bitwise)
+
 
 #: The built-in rule's criteria for an operation that only moves or keeps values (:func:`builtin_rule`).
 _BITWISE = Criteria(bitwise=True)
+#: The built-in value-keeping rule for float32 outputs: within one TF32 ulp (2^13 float32 ulps). Before tt-metal
+#: #39401 (tilize) and #37333 (untilize) the unpacker read float32 tiles through srcA's 19-bit TF32 format in every
+#: compute kernel that moves values (tilize, untilize, to_layout, transpose), dropping 13 mantissa bits: ttnn's own
+#: reports of those versions hold float32 moves truncated so (tt-metal #23405, #33795).
+_WITHIN_TF32 = Criteria(max_ulp=float(1 << 13))
 
 
 @dataclass(frozen=True)
@@ -337,6 +350,10 @@ class Policy:
         if "bitwise" in failed and self.rule_for(op, dtype) is None:  # the built-in rule's: say why it applies
             notes = [f"{n}; {op} only moves or keeps values, so the built-in rule holds it to the expected bits (a rule "
                      "in your policy can relax it)" if n.startswith("bitwise:") else n for n in notes]
+        if "max_ulp" in failed and self.rule_for(op, dtype) is None and criteria == _WITHIN_TF32:
+            notes.append(f"max_ulp: {comparison.ulp_max} float32 ulps > {_WITHIN_TF32.max_ulp:.0f}; {op} only moves or "
+                         "keeps values, so the built-in rule holds a float32 output to the expected value within the "
+                         "TF32 rounding of the device's unpacker (a rule in your policy can relax it)")
         worst = getattr(comparison, "worst_tile", None)
         return Verdict(not failed, tuple(failed), criteria, None if worst is None else tuple(worst), tuple(notes))
 
@@ -389,8 +406,10 @@ def _bit_difference(m: "Comparison") -> str:
         return "the comparison did not record whether the bits are equal"
     differ = []
     if m.max_abs_error or m.allclose_mismatches:
-        outside = f", {m.allclose_mismatches:,} of {m.count or 0:,} outside rtol/atol" if m.allclose_mismatches else ""
-        differ.append(f"values differ: max |error| {m.max_abs_error or 0:g} ({m.ulp_max or 0} ulp{outside})")
+        parts = [f"{m.ulp_max} ulp" if m.ulp_max is not None else "",
+                 f"{m.allclose_mismatches:,} of {m.count or 0:,} outside rtol/atol" if m.allclose_mismatches else ""]
+        detail = ", ".join(p for p in parts if p)
+        differ.append(f"values differ: max |error| {m.max_abs_error or 0:g}" + (f" ({detail})" if detail else ""))
     if m.nan_mismatches or m.inf_mismatches:
         differ.append(f"{m.nan_mismatches or 0:,} NaN and {m.inf_mismatches or 0:,} Inf positions differ")
     if differ:
@@ -408,6 +427,9 @@ def builtin_rule(op: str | None, dtype: str) -> Rule | None:
     known = lookup(op)
     if known is None or not known.keeps_values:
         return None
+    if canonical_dtype(dtype) == "FLOAT32":
+        return Rule(op, None, _WITHIN_TF32, "built-in: a float32 operation that only moves or keeps values, through "
+                    "the unpacker's TF32")
     return Rule(op, None, _BITWISE, "built-in: an operation that only moves or keeps values")
 
 

@@ -273,7 +273,7 @@ def replay_operation(
         device = references.defined_part(row.name, (reads or Reads(report, rank)).tensor(output_id))  # where defined
         dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
         metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected),
-                                  full=full or keeper is not None)
+                                  full=full or keeper is not None, accumulated=chained is not None)
         notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
         at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
                      detail="; ".join(notes))  # what the verdict saw: the worst tile and its core, a fidelity shrink

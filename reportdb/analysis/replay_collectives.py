@@ -149,7 +149,7 @@ def replay_per_device(
             chain.meshes[out_id] = {c: references.completed(name, e, device[c]) if c in device else e
                                     for c, e in expected[index].items()}
         row = _judged_devices(graph, op_id, index, out_id, device, expected[index], slack if index == 0 else None,
-                              policy, report, rank)
+                              policy, report, rank, accumulated=chain is not None)
         if keeper is not None and row.status == "compared":
             keeper.keep(row, [(c, _float32(e)) for c, e in sorted(expected[index].items())], policy,
                         report.tensor_info(out_id, rank).spec.distribution)
@@ -213,11 +213,11 @@ def _largest_shard(report: "Report", tensor_id: int, rank: int) -> int:
 def _judged_devices(
     graph: TensorGraph, op_id: int, index: int, out_id: int, device: dict[Coordinate, np.ndarray],
     expected: dict[Coordinate, np.ndarray], slack: dict[Coordinate, np.ndarray] | None, policy: "Policy",
-    report: "Report", rank: int,
+    report: "Report", rank: int, *, accumulated: bool,
 ) -> ReplayRow:
     """Output ``index`` of an operation judged device by device: each ``device`` shard of stored output ``out_id``
     against its reference (within the summation ``slack`` where given, and only where the operation defines its
-    output)."""
+    output); ``accumulated``: the references were computed from a chain's values (:meth:`Policy.judge`)."""
     name = graph.names.get(op_id, "")
     if set(device) != set(expected) or any(np.shape(device[c]) != np.shape(expected[c]) for c in device):
         return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=out_id, output_index=index,
@@ -230,11 +230,11 @@ def _judged_devices(
         if slack is not None:  # the value nearest the device's that some order of the sum gives
             room = references.defined_part(name, slack[coord])
             want = np.clip(np.asarray(got, dtype=np.float64), want - room, want + room)
-        metrics, verdict = judged(policy, name, dtype, got, want)
+        metrics, verdict = judged(policy, name, dtype, got, want, accumulated=accumulated)
         verdicts.append(DeviceVerdict(coord, bool(verdict.passed), tuple(verdict.failed), metrics.max_abs_error))
         gots.append(np.asarray(got).ravel())
         wants.append(np.asarray(want, dtype=np.float64).ravel())
-    metrics, _ = judged(policy, name, dtype, np.concatenate(gots), np.concatenate(wants))
+    metrics, _ = judged(policy, name, dtype, np.concatenate(gots), np.concatenate(wants), accumulated=accumulated)
     bad = [v for v in verdicts if not v.passed]
     failed = tuple(sorted({f for v in bad for f in v.failed}))
     detail = ("fails on device " + ", ".join(",".join(map(str, v.coordinate)) for v in bad)) if bad else ""

@@ -23,24 +23,25 @@ if TYPE_CHECKING:
 
 
 def judged(policy: "Policy", op: str, dtype: str, device: np.ndarray, expected: np.ndarray, *,
-           full: bool = True) -> tuple[Comparison, Any]:
+           full: bool = True, accumulated: bool = False) -> tuple[Comparison, Any]:
     """The metric vector of the device output against the reference, made at the policy's tolerances, and the policy's
     verdict on it: the one place replay and repro decide pass or fail.
 
     Without ``full`` the comparison first computes only what the verdict reads (``compare(full=False)``, the ULPs
     only where the criteria bound them), and the whole vector only when the output fails: a passing output's
     distribution figures (quantiles, relative errors...) are then None (``full_stats`` False). The fields a verdict
-    reads come from the same arithmetic either way, so the verdict is the same."""
+    reads come from the same arithmetic either way, so the verdict is the same. ``accumulated``: the expected side
+    carries error made before the operation (a chain's values), as :meth:`Policy.judge` takes it."""
     rtol, atol = policy.tolerances(op, dtype)
     pcc = policy.pcc_threshold(op, dtype)
-    if not full:
-        ulps = policy.criteria_for(op, dtype).max_ulp is not None
+    if not full:  # the ULPs where either the built-in rule's criteria or the dtype's read them (judge picks one)
+        ulps = any(policy.criteria_for(op, dtype, accumulated=a).reads_ulps for a in (False, True))
         metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=pcc, full=False, ulps=ulps)
-        verdict = policy.judge(metrics, op=op, dtype=dtype)
+        verdict = policy.judge(metrics, op=op, dtype=dtype, accumulated=accumulated)
         if verdict.passed:
             return metrics, verdict
     metrics = compare(device, expected, rtol=rtol, atol=atol, pcc=pcc)
-    return metrics, policy.judge(metrics, op=op, dtype=dtype)
+    return metrics, policy.judge(metrics, op=op, dtype=dtype, accumulated=accumulated)
 
 
 @dataclass(frozen=True)

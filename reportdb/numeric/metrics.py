@@ -89,9 +89,10 @@ _CONSTANT_REL = 1e-12
 FLAGS = ("shape_mismatch", "nonfinite_mismatch", "scale_or_offset_error", "constant_input")
 
 #: The fields no verdict reads, which ``compare(full=False)`` leaves None: tt-metal's PCC, the mean and relative
-#: errors, the error quantiles, bitwise equality and the median tile's SQNR.
+#: errors, the error quantiles and the median tile's SQNR. (Bitwise equality, which the ``bitwise`` criterion reads,
+#: is always kept: a byte comparison of blocks whose values are equal, stopped at the first that differs.)
 DISTRIBUTION = ("pcc_ttmetal", "mean_abs_error", "max_rel_error", "mean_rel_error", "abs_error_p50", "abs_error_p99",
-                "abs_error_p999", "bitwise_equal", "tile_sqnr_p50")
+                "abs_error_p999", "tile_sqnr_p50")
 
 
 class _PairMoments:
@@ -293,8 +294,7 @@ class PairAccumulator:
     the mismatch count (only where an error passes ``atol``) and the relative errors; then each side is centred in
     place for the moments. Where every value is finite (the maximum error is) and the actual side's dtype casts
     exactly into the golden's, tt-metal's PCC is the joint moments' own, with no pass of its own. Without ``full``
-    the passes only :data:`DISTRIBUTION` fields need (histogram, relative errors, tt-metal's own PCC, bitwise
-    equality) are skipped, and without ``ulps`` the ULP distances; every other sum takes the same arithmetic.
+    the passes only :data:`DISTRIBUTION` fields need (histogram, relative errors, tt-metal's own PCC) are skipped, and without ``ulps`` the ULP distances; every other sum takes the same arithmetic.
     """
 
     def __init__(
@@ -317,7 +317,7 @@ class PairAccumulator:
         self.tt = TtMetalState()
         self.max_abs = self.max_rel = self.sum_abs = self.sum_rel = self.sum_sq_error = 0.0
         self.histogram = AbsErrorHistogram(block) if full else None
-        self.bitwise = self.same_dtype and full
+        self.bitwise = self.same_dtype
         self.mismatches = self.nan_mismatches = self.inf_mismatches = 0
         # This thread's buffers (a block's work never outlives its add()): widened sides, |a - b|, |b|, flags.
         self.buf_a = scratch("compare_a", block, np.float64)
@@ -490,7 +490,8 @@ class PairAccumulator:
         extra: dict[str, Any] = {}
         if self.histogram is not None:
             p50, p99, p999 = self.histogram.quantiles((0.5, 0.99, 0.999), self.max_abs)
-            extra = {"abs_error_p50": p50, "abs_error_p99": p99, "abs_error_p999": p999, "bitwise_equal": self.bitwise}
+            extra = {"abs_error_p50": p50, "abs_error_p99": p99, "abs_error_p999": p999}
+        extra["bitwise_equal"] = self.bitwise
         if self.tiles is not None:
             joint = self.joint
             extra |= self.tiles.summary(joint.b.m2 + joint.n * joint.b.mean * joint.b.mean, joint.n, median=self.full)
