@@ -336,8 +336,13 @@ def _bind_tensors(ref: Reference, slots: list[tuple[int, int, Param, str]], inpu
 def floats(name: str, array: Any) -> np.ndarray:
     """An input as float32 for a reference that computes in float32: float inputs of any width (bfloat16, float8,
     float16, float32) are widened or kept exactly; an integer or bool input is refused (its arithmetic wraps on the
-    device, which float32 does not model)."""
+    device, which float32 does not model). A float32 input is not copied: it comes back as a read-only view, so a
+    reference cannot change a value the report or a chain shares (an in-place write raises instead)."""
     arr = np.asarray(array)
+    if arr.dtype == np.float32:
+        view = arr.view()
+        view.flags.writeable = False
+        return view
     if arr.dtype.kind == "f" or arr.dtype.name in ("bfloat16",) or arr.dtype.name.startswith("float8"):
         return arr.astype(np.float32)
     raise UnsupportedArguments([name], f"an input of dtype {arr.dtype.name}, which this reference computes only in float")
