@@ -114,3 +114,23 @@ def test_shared_reads_read_a_tensor_once_for_its_readers(many: tuple[Path, set[i
         np.testing.assert_array_equal(first, report.tensor(2))
         tight = SharedReads(report, 0, [2, 2], limit=100)  # 8 KiB do not fit 100 bytes: read again
         assert tight.tensor(2) is not tight.tensor(2) and tight._kept == {}
+
+
+def test_workers_hold_blas_to_their_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each BLAS library numpy loaded runs at most cores // workers threads while the workers run (and as it did
+    after): 4 cores and 2 workers give 2 threads, 2 cores and 4 workers 1."""
+    from threadpoolctl import threadpool_info
+
+    def blas() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas()
+    if not before:
+        pytest.skip("numpy loaded no BLAS library threadpoolctl knows")
+    import reportdb.analysis.replay_parallel as parallel
+
+    for cores, workers, expected in ((4, 2, 2), (2, 4, 1)):
+        monkeypatch.setattr(parallel.os, "cpu_count", lambda: cores)
+        seen = list(replay_isolated(range(4), lambda op: [blas()], lambda op: 1, workers=workers))
+        assert seen == [[expected] * len(before)] * 4
+        assert blas() == before
