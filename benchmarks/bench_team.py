@@ -124,14 +124,19 @@ def _settle(server: PgServer, fresh: bool) -> None:
             conn.execute("CHECKPOINT")
 
 
-def big(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int, modes: list[str]) -> None:
-    rng = np.random.default_rng(0)
-    folder = tmp / "big"
+def random_report(folder: Path, mib: int, *, seed: int) -> Path:
+    """A report of ``mib`` MiB of random float32 tensors, 64 MiB each (incompressible, nothing shared)."""
+    rng = np.random.default_rng(seed)
     folder.mkdir()
     per = 64 << 20
     with reportdb.open(folder, "a") as report:
         for i in range(max(1, (mib << 20) // per)):
             report.put_tensor(i, rng.standard_normal(per // 4).astype(np.float32), stats=False)
+    return folder
+
+
+def big(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int, modes: list[str]) -> None:
+    folder = random_report(tmp / "big", mib, seed=0)
     db = folder / "db.sqlite"
     mb = db.stat().st_size / 1e6
     for mode in modes:
@@ -293,21 +298,15 @@ def objects_case(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int) 
                       AWS_DEFAULT_REGION="us-east-1")
     moto = _moto(port)
     try:
-        rng = np.random.default_rng(2)
-        folder = tmp / "s3big"
-        folder.mkdir()
-        per = 64 << 20
-        with reportdb.open(folder, "a") as report:
-            for i in range(max(1, (mib << 20) // per)):
-                report.put_tensor(i, rng.standard_normal(per // 4).astype(np.float32), stats=False)
+        folder = random_report(tmp / "s3big", mib, seed=2)
         src = sqlite3.connect(f"file:{folder / 'db.sqlite'}?mode=ro", uri=True)
         chunks = [bytes(r[0]) for r in src.execute("SELECT data FROM rdb_chunk ORDER BY id")]
         src.close()
         total = sum(len(c) for c in chunks) / 1e6
         flight = jobs * push_mod.PUTS_PER_JOB
-        client = boto3.client("s3", config=Config(max_pool_connections=flight + 4,
-                                                  request_checksum_calculation="when_required",
-                                                  response_checksum_validation="when_required"))
+        # boto3's defaults (since 1.36: a CRC32 computed and sent with each put, checked on each get where the
+        # object has one), as a user's own script gets them
+        client = boto3.client("s3", config=Config(max_pool_connections=flight + 4))
         times: dict[str, list[float]] = {k: [] for k in ("put", "get", "get_file", "push", "pull")}
         for attempt in range(repeat):
             urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))

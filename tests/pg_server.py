@@ -17,6 +17,7 @@ import pwd
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -204,3 +205,34 @@ def store_count(url: str, sql: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute(sql.encode()).fetchone()
         return int(row[0]) if row else 0
+
+
+#: The script :func:`start_pusher` runs.
+PUSHER = r'''
+import importlib, json, os, signal, sys, time
+from reportdb import team
+push_mod = importlib.import_module("reportdb.team.push")
+push_mod.BATCH_BYTES = int(os.environ["BATCH_BYTES"])
+mode = os.environ.get("MODE", "")
+def progress(done, total):
+    if mode == "kill" and done:
+        os.kill(os.getpid(), signal.SIGKILL)  # a real SIGKILL, after the first batch committed
+    if mode == "slow" and done:
+        print("batch", flush=True)
+        time.sleep(float(os.environ.get("PAUSE", "0.3")))
+result = team.push(sys.argv[1], os.environ["STORE_URL"], name=sys.argv[2], jobs=int(os.environ.get("JOBS", "1")),
+                   progress=progress)
+print(json.dumps({"created": result.created, "uploaded": result.chunks_uploaded, "chunks": result.chunks}), flush=True)
+'''
+
+
+def start_pusher(tmp_path: Path, report: Path, url: str, name: str, *, batch: int = 1 << 20, mode: str = "", jobs: int = 1,
+            pause: float = 0.3) -> subprocess.Popen[str]:
+    """``team.push`` of ``report`` as ``name`` in a process of its own: ``mode`` "kill" SIGKILLs it after its first
+    batch commits, "slow" pauses ``pause`` seconds after each batch (printing "batch")."""
+    script = tmp_path / "pusher.py"
+    if not script.exists():  # written once: a process starting while it is rewritten would read it empty
+        script.write_text(PUSHER)
+    env = dict(os.environ, STORE_URL=url, BATCH_BYTES=str(batch), MODE=mode, JOBS=str(jobs), PAUSE=str(pause))
+    return subprocess.Popen([sys.executable, str(script), str(report), name], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -3,55 +3,24 @@ push killed with SIGKILL and rerun, a delete while a push that shares its chunks
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pg_server import chunk_keys, dump, make_report, shared_arrays, store_count
+from pg_server import chunk_keys, dump, make_report, shared_arrays, start_pusher, store_count
 import reportdb
 from reportdb import team
 from reportdb.errors import ReportNotFoundError
 
 pytestmark = [pytest.mark.process, pytest.mark.service]
 
-PUSHER = r'''
-import importlib, json, os, signal, sys, time
-from reportdb import team
-push_mod = importlib.import_module("reportdb.team.push")
-push_mod.BATCH_BYTES = int(os.environ["BATCH_BYTES"])
-mode = os.environ.get("MODE", "")
-def progress(done, total):
-    if mode == "kill" and done:
-        os.kill(os.getpid(), signal.SIGKILL)  # a real SIGKILL, after the first batch committed
-    if mode == "slow" and done:
-        print("batch", flush=True)
-        time.sleep(float(os.environ.get("PAUSE", "0.3")))
-result = team.push(sys.argv[1], os.environ["STORE_URL"], name=sys.argv[2], jobs=int(os.environ.get("JOBS", "1")),
-                   progress=progress)
-print(json.dumps({"created": result.created, "uploaded": result.chunks_uploaded, "chunks": result.chunks}), flush=True)
-'''
-
-
-def _pusher(tmp_path: Path, report: Path, url: str, name: str, *, batch: int = 1 << 20, mode: str = "", jobs: int = 1,
-            pause: float = 0.3) -> subprocess.Popen[str]:
-    script = tmp_path / "pusher.py"
-    if not script.exists():  # written once: a process starting while it is rewritten would read it empty
-        script.write_text(PUSHER)
-    env = dict(os.environ, STORE_URL=url, BATCH_BYTES=str(batch), MODE=mode, JOBS=str(jobs), PAUSE=str(pause))
-    return subprocess.Popen([sys.executable, str(script), str(report), name], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
 def test_eight_concurrent_pushers_of_overlapping_reports(team_url: str, tmp_path: Path) -> None:
     shared = shared_arrays(4)
     reports = [make_report(tmp_path / f"r{i}", seed=i, shared=shared[: 2 + i % 3], own=2) for i in range(8)]
-    procs = [_pusher(tmp_path, r, team_url, r.name, batch=128 << 10, jobs=1 + i % 2) for i, r in enumerate(reports)]
+    procs = [start_pusher(tmp_path, r, team_url, r.name, batch=128 << 10, jobs=1 + i % 2) for i, r in enumerate(reports)]
     outputs = []
     for p in procs:
         out, err = p.communicate(timeout=180)
@@ -67,7 +36,7 @@ def test_eight_concurrent_pushers_of_overlapping_reports(team_url: str, tmp_path
 
 def test_sigkill_mid_push_leaves_nothing_visible_and_a_rerun_completes(team_url: str, tmp_path: Path) -> None:
     report = make_report(tmp_path / "big", seed=3, own=8)
-    killed = _pusher(tmp_path, report, team_url, "big", batch=256 << 10, mode="kill")
+    killed = start_pusher(tmp_path, report, team_url, "big", batch=256 << 10, mode="kill")
     killed.communicate(timeout=120)
     assert killed.returncode == -signal.SIGKILL
     assert team.list_reports(team_url) == []
@@ -86,7 +55,7 @@ def test_delete_during_a_push_that_shares_chunks_loses_nothing(team_url: str, tm
     first = make_report(tmp_path / "first", seed=1, shared=shared, own=1)
     second = make_report(tmp_path / "second", seed=2, shared=shared, own=6)
     team.push(first, team_url)
-    pusher = _pusher(tmp_path, second, team_url, "second", batch=96 << 10, mode="slow", pause=0.2)
+    pusher = start_pusher(tmp_path, second, team_url, "second", batch=96 << 10, mode="slow", pause=0.2)
     assert pusher.stdout is not None
     assert pusher.stdout.readline().strip() == "batch"  # the push has references and a batch committed
     gone = team.delete(team_url, "first")  # meanwhile: its chunks that "second" shares must stay
@@ -105,7 +74,7 @@ def test_a_reader_during_pushes(team_url: str, tmp_path: Path) -> None:
     base = make_report(tmp_path / "base", seed=0, shared=shared)
     team.push(base, team_url)
     others = [make_report(tmp_path / f"o{i}", seed=10 + i, shared=shared, own=3) for i in range(3)]
-    procs = [_pusher(tmp_path, r, team_url, r.name, batch=64 << 10) for r in others]
+    procs = [start_pusher(tmp_path, r, team_url, r.name, batch=64 << 10) for r in others]
     errors: list[BaseException] = []
     expected = {t: reportdb.open(base).tensor(t) for t in (1, 2, 3, 100, 101)}
 

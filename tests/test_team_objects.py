@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pg_server import PgServer, chunk_keys, dump, make_report, shared_arrays, store_count
+from pg_server import PgServer, chunk_keys, dump, make_report, shared_arrays, start_pusher, store_count
 from s3_server import S3Server
 import reportdb
 from reportdb import team
@@ -225,37 +225,12 @@ def test_the_commands_with_object_storage(team_url: str, s3_url: str, s3_server:
     assert set(_objects(s3_server, s3_url)) == _names(folder / "db.sqlite")
 
 
-PUSHER = r'''
-import importlib, json, os, signal, sys, time
-from reportdb import team
-importlib.import_module("reportdb.team.push").BATCH_BYTES = int(os.environ["BATCH_BYTES"])
-mode = os.environ.get("MODE", "")
-def progress(done, total):
-    if mode == "kill" and done:
-        os.kill(os.getpid(), signal.SIGKILL)  # a real SIGKILL, after the first batch committed
-    if mode == "slow" and done:
-        print("batch", flush=True)
-        time.sleep(0.2)
-result = team.push(sys.argv[1], os.environ["STORE_URL"], name=sys.argv[2], jobs=1, progress=progress)
-print(json.dumps({"created": result.created, "uploaded": result.chunks_uploaded}), flush=True)
-'''
-
-
-def _pusher(tmp_path: Path, report: Path, url: str, name: str, mode: str, batch: int) -> subprocess.Popen[str]:
-    script = tmp_path / "pusher.py"
-    if not script.exists():
-        script.write_text(PUSHER)
-    env = dict(os.environ, STORE_URL=url, BATCH_BYTES=str(batch), MODE=mode)
-    return subprocess.Popen([sys.executable, str(script), str(report), name], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
 def test_sigkill_mid_push_leaves_the_store_consistent_and_a_rerun_completes(
     team_url: str, s3_url: str, s3_server: S3Server, tmp_path: Path
 ) -> None:
     team.push(make_report(tmp_path / "first", seed=13, own=1), team_url, name="first", chunks=s3_url)
     report = make_report(tmp_path / "big", seed=14, own=8)
-    killed = _pusher(tmp_path, report, team_url, "big", "kill", 256 << 10)
+    killed = start_pusher(tmp_path, report, team_url, "big", batch=256 << 10, mode="kill")
     killed.communicate(timeout=120)
     assert killed.returncode == -signal.SIGKILL
     assert [r.name for r in team.list_reports(team_url)] == ["first"]
@@ -282,7 +257,7 @@ def test_a_push_killed_at_any_moment_leaves_the_store_consistent(
     reports = {}
     for i, delay in enumerate((0.3, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.2)):
         reports[f"r{i}"] = report = make_report(tmp_path / f"r{i}", seed=30 + i, own=8)
-        pusher = _pusher(tmp_path, report, team_url, f"r{i}", "", 64 << 10)
+        pusher = start_pusher(tmp_path, report, team_url, f"r{i}", batch=64 << 10)
         time.sleep(delay)
         pusher.kill()
         pusher.communicate(timeout=120)
@@ -305,7 +280,7 @@ def test_gc_racing_pushes_never_deletes_an_object_a_push_needs(
     base = make_report(tmp_path / "base", seed=20, shared=shared, own=1)
     team.push(base, team_url, name="base-0", chunks=s3_url)
     pushers = [make_report(tmp_path / f"p{i}", seed=21 + i, shared=shared[i % 2:], own=3) for i in range(3)]
-    procs = [_pusher(tmp_path, r, team_url, r.name, "slow", 96 << 10) for r in pushers]
+    procs = [start_pusher(tmp_path, r, team_url, r.name, batch=96 << 10, mode="slow", pause=0.2) for r in pushers]
     rounds = 0
     try:
         while any(p.poll() is None for p in procs) or rounds < 3:
