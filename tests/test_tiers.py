@@ -73,7 +73,7 @@ def _run_samples(tmp_path: Path, *args: str, env: dict[str, str] | None = None) 
     """Run the samples under a copy of this suite's conftest and pytest settings; test name -> outcome (from ``-rA``'s
     summary, which one process and pytest-xdist's workers print alike). ``test_plain`` writes where it ran to
     ``tmp_path/facts.json``."""
-    for name in ("conftest.py", "pg_server.py", "served.py"):  # conftest and the modules whose fixtures it imports
+    for name in ("conftest.py", "pg_server.py", "s3_server.py", "served.py"):  # conftest and the modules whose fixtures it imports
         shutil.copy(ROOT / "tests" / name, tmp_path / name)
     (tmp_path / "test_samples.py").write_text(SAMPLES)
     section = re.search(r"^\[tool\.pytest\.ini_options\]\n(.*?)(?=^\[)", (ROOT / "pyproject.toml").read_text(), re.S | re.M)

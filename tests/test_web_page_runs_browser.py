@@ -46,6 +46,10 @@ def _jump(page: Any, a: str, b: str) -> None:
     page.click("#run-compare")
     page.wait_for_function(f"() => document.querySelector('#run-summary').textContent.includes('outputs compared') && "
                            f"location.hash.includes('a={a}') && location.hash.includes('b={b}')")
+    # what the waits below look for, cleared first: a second jump would otherwise find the first pair's still set
+    # (its colour bar was once read before the new pair's was drawn)
+    page.evaluate("() => { for (const e of document.querySelectorAll('.run-panel[data-side=error], #run-where')) "
+                  "{ delete e.dataset.max; delete e.dataset.tile; } }")
     page.click("#run-jump")
     page.wait_for_selector("#run-pair:not([hidden])")
     page.wait_for_function("() => document.querySelector('.run-panel[data-side=error]').dataset.max")
