@@ -25,11 +25,11 @@ relaxes it as any rule replaces the defaults). A correct device moves their byte
 copy of a tile), so one element one ulp off is a bug a float tolerance would pass (1 in 2,048 off by 1.0 keeps a
 clone's tile SQNR near 30 dB). -0.0 against 0.0 and a NaN's payload fail too: a copy keeps them, so a change means the
 values went through arithmetic (``x + 0.0`` turns -0.0 into 0.0) or were corrupted, and later operations see it (1/x
-gives -inf or inf, signbit, a sort's total order). The rule does not apply, and the dtype's defaults judge, where:
+gives -inf or inf, signbit, a sort's total order). A float32 output is held by ``max_ulp = 8192`` (one TF32 ulp)
+instead, since ttnn before tt-metal #39401 and #37333 moved float32 tiles through the unpacker's 19-bit TF32 format
+(tilize, untilize, to_layout, transpose), truncating 13 mantissa bits (#23405, #33795); a sign flip or a value off
+by a bfloat16 ulp still fails. The rule does not apply, and the dtype's defaults judge, where:
 
-* the output is float32: the rule is ``max_ulp = 8192`` (one TF32 ulp) instead, since ttnn before tt-metal #39401
-  and #37333 moved float32 tiles through the unpacker's 19-bit TF32 format (tilize, untilize, to_layout,
-  transpose), truncating 13 mantissa bits (#23405, #33795); a sign flip or a value off by a bfloat16 ulp still fails;
 * the output is a block float (BFLOAT8_B, BFLOAT4_B): moving values regroups them into new 16-value blocks whose
   shared exponent re-encodes them, as a typecast does (typecast itself keeps no values and has no such rule);
 * the two sides' stored dtypes differ: the expected side was not written in the output's dtype (a chain's float32
@@ -420,8 +420,9 @@ def _bit_difference(m: "Comparison") -> str:
 def builtin_rule(op: str | None, dtype: str) -> Rule | None:
     """The built-in rule for an output of ``op`` in ``dtype``, matched after a policy's own rules: ``bitwise`` for an
     operation that only moves or keeps values (its reference declares ``keeps_values``: ``references.keeping_values()``
-    lists them) in any dtype but a block float, whose repacking into new shared-exponent blocks changes values (module
-    docstring); None for every other operation, which the dtype's defaults judge."""
+    lists them) in any dtype but a block float, whose repacking into new shared-exponent blocks changes values, and
+    ``max_ulp`` within TF32 for a float32 one (module docstring); None for every other operation, which the dtype's
+    defaults judge."""
     if op is None or canonical_dtype(dtype) in BLOCK_FLOATS:
         return None
     known = lookup(op)

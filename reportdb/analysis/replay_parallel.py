@@ -74,7 +74,6 @@ def replay_isolated(
                 future.cancel()
 
 
-
 def blas_threads(limit: int) -> ContextManager[object]:
     """At most ``limit`` threads in each BLAS library numpy loaded (OpenBLAS, MKL, BLIS), for the block: replay's
     workers each run matmuls, and a BLAS that also starts a thread per core on each one oversubscribes the machine

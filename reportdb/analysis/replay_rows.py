@@ -28,7 +28,7 @@ def judged(policy: "Policy", op: str, dtype: str, device: np.ndarray, expected: 
     verdict on it: the one place replay and repro decide pass or fail.
 
     Without ``full`` the comparison first computes only what the verdict reads (``compare(full=False)``, the ULPs
-    only where the criteria bound them), and the whole vector only when the output fails: a passing output's
+    only where the criteria read them: ``Criteria.reads_ulps``), and the whole vector only when the output fails: a passing output's
     distribution figures (quantiles, relative errors...) are then None (``full_stats`` False). The fields a verdict
     reads come from the same arithmetic either way, so the verdict is the same. ``accumulated``: the expected side
     carries error made before the operation (a chain's values), as :meth:`Policy.judge` takes it."""
