@@ -148,6 +148,19 @@ def test_bfloat16_inputs_are_computed_in_float32() -> None:
     assert out.dtype == np.float32 and out.tolist() == [[2.0, 257.0]]  # 257 is no bfloat16: no rounding to it
 
 
+def test_bfloat16_inputs_widen_exactly_whatever_their_layout() -> None:
+    """floats() widens bfloat16 by its bits: every pattern (NaNs with payloads, infinities, -0.0, subnormals) as
+    ml_dtypes' own cast gives it, on strided and transposed views too, into a writable array of its own."""
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16).reshape(256, 256)
+    before = patterns.copy()
+    for array in (patterns, patterns[::3, 1::2], patterns.T, patterns[5:6, 7].reshape(())):
+        out = refs.floats("x", array)
+        assert out.dtype == np.float32 and out.shape == array.shape and out.flags.writeable
+        assert np.array_equal(out.view(np.uint32), array.astype(np.float32).view(np.uint32))
+        out[...] = 1.0  # its own copy: the stored values are untouched
+    assert np.array_equal(patterns.view(np.uint16), before.view(np.uint16))
+
+
 def test_data_movement_keeps_the_dtype() -> None:
     ids = np.array([[7, 9]], dtype=np.uint32)
     assert run("ttnn.transpose", ids, args=[A("1", "0"), A("2", "1")]).dtype == np.uint32

