@@ -12,6 +12,8 @@ Collectives, and operations on tensors stored as several device shards, are judg
 from __future__ import annotations
 
 import fnmatch
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +26,9 @@ from . import references
 from .graph import TensorGraph, judged_dtype, opened, table_columns, tensor_graph
 from .places import placed_notes
 from .policy import Policy, as_policy, canonical_dtype
-from .replay_parallel import BUDGET, Reads, SharedReads, default_workers, replay_isolated, stored_elements
+from .replay_parallel import (
+    BUDGET, ReadAhead, Reads, SharedReads, blas_threads, cpus, default_workers, replay_isolated, stored_elements,
+)
 from .replay_collectives import ChainValues, replay_per_device, runs_per_device
 from .replay_rows import DeviceVerdict, ReplayCounts, ReplayResult, ReplayRow, judged
 from .replay_store import ReplayStore
@@ -100,9 +104,12 @@ def iter_replay(
                                                     full=full, reads=reads),
                 lambda op: _cost(rep, graph, op, rank, reads), workers=count, budget=budget)
             return
-        # a chain reads each stored tensor about once (produced inputs are its own references): no array is kept
-        yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full,
-                            SharedReads(rep, rank, (), 0))
+        # a chain reads the tensors no operation made (weights, the model's inputs) ahead of its references
+        reads = ReadAhead(rep, rank, _unmade(graph), budget // 4)
+        try:
+            yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full, reads)
+        finally:
+            reads.close()
 
 
 class Substitution:
@@ -155,52 +162,109 @@ def _chained(
     fixed = ChainValues() if swap else None
     diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
     uses = {t: len(users) for t, users in graph.consumers.items()}
-    for op_id, name in sorted(graph.names.items()):
-        args = arguments.get(op_id, [])
-        rows = _chain_step(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain, full,
-                           reads)
-        if fixed is not None:
-            alone = replay_operation(rep, graph, op_id, args, judge, rank, full=full, reads=reads)
-            if diverged:
-                again = _chain_step(rep, graph, op_id, args, judge, rank, None, fixed, full, reads)
-            else:
-                again = rows
-                fixed.share(plain, list(graph.outputs.get(op_id, {}).values()))
-            took = swap.takes(op_id, name, alone)
-            diverged = diverged or took
-            if took:
-                for tensor_id in graph.outputs.get(op_id, {}).values():
-                    if rep.has_tensor(tensor_id, rank):
-                        fixed.take_stored(rep, tensor_id, rank)
-            rows = _side_by_side(alone, rows, again, took)
-        if op_id in wanted:
-            yield from rows
-        for t in dict.fromkeys(graph.inputs.get(op_id, [])):  # once per consumer
-            uses[t] -= 1
-            if uses[t] <= 0:
-                plain.drop(t)
-                if fixed is not None:
-                    fixed.drop(t)
+    # a plain chain judges each output on a second thread while the next references are computed; a substituted one
+    # needs each verdict before its next step, and a stored one writes its records from this thread
+    judging = JudgedInOrder(JUDGING_AHEAD if fixed is None and keeper is None else 0)
+    try:
+        for op_id, name in sorted(graph.names.items()):
+            args = arguments.get(op_id, [])
+            step = _chain_step(rep, graph, op_id, args, judge, rank, keeper if op_id in wanted else None, plain, full,
+                               reads)
+            if fixed is not None:
+                rows = step()
+                alone = replay_operation(rep, graph, op_id, args, judge, rank, full=full, reads=reads)
+                if diverged:
+                    again = _chain_step(rep, graph, op_id, args, judge, rank, None, fixed, full, reads)()
+                else:
+                    again = rows
+                    fixed.share(plain, list(graph.outputs.get(op_id, {}).values()))
+                took = swap.takes(op_id, name, alone)
+                diverged = diverged or took
+                if took:
+                    for tensor_id in graph.outputs.get(op_id, {}).values():
+                        if rep.has_tensor(tensor_id, rank):
+                            fixed.take_stored(rep, tensor_id, rank)
+                step = _judged_already(_side_by_side(alone, rows, again, took))
+            if op_id in wanted:  # an operation only carried on by the chain is not judged
+                yield from judging.add(step)
+            for t in dict.fromkeys(graph.inputs.get(op_id, [])):  # once per consumer
+                uses[t] -= 1
+                if uses[t] <= 0:
+                    plain.drop(t)
+                    if fixed is not None:
+                        fixed.drop(t)
+        yield from judging.rest()
+    finally:
+        judging.close()
+
+
+def _judged_already(rows: list[ReplayRow]) -> Callable[[], list[ReplayRow]]:
+    """A judging step whose rows are already made."""
+    return lambda: rows
+
+
+#: How many operations a plain chain's judging may lag behind its references (each holds its arrays until judged).
+JUDGING_AHEAD = 4
+
+
+class JudgedInOrder:
+    """A chain's judging steps run on one thread of their own, at most ``ahead`` behind the chain's references (each
+    holds its references and outputs until it ends), their rows given back in the order the steps came; with
+    ``ahead`` 0 each step runs at once, on the caller's thread. While a judging thread runs, the BLAS libraries keep
+    a core free for it (the references' matmuls take the others)."""
+
+    def __init__(self, ahead: int) -> None:
+        self.ahead = ahead
+        self.pending: deque[Future[list[ReplayRow]]] = deque()
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="reportdb-judge") if ahead else None
+        self.blas = blas_threads(max(1, cpus() - 1)) if ahead else None
+        if self.blas is not None:
+            self.blas.__enter__()
+
+    def add(self, step: Callable[[], list[ReplayRow]]) -> Iterator[ReplayRow]:
+        """Start ``step``; the rows of every earlier step that the window no longer holds."""
+        if self.pool is None:
+            yield from step()
+            return
+        self.pending.append(self.pool.submit(step))
+        while len(self.pending) > self.ahead:
+            yield from self.pending.popleft().result()
+
+    def rest(self) -> Iterator[ReplayRow]:
+        """The rows of every step still pending, in order."""
+        while self.pending:
+            yield from self.pending.popleft().result()
+
+    def close(self) -> None:
+        """Drop the steps not started (a consumer that stopped early, or an error) and wait for the running one."""
+        for future in self.pending:
+            future.cancel()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+        if self.blas is not None:
+            self.blas.__exit__(None, None, None)
+            self.blas = None
 
 
 def _chain_step(
     rep: "Report", graph: TensorGraph, op_id: int, args: list[references.Argument], judge: Policy, rank: int,
     keeper: ReplayStore | None, values: ChainValues, full: bool, reads: Reads | None,
-) -> list[ReplayRow]:
-    """One operation of a chain on the chain's ``values``: device by device where the chain runs it so (a
-    collective, or an operation on per-device values: :func:`.replay_collectives.runs_per_device`), else on whole
-    arrays. Where the operation leaves its output undefined, the chain carries the device's own values on
-    (:func:`.references.completed`)."""
-    if runs_per_device(rep, graph, op_id, rank, values):
-        return replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES, keeper)
-    rows = replay_operation(rep, graph, op_id, args, judge, rank, keeper, values, full=full, reads=reads)
+) -> Callable[[], list[ReplayRow]]:
+    """One operation of a chain on the chain's ``values``, its references computed now and its judging returned
+    (:func:`referenced`): device by device where the chain runs it so (a collective, or an operation on per-device
+    values: :func:`.replay_collectives.runs_per_device`), else on whole arrays. Where the operation leaves its output
+    undefined, the chain carries the device's own values on (:func:`.references.completed`)."""
+    if runs_per_device(rep, graph, op_id, rank, values, reads):
+        return _judged_already(replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES,
+                                                 keeper))
+    step = referenced(rep, graph, op_id, args, judge, rank, keeper, values, full=full, reads=reads)
     name = graph.names.get(op_id, "")
     known = references.lookup(name)
     if known is not None and known.defined is not None:  # where it defines nothing, the device's values travel on
         for t in graph.outputs.get(op_id, {}).values():
             if t in values and rep.has_tensor(t, rank):
                 values[t] = references.completed(name, values[t], rep.tensor(t, rank))
-    return rows
+    return step
 
 
 def _side_by_side(alone: list[ReplayRow], chained: list[ReplayRow], again: list[ReplayRow], took: bool) -> list[ReplayRow]:
@@ -217,6 +281,12 @@ def _reads(graph: TensorGraph, operations: list[int]) -> Iterator[int]:
     for op_id in operations:
         yield from dict.fromkeys(graph.inputs.get(op_id, []))
         yield from graph.outputs.get(op_id, {}).values()
+
+
+def _unmade(graph: TensorGraph) -> Iterator[int]:
+    """The tensors a chain reads as its operations' inputs, in the order it reads them: those no operation made."""
+    for op_id in sorted(graph.names):
+        yield from (t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t not in graph.producer)
 
 
 def _cost(rep: "Report", graph: TensorGraph, op_id: int, rank: int, reads: SharedReads) -> int:
@@ -251,36 +321,57 @@ def replay_operation(
     reference and result; ``chained`` (chain mode) gives the references of produced inputs and receives this
     operation's. Without ``full`` a passing output's metrics are only those its verdict reads (:func:`judged`).
     ``reads`` answers which tensors are stored and reads them (default: the report, asked each time)."""
+    return referenced(report, graph, op_id, arguments, policy, rank, keeper, chained, full=full, reads=reads)()
+
+
+def referenced(
+    report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: Policy, rank: int,
+    keeper: ReplayStore | None = None, chained: dict[int, np.ndarray] | None = None, *, full: bool = True,
+    reads: Reads | None = None,
+) -> Callable[[], list[ReplayRow]]:
+    """:func:`replay_operation` in two steps: the references now (put into ``chained`` before this returns), and the
+    returned call that reads the device's outputs and judges them, which may run on another thread: a chain computes
+    the next operation's references while this one's outputs are compared."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
-    if chained is None and runs_per_device(report, graph, op_id, rank):  # a collective, or on a mesh's shards
-        return replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES, keeper)
+    if chained is None and runs_per_device(report, graph, op_id, rank, reads=reads):  # a collective, or on a mesh's shards
+        rows = replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES, keeper)
+        return lambda: rows
     if chained is not None:
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:
-            return [replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
-                            + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]
+            missing = [replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
+                               + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]
+            return lambda: missing
     prepared = prepare(report, graph, op_id, arguments, rank, chained, reads)
     if isinstance(prepared, ReplayRow):
-        return [replace(prepared, operation_id=op_id, name=row.name)]
-    rows = []
-    for index, output_id, expected in prepared:
-        at = replace(row, output_index=index, output_tensor_id=output_id)
-        if isinstance(expected, str):
-            rows.append(replace(at, status="no_reference" if "reference" in expected else "missing_inputs", detail=expected))
-            continue
-        if chained is not None:
-            chained[output_id] = expected
-        device = references.defined_part(row.name, (reads or Reads(report, rank)).tensor(output_id))  # where defined
-        dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
-        metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected),
-                                  full=full or keeper is not None, accumulated=chained is not None)
-        notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
-        at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
-                     detail="; ".join(notes))  # what the verdict saw: the worst tile and its core, a fidelity shrink
-        if keeper is not None:
-            keeper.keep(at, expected, policy)
-        rows.append(at)
-    return rows
+        refused = [replace(prepared, operation_id=op_id, name=row.name)]
+        return lambda: refused
+    if chained is not None:
+        for _, output_id, expected in prepared:
+            if not isinstance(expected, str):
+                chained[output_id] = expected
+
+    def judge_outputs() -> list[ReplayRow]:
+        rows = []
+        for index, output_id, expected in prepared:
+            at = replace(row, output_index=index, output_tensor_id=output_id)
+            if isinstance(expected, str):
+                rows.append(replace(at, status="no_reference" if "reference" in expected else "missing_inputs",
+                                    detail=expected))
+                continue
+            device = references.defined_part(row.name, (reads or Reads(report, rank)).tensor(output_id))  # where defined
+            dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
+            metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected),
+                                      full=full or keeper is not None, accumulated=chained is not None)
+            notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
+            at = replace(at, passed=verdict.passed, dtype=dtype, failed=verdict.failed, metrics=metrics,
+                         detail="; ".join(notes))  # what the verdict saw: the worst tile and its core, a fidelity shrink
+            if keeper is not None:
+                keeper.keep(at, expected, policy)
+            rows.append(at)
+        return rows
+
+    return judge_outputs
 
 
 def prepare(

@@ -26,6 +26,7 @@ from . import references
 from .graph import TensorGraph, judged_dtype
 from .policy import canonical_dtype
 from .references.collectives import Coordinate, MeshResult, MeshTensor
+from .replay_parallel import Reads
 from .replay_rows import DeviceVerdict, ReplayRow, judged
 
 if TYPE_CHECKING:
@@ -71,17 +72,20 @@ class ChainValues(dict[int, np.ndarray]):
             self[tensor_id] = report.tensor(tensor_id, rank)
 
 
-def runs_per_device(report: "Report", graph: TensorGraph, op_id: int, rank: int, chain: ChainValues | None = None) -> bool:
+def runs_per_device(report: "Report", graph: TensorGraph, op_id: int, rank: int, chain: ChainValues | None = None,
+                    reads: "Reads | None" = None) -> bool:
     """Whether operation ``op_id`` runs device by device: it is a collective, or it reads a tensor stored as several
-    device shards (in a ``chain``: a value the chain carries per device, or such a tensor no operation made)."""
+    device shards (in a ``chain``: a value the chain carries per device, or such a tensor no operation made).
+    ``reads`` answers which tensors are stored and their metadata (default: the report, asked each time)."""
     known = references.lookup(graph.names.get(op_id, ""))
     if known is not None and known.per_device:
         return True
+    reads = reads or Reads(report, rank)
     for t in dict.fromkeys(graph.inputs.get(op_id, [])):
         if chain is not None and t in chain.meshes:
             return True
-        if (chain is None or (t not in chain and t not in graph.producer)) and report.has_tensor(t, rank) and \
-                len(report.tensor_info(t, rank).shards) > 1:
+        if (chain is None or (t not in chain and t not in graph.producer)) and reads.has(t) and \
+                len(reads.info(t).shards) > 1:
             return True
     return False
 

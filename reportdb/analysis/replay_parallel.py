@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..report import Report
+    from ..store.rows import TensorInfo
 
 #: Bytes of inputs, references and outputs replay may hold in flight at once across its threads (1 GiB).
 BUDGET = 1 << 30
@@ -36,7 +37,12 @@ Row = TypeVar("Row")
 
 def default_workers() -> int:
     """Threads replay uses unless told: the machine's cores, at most :data:`MAX_WORKERS`."""
-    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+    return max(1, min(cpus(), MAX_WORKERS))
+
+
+def cpus() -> int:
+    """The machine's cores."""
+    return os.cpu_count() or 1
 
 
 def replay_isolated(
@@ -54,7 +60,7 @@ def replay_isolated(
         return
     pending: deque[tuple[Future[list[Row]], int]] = deque()
     held = 0
-    with blas_threads(max(1, (os.cpu_count() or 1) // workers)), \
+    with blas_threads(max(1, cpus() // workers)), \
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reportdb-replay") as pool:
         try:
             for op in operations:
@@ -95,9 +101,13 @@ class Reads:
         """Whether the tensor is stored for this rank."""
         return self.report.has_tensor(tensor_id, self.rank)
 
+    def info(self, tensor_id: int) -> "TensorInfo":
+        """The stored tensor's metadata."""
+        return self.report.tensor_info(tensor_id, self.rank)
+
     def elements(self, tensor_id: int) -> int:
-        """How many elements the stored tensor holds (:func:`stored_elements`)."""
-        return stored_elements(self.report, tensor_id, self.rank)
+        """How many elements the stored tensor holds (:func:`elements_of`)."""
+        return elements_of(self.info(tensor_id))
 
     def tensor(self, tensor_id: int) -> "np.ndarray":
         """The tensor's values."""
@@ -117,7 +127,7 @@ class SharedReads(Reads):
         self.stored = frozenset(report.tensor_ids(rank))
         self._left = Counter(reads)
         self._kept: dict[int, np.ndarray] = {}
-        self._sizes: dict[int, int] = {}
+        self._infos: dict[int, TensorInfo] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -125,12 +135,12 @@ class SharedReads(Reads):
         """Whether the tensor is stored for this rank."""
         return tensor_id in self.stored
 
-    def elements(self, tensor_id: int) -> int:
-        """How many elements the stored tensor holds, from its metadata read once."""
-        size = self._sizes.get(tensor_id)
-        if size is None:
-            size = self._sizes[tensor_id] = super().elements(tensor_id)
-        return size
+    def info(self, tensor_id: int) -> "TensorInfo":
+        """The stored tensor's metadata, read once."""
+        info = self._infos.get(tensor_id)
+        if info is None:
+            info = self._infos[tensor_id] = super().info(tensor_id)
+        return info
 
     def tensor(self, tensor_id: int) -> "np.ndarray":
         """The tensor's values: kept from an earlier read, or read now (and kept when another read of it follows and it
@@ -152,7 +162,64 @@ class SharedReads(Reads):
 
 
 def stored_elements(report: "Report", tensor_id: int, rank: int) -> int:
-    """How many elements a stored tensor holds, from its metadata (its largest shard's when the shards do not
-    assemble)."""
-    info = report.tensor_info(tensor_id, rank)
+    """How many elements a stored tensor holds, from its metadata (:func:`elements_of`)."""
+    return elements_of(report.tensor_info(tensor_id, rank))
+
+
+def elements_of(info: "TensorInfo") -> int:
+    """How many elements a stored tensor holds (its largest shard's when the shards do not assemble)."""
     return math.prod(info.shape) if info.shape is not None else max((math.prod(s.shape) for s in info.shards), default=0)
+
+
+class ReadAhead(SharedReads):
+    """A chain's reads: the stored tensors it reads (each operation's inputs that no operation made: weights, the
+    model's inputs), in the ``order`` it reads them, read on a thread of their own ahead of it while what is read and
+    not yet taken stays within ``limit`` bytes, so the chain's thread computes references instead of waiting on reads.
+    A tensor read again later (a weight two operations share) is kept until its last read; any other tensor is read
+    when asked. :meth:`close` stops the thread."""
+
+    def __init__(self, report: "Report", rank: int, order: Iterable[int], limit: int) -> None:
+        super().__init__(report, rank, (), 0)
+        order = [t for t in order if t in self.stored]
+        self._plan = deque(dict.fromkeys(order))
+        self._uses = Counter(order)
+        self._ahead: dict[int, tuple[Future[np.ndarray], int]] = {}
+        self._ahead_bytes, self._ahead_limit = 0, limit
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="reportdb-read-ahead")
+        self._fill()
+
+    def _fill(self) -> None:
+        """Start the next planned reads while they fit the limit (one always, when nothing is ahead)."""
+        with self._lock:
+            while self._plan:
+                size = 4 * self.elements(self._plan[0])  # read as float32 at most, bfloat16 half of it
+                if self._ahead and self._ahead_bytes + size > self._ahead_limit:
+                    return
+                t = self._plan.popleft()
+                self._ahead[t] = (self._pool.submit(Reads.tensor, self, t), size)
+                self._ahead_bytes += size
+
+    def tensor(self, tensor_id: int) -> "np.ndarray":
+        """The tensor's values: read ahead (waited for if still reading), or read now."""
+        with self._lock:
+            entry = self._ahead.get(tensor_id)
+            if entry is not None:
+                self._uses[tensor_id] -= 1
+                if self._uses[tensor_id] <= 0:
+                    del self._ahead[tensor_id]
+                    self._ahead_bytes -= entry[1]
+        if entry is None:
+            return Reads.tensor(self, tensor_id)
+        array = entry[0].result()
+        array.flags.writeable = False  # shared by every operation that reads it
+        self._fill()
+        return array
+
+    def close(self) -> None:
+        """Stop reading ahead: reads not started are dropped, the running one is waited for."""
+        with self._lock:
+            self._plan.clear()
+            for future, _ in self._ahead.values():
+                future.cancel()
+            self._ahead.clear()
+        self._pool.shutdown(wait=True)
