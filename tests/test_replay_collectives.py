@@ -270,3 +270,14 @@ def test_cli_names_the_failing_device(report: Path) -> None:
     data = json.loads(subprocess.run([sys.executable, "-m", "reportdb", "replay", str(report), "--json"],
                                      capture_output=True, text=True, env=env, timeout=300).stdout)
     assert [d["coordinate"] for d in data["rows"][0]["devices"] if not d["passed"]] == [[1, 2]]
+
+
+def test_devices_are_judged_on_what_their_verdicts_read(report: Path) -> None:
+    """Per-device rows judge as full_stats ones do: each device's verdict and failing list the same; a passing row
+    holds the light metrics, the row with the stale device the full vector; full_stats gives every row the full one."""
+    light, full = reportdb.replay(report), reportdb.replay(report, full_stats=True)
+    assert [(r.passed, r.failed, r.devices) for r in light.rows] == [(r.passed, r.failed, r.devices) for r in full.rows]
+    for row in light.rows:
+        assert row.metrics is not None and row.metrics.full_stats == (row.passed is False)
+        assert (row.metrics.abs_error_p99 is None) == row.passed
+    assert all(r.metrics is not None and r.metrics.full_stats for r in full.rows)

@@ -256,7 +256,7 @@ def _chain_step(
     undefined, the chain carries the device's own values on (:func:`.references.completed`)."""
     if runs_per_device(rep, graph, op_id, rank, values, reads):
         return _judged_already(replay_per_device(rep, graph, op_id, args, judge, rank, values, IN_PLACE_FAMILIES,
-                                                 keeper))
+                                                 keeper, full=full))
     step = referenced(rep, graph, op_id, args, judge, rank, keeper, values, full=full, reads=reads)
     name = graph.names.get(op_id, "")
     known = references.lookup(name)
@@ -334,7 +334,8 @@ def referenced(
     the next operation's references while this one's outputs are compared."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     if chained is None and runs_per_device(report, graph, op_id, rank, reads=reads):  # a collective, or on a mesh's shards
-        rows = replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES, keeper)
+        rows = replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES, keeper,
+                                 full=full)
         return lambda: rows
     if chained is not None:
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]

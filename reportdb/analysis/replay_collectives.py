@@ -93,7 +93,7 @@ def runs_per_device(report: "Report", graph: TensorGraph, op_id: int, rank: int,
 def replay_per_device(
     report: "Report", graph: TensorGraph, op_id: int, arguments: list[references.Argument], policy: "Policy",
     rank: int, chain: ChainValues | None = None, in_place: frozenset[str] = frozenset(),
-    keeper: "ReplayStore | None" = None,
+    keeper: "ReplayStore | None" = None, *, full: bool = True,
 ) -> list[ReplayRow]:
     """The rows of one operation run device by device (see the module's docstring): per output, ``compared`` with a
     verdict per device shard (:attr:`ReplayRow.devices`; the output passes when every device does), or why it was
@@ -102,7 +102,8 @@ def replay_per_device(
     for tensors no operation made, the stored ones, and ``chain`` then carries each output per device. An output
     that is also an input of an operation that is no collective is judged only for the families ``in_place`` names
     (as replay judges whole arrays: :data:`.replay.IN_PLACE_FAMILIES`). ``keeper`` stores each compared output's
-    per-device references (in float32) and result."""
+    per-device references (in float32) and result. Without ``full`` each device's verdict and a passing output's
+    row hold only the metrics verdicts read (:func:`.replay_rows.judged`)."""
     name = graph.names.get(op_id, "")
     ref = references.lookup(name)
     outputs = graph.outputs.get(op_id, {})
@@ -153,7 +154,7 @@ def replay_per_device(
             chain.meshes[out_id] = {c: references.completed(name, e, device[c]) if c in device else e
                                     for c, e in expected[index].items()}
         row = _judged_devices(graph, op_id, index, out_id, device, expected[index], slack if index == 0 else None,
-                              policy, report, rank, accumulated=chain is not None)
+                              policy, report, rank, accumulated=chain is not None, full=full or keeper is not None)
         if keeper is not None and row.status == "compared":
             keeper.keep(row, [(c, _float32(e)) for c, e in sorted(expected[index].items())], policy,
                         report.tensor_info(out_id, rank).spec.distribution)
@@ -217,11 +218,13 @@ def _largest_shard(report: "Report", tensor_id: int, rank: int) -> int:
 def _judged_devices(
     graph: TensorGraph, op_id: int, index: int, out_id: int, device: dict[Coordinate, np.ndarray],
     expected: dict[Coordinate, np.ndarray], slack: dict[Coordinate, np.ndarray] | None, policy: "Policy",
-    report: "Report", rank: int, *, accumulated: bool,
+    report: "Report", rank: int, *, accumulated: bool, full: bool = True,
 ) -> ReplayRow:
     """Output ``index`` of an operation judged device by device: each ``device`` shard of stored output ``out_id``
     against its reference (within the summation ``slack`` where given, and only where the operation defines its
-    output); ``accumulated``: the references were computed from a chain's values (:meth:`Policy.judge`)."""
+    output); ``accumulated``: the references were computed from a chain's values (:meth:`Policy.judge`). The row's
+    metrics are those of every device's shards together, the full vector when ``full`` or a device fails; each
+    device's verdict reads only what it needs."""
     name = graph.names.get(op_id, "")
     if set(device) != set(expected) or any(np.shape(device[c]) != np.shape(expected[c]) for c in device):
         return ReplayRow(op_id, name, "unsupported_arguments", output_tensor_id=out_id, output_index=index,
@@ -234,12 +237,13 @@ def _judged_devices(
         if slack is not None:  # the value nearest the device's that some order of the sum gives
             room = references.defined_part(name, slack[coord])
             want = np.clip(np.asarray(got, dtype=np.float64), want - room, want + room)
-        metrics, verdict = judged(policy, name, dtype, got, want, accumulated=accumulated)
+        metrics, verdict = judged(policy, name, dtype, got, want, full=False, accumulated=accumulated)
         verdicts.append(DeviceVerdict(coord, bool(verdict.passed), tuple(verdict.failed), metrics.max_abs_error))
         gots.append(np.asarray(got).ravel())
         wants.append(np.asarray(want, dtype=np.float64).ravel())
-    metrics, _ = judged(policy, name, dtype, np.concatenate(gots), np.concatenate(wants), accumulated=accumulated)
     bad = [v for v in verdicts if not v.passed]
+    metrics, _ = judged(policy, name, dtype, np.concatenate(gots), np.concatenate(wants), full=full or bool(bad),
+                        accumulated=accumulated)
     failed = tuple(sorted({f for v in bad for f in v.failed}))
     detail = ("fails on device " + ", ".join(",".join(map(str, v.coordinate)) for v in bad)) if bad else ""
     return ReplayRow(op_id, name, "compared", passed=not bad, output_tensor_id=out_id, output_index=index,
