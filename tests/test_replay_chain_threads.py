@@ -101,11 +101,36 @@ def test_read_ahead_reads_in_order_within_its_limit_and_stops(many: tuple[Path, 
         finally:
             ahead.close()
         assert ahead._ahead == {} and not ahead._plan
-        one = ReadAhead(report, 0, [2, 4], limit=1)  # nothing fits: one read ahead at a time
+        one = ReadAhead(report, 0, [2, 4, 7], limit=1)  # nothing fits: one read ahead at a time
         try:
             assert list(one._ahead) == [2]
+            assert one.tensor(4).flags.writeable and list(one._ahead) == [2]  # 4 not ahead yet: read when asked
+            one.tensor(2)
+            assert list(one._ahead) == [4]
         finally:
             one.close()
+        passed = ReadAhead(report, 0, [2, 4, 7, 9], limit=3 * size)
+        try:
+            assert list(passed._ahead) == [2, 4, 7]
+            passed.tensor(4)  # the chain never took 2 (its operation stopped before reading it): dropped
+            assert list(passed._ahead) == [7, 9] and passed._ahead_bytes == 2 * size
+        finally:
+            passed.close()
+
+
+def test_read_ahead_leaves_device_shards_to_the_per_device_reads(tmp_path: Path) -> None:
+    from test_replay_collectives import make_mesh_report
+
+    path = tmp_path / "mesh.sqlite"
+    make_mesh_report(path)
+    with reportdb.open(path) as report:
+        sharded = [t for t in report.tensor_ids() if len(report.tensor_info(t).shards) > 1]
+        whole = [t for t in report.tensor_ids() if len(report.tensor_info(t).shards) == 1]
+        ahead = ReadAhead(report, 0, sharded + whole, limit=1 << 30)
+        try:
+            assert sharded and set(ahead._ahead) == set(whole)
+        finally:
+            ahead.close()
 
 
 def test_judged_in_order_keeps_the_order_and_its_window() -> None:

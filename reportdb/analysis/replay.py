@@ -284,9 +284,12 @@ def _reads(graph: TensorGraph, operations: list[int]) -> Iterator[int]:
 
 
 def _unmade(graph: TensorGraph) -> Iterator[int]:
-    """The tensors a chain reads as its operations' inputs, in the order it reads them: those no operation made."""
-    for op_id in sorted(graph.names):
-        yield from (t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t not in graph.producer)
+    """The stored tensors a chain reads as its operations' inputs, in the order it reads them: those no operation
+    made, of operations with a reference that runs on whole arrays (a collective reads each device's shard)."""
+    for op_id, name in sorted(graph.names.items()):
+        known = references.lookup(name)
+        if known is not None and not known.per_device:
+            yield from (t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t not in graph.producer)
 
 
 def _cost(rep: "Report", graph: TensorGraph, op_id: int, rank: int, reads: SharedReads) -> int:

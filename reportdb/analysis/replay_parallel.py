@@ -172,18 +172,20 @@ def elements_of(info: "TensorInfo") -> int:
 
 
 class ReadAhead(SharedReads):
-    """A chain's reads: the stored tensors it reads (each operation's inputs that no operation made: weights, the
-    model's inputs), in the ``order`` it reads them, read on a thread of their own ahead of it while what is read and
-    not yet taken stays within ``limit`` bytes, so the chain's thread computes references instead of waiting on reads.
-    A tensor read again later (a weight two operations share) is kept until its last read; any other tensor is read
-    when asked. :meth:`close` stops the thread."""
+    """A chain's reads: the stored tensors it reads whole (each operation's inputs that no operation made: weights,
+    the model's inputs; not those stored as several device shards, which it reads per device), in the ``order`` it
+    reads them, read on a thread of their own ahead of it while what is read and not yet taken stays within
+    ``limit`` bytes, so the chain's thread computes references instead of waiting on reads. A tensor read again later
+    (a weight two operations share) is kept until its last read; one the chain passed by untaken (its operation
+    stopped before reading it) is dropped when a later one is taken; any other tensor is read when asked.
+    :meth:`close` stops the thread."""
 
     def __init__(self, report: "Report", rank: int, order: Iterable[int], limit: int) -> None:
         super().__init__(report, rank, (), 0)
-        order = [t for t in order if t in self.stored]
+        order = [t for t in order if t in self.stored and len(self.info(t).shards) == 1]
         self._plan = deque(dict.fromkeys(order))
         self._uses = Counter(order)
-        self._ahead: dict[int, tuple[Future[np.ndarray], int]] = {}
+        self._ahead: dict[int, _Ahead] = {}
         self._ahead_bytes, self._ahead_limit = 0, limit
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="reportdb-read-ahead")
         self._fill()
@@ -196,7 +198,7 @@ class ReadAhead(SharedReads):
                 if self._ahead and self._ahead_bytes + size > self._ahead_limit:
                     return
                 t = self._plan.popleft()
-                self._ahead[t] = (self._pool.submit(Reads.tensor, self, t), size)
+                self._ahead[t] = _Ahead(self._pool.submit(Reads.tensor, self, t), size)
                 self._ahead_bytes += size
 
     def tensor(self, tensor_id: int) -> "np.ndarray":
@@ -204,22 +206,42 @@ class ReadAhead(SharedReads):
         with self._lock:
             entry = self._ahead.get(tensor_id)
             if entry is not None:
+                entry.taken = True
                 self._uses[tensor_id] -= 1
+                for t in list(self._ahead):  # in the order started: those before this one, untaken, were passed by
+                    if t == tensor_id:
+                        break
+                    if not self._ahead[t].taken:
+                        self._drop(t)
                 if self._uses[tensor_id] <= 0:
-                    del self._ahead[tensor_id]
-                    self._ahead_bytes -= entry[1]
+                    self._drop(tensor_id, cancel=False)
         if entry is None:
             return Reads.tensor(self, tensor_id)
-        array = entry[0].result()
+        array = entry.future.result()
         array.flags.writeable = False  # shared by every operation that reads it
         self._fill()
         return array
+
+    def _drop(self, tensor_id: int, cancel: bool = True) -> None:
+        """Forget a read ahead (under the lock), cancelled if it has not started."""
+        entry = self._ahead.pop(tensor_id)
+        self._ahead_bytes -= entry.size
+        if cancel:
+            entry.future.cancel()
 
     def close(self) -> None:
         """Stop reading ahead: reads not started are dropped, the running one is waited for."""
         with self._lock:
             self._plan.clear()
-            for future, _ in self._ahead.values():
-                future.cancel()
-            self._ahead.clear()
+            for t in list(self._ahead):
+                self._drop(t)
         self._pool.shutdown(wait=True)
+
+
+class _Ahead:
+    """One read started ahead: its future, its size as counted against the limit, and whether it was taken."""
+
+    __slots__ = ("future", "size", "taken")
+
+    def __init__(self, future: "Future[np.ndarray]", size: int) -> None:
+        self.future, self.size, self.taken = future, size, False
