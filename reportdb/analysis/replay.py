@@ -337,19 +337,17 @@ def referenced(
     the next operation's references while this one's outputs are compared."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
     if chained is None and runs_per_device(report, graph, op_id, rank, reads=reads):  # a collective, or on a mesh's shards
-        rows = replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES, keeper,
-                                 full=full)
-        return lambda: rows
+        return _judged_already(replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES,
+                                                 keeper, full=full))
     if chained is not None:
         broken = [t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t in graph.producer and t not in chained]
         if broken:
-            missing = [replace(row, status="missing_inputs", detail="the chain does not cover the operations that made "
-                               + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})" for t in broken))]
-            return lambda: missing
+            return _judged_already([replace(row, status="missing_inputs", detail="the chain does not cover the operations "
+                                            "that made " + ", ".join(f"tensor {t} (operation {graph.producer[t][0]})"
+                                                                     for t in broken))])
     prepared = prepare(report, graph, op_id, arguments, rank, chained, reads)
     if isinstance(prepared, ReplayRow):
-        refused = [replace(prepared, operation_id=op_id, name=row.name)]
-        return lambda: refused
+        return _judged_already([replace(prepared, operation_id=op_id, name=row.name)])
     if chained is not None:
         for _, output_id, expected in prepared:
             if not isinstance(expected, str):
