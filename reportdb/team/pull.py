@@ -14,10 +14,10 @@ builder, without the chunk bytes, makes the private copy that a remote report re
 rows proven by the same digest, each chunk it fetches later by ``prove_chunk``).
 
 The chunk bytes go from libpq's receive buffer into the file without a copy in between (a ``bytea`` loader that gives
-memoryviews, ``zeroblob`` + ``blobopen``), through a small SQLite page cache, and the file is synced as it grows:
-fresh 4 MiB buffers per chunk (page faults) and a large cache flushed at the end cost more than the copies. Nothing
-the server sends back is trusted to size anything: names, table texts, column lists, row parts and chunks each have a
-bound, checked (the server is asked not to send what exceeds it) before use.
+memoryviews, ``zeroblob`` + ``blobopen``), through a SQLite page cache that holds two chunks, and the file is synced
+as it grows (beside the writing): fresh 4 MiB buffers per chunk (page faults) and a large cache flushed at the end
+cost more than the copies. Nothing the server sends back is trusted to size anything: names, table texts, column
+lists, row parts and chunks each have a bound, checked (the server is asked not to send what exceeds it) before use.
 
 In a store keeping chunk bytes in object storage (``objects.py``), the same rows come from ``team_object`` and each
 chunk's bytes from its object, ``objects.FETCH_AHEAD`` fetched (and proven, in the fetching threads) ahead of the
@@ -48,8 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 Progress = Callable[[int, int], None]
 #: Chunks received and not yet written, at most (4 MiB each by default).
 QUEUED_CHUNKS = 8
-#: While chunks are written, the file is synced every SYNC_BYTES (from the writing thread, as the next chunks arrive),
-#: so that the final fsync before the file is linked into place has little left to write.
+#: While chunks are written, the file is synced every SYNC_BYTES (on a thread beside the writing one, which goes on
+#: writing), so that the final fsync before the file is linked into place has little left to write.
 SYNC_BYTES = 32 << 20
 #: SQLite's page cache while chunks are written (KiB), at least: they are written once, so a big cache only delays
 #: them. It grows to hold the pages of the two largest chunks seen (``_write_cache_kib``): a chunk's ``zeroblob`` pages
