@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/bench_team.py [--big-mib 512] [--repeat 3] [--jobs 2] [--mode both] [--no-fsync]
                                        [--nightly 20] [--listing 1000] [--s3-mib 1024] [--s3-jobs 4]
+                                       [--s3-pin shared|disjoint|both]
 
 Cases:
 - push and pull of a report of large float32 tensors (random: incompressible), in MB/s, against copying the report
@@ -17,7 +18,10 @@ Cases:
 - ``reports`` and ``history`` latency with ``--listing`` metadata-sized reports pushed;
 - push and pull of a ``--s3-mib`` report with its chunks in object storage (``push --chunks``: moto's S3 server, run
   as its own process on 127.0.0.1), against boto3's own put and get of the same chunk bytes (already in memory,
-  nothing checked, received bytes dropped) to the same server with as many requests in flight, in MB/s and as ratios.
+  nothing checked, received bytes dropped, or written into a file and synced) to the same server with as many
+  requests in flight, in MB/s and as ratios, with the CPU seconds of client and server. Each side starts on an empty
+  server and the sides alternate which goes first; ``--s3-pin disjoint`` gives the server half the cores and the
+  client the other half (a server that does not take the client's cores).
 The server keeps a normal install's durability (``fsync=on``) unless ``--no-fsync``. Nothing here is a test: on a
 shared machine, compare the ratios of one run (each block prints the load it ran under).
 """
@@ -276,8 +280,25 @@ def _moto(port: int) -> "subprocess.Popen[bytes]":
     sys.exit("moto's server did not start: pip install 'moto[server]'")
 
 
-def objects_case(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int) -> None:
-    """Push and pull through object storage against the client's own put and get of the same bytes."""
+def _pin(pid: int | str, cores: set[int]) -> None:
+    """Every thread of process ``pid`` (``"self"``: this one) on ``cores``; threads they start inherit it."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(task), cores)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def objects_case(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int, pinned: bool) -> None:
+    """Push and pull through object storage against the client's own put and get of the same bytes; ``pinned``: moto's
+    server on one half of the cores and this process on the other (a server that does not share the client's cores)."""
     import socket
     import sqlite3
     import urllib.request
@@ -297,60 +318,93 @@ def objects_case(server: PgServer, tmp: Path, mib: int, jobs: int, repeat: int) 
     os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
                       AWS_DEFAULT_REGION="us-east-1")
     moto = _moto(port)
+    cores = sorted(os.sched_getaffinity(0))
     try:
+        if pinned:
+            half = max(1, len(cores) // 2)
+            _pin(moto.pid, set(cores[:half]))
+            _pin("self", set(cores[half:]) or set(cores))
         folder = random_report(tmp / "s3big", mib, seed=2)
         src = sqlite3.connect(f"file:{folder / 'db.sqlite'}?mode=ro", uri=True)
         chunks = [bytes(r[0]) for r in src.execute("SELECT data FROM rdb_chunk ORDER BY id")]
         src.close()
         total = sum(len(c) for c in chunks) / 1e6
+        offsets = np.cumsum([0] + [len(c) for c in chunks]).tolist()
         flight = jobs * push_mod.PUTS_PER_JOB
         # boto3's defaults (since 1.36: a CRC32 computed and sent with each put, checked on each get where the
         # object has one), as a user's own script gets them
         client = boto3.client("s3", config=Config(max_pool_connections=flight + 4))
         times: dict[str, list[float]] = {k: [] for k in ("put", "get", "get_file", "push", "pull")}
-        for attempt in range(repeat):
+        cpu: dict[str, list[tuple[float, float]]] = {k: [] for k in times}  # (client, server) CPU seconds
+
+        def timed(name: str, work: Callable[[], object]) -> None:
+            here, there = time.process_time(), _cpu(moto.pid)
+            t0 = time.perf_counter()
+            work()
+            times[name].append(time.perf_counter() - t0)
+            cpu[name].append((time.process_time() - here, _cpu(moto.pid) - there))
+
+        def empty_server(bucket: str) -> None:
+            """Each side starts on an empty server: what the other side stored does not weigh on its memory."""
             urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
-            client.create_bucket(Bucket="bench-raw")
-            client.create_bucket(Bucket="bench-team")
-            with ThreadPoolExecutor(flight) as pool:
-                t0 = time.perf_counter()
-                list(pool.map(lambda i: client.put_object(Bucket="bench-raw", Key=f"c{i}", Body=chunks[i]),
-                              range(len(chunks))))
-                times["put"].append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                list(pool.map(lambda i: len(client.get_object(Bucket="bench-raw", Key=f"c{i}")["Body"].read()),
-                              range(len(chunks))))
-                times["get"].append(time.perf_counter() - t0)
-                offsets = np.cumsum([0] + [len(c) for c in chunks]).tolist()
-                fd = os.open(tmp / "raw.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
-                t0 = time.perf_counter()
+            client.create_bucket(Bucket=bucket)
+
+        def own(pool: ThreadPoolExecutor) -> None:
+            empty_server("bench-raw")
+            timed("put", lambda: list(pool.map(
+                lambda i: client.put_object(Bucket="bench-raw", Key=f"c{i}", Body=chunks[i]), range(len(chunks)))))
+            timed("get", lambda: list(pool.map(
+                lambda i: len(client.get_object(Bucket="bench-raw", Key=f"c{i}")["Body"].read()), range(len(chunks)))))
+            fd = os.open(tmp / "raw.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
+
+            def into_file() -> None:
                 list(pool.map(lambda i: os.pwrite(fd, client.get_object(Bucket="bench-raw", Key=f"c{i}")["Body"].read(),
                                                   offsets[i]), range(len(chunks))))
                 os.fsync(fd)
-                times["get_file"].append(time.perf_counter() - t0)
-                os.close(fd)
-                (tmp / "raw.bin").unlink()
+
+            timed("get_file", into_file)
+            os.close(fd)
+            (tmp / "raw.bin").unlink()
+
+        def ours() -> None:
+            empty_server("bench-team")
             url = server.create_database()
-            t0 = time.perf_counter()
-            team.push(folder, url, name="big", jobs=jobs, chunks="s3://bench-team/chunks")
-            times["push"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            team.pull(url, "big", tmp / "s3pulled")
-            times["pull"].append(time.perf_counter() - t0)
+            timed("push", lambda: team.push(folder, url, name="big", jobs=jobs, chunks="s3://bench-team/chunks"))
+            timed("pull", lambda: team.pull(url, "big", tmp / "s3pulled"))
             shutil.rmtree(tmp / "s3pulled")
+
+        with ThreadPoolExecutor(flight) as pool:
+            for attempt in range(repeat):  # the sides alternate which goes first: drift and neighbours hit both
+                if attempt % 2 == 0:
+                    own(pool)
+                    ours()
+                else:
+                    ours()
+                    own(pool)
         put_s, get_s, file_s, push_s, pull_s = (statistics.median(times[k]) for k in times)
-        print(f"object storage (moto {endpoint}): report of {total:.0f} MB in {len(chunks)} chunks, {flight} requests "
-              f"in flight (jobs={jobs}); medians of {repeat} runs; load {os.getloadavg()[0]:.1f}")
-        print(f"  boto3 put_object    {total / put_s:8.0f} MB/s")
+
+        def used(name: str) -> str:
+            mine, theirs = (statistics.median(c[i] for c in cpu[name]) for i in (0, 1))
+            return f"CPU s: client {mine:4.1f}, server {theirs:4.1f}"
+
+        where = (f"moto on cores {cores[:max(1, len(cores) // 2)]}, client on {cores[max(1, len(cores) // 2):]}"
+                 if pinned else f"moto and client sharing cores {cores}")
+        print(f"object storage (moto {endpoint}; {where}): report of {total:.0f} MB in {len(chunks)} chunks, {flight} "
+              f"requests in flight (jobs={jobs}); medians of {repeat} runs; load {os.getloadavg()[0]:.1f}")
+        print(f"  boto3 put_object    {total / put_s:8.0f} MB/s   ({used('put')})")
         print(f"  push --chunks       {total / push_s:8.0f} MB/s   (push/put {put_s / push_s:.2f}: reads, checks, confirms"
-              " each object and writes its rows)")
-        print(f"  boto3 get_object    {total / get_s:8.0f} MB/s   (received bytes dropped)")
-        print(f"  get into a file     {total / file_s:8.0f} MB/s   (each object written at its offset, then fsync)")
+              f" each object and writes its rows; {used('push')})")
+        print(f"  boto3 get_object    {total / get_s:8.0f} MB/s   (received bytes dropped; {used('get')})")
+        print(f"  get into a file     {total / file_s:8.0f} MB/s   (each object written at its offset, then fsync; "
+              f"{used('get_file')})")
         print(f"  pull                {total / pull_s:8.0f} MB/s   (pull/get into a file {file_s / pull_s:.2f}, pull/get "
-              f"{get_s / pull_s:.2f}: checks every object and writes and syncs the report file)")
+              f"{get_s / pull_s:.2f}: checks every object and writes and syncs the report file; {used('pull')})")
     finally:
+        if pinned:
+            _pin("self", set(cores))
         moto.kill()
         moto.wait()
+        shutil.rmtree(tmp / "s3big", ignore_errors=True)
 
 
 def main() -> None:
@@ -363,6 +417,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=("fresh", "sustained", "both"), default="both")
     parser.add_argument("--s3-mib", type=int, default=1024, help="size of the object-storage case's report (0: skip)")
     parser.add_argument("--s3-jobs", type=int, default=4, help="push --jobs of the object-storage case")
+    parser.add_argument("--s3-pin", choices=("shared", "disjoint", "both"), default="shared",
+                        help="the object-storage case with moto's server sharing the client's cores, on cores of its "
+                             "own (half of them, the client on the other half), or both")
     parser.add_argument("--fsync", action=argparse.BooleanOptionalAction, default=True,
                         help="the server's fsync (on, as a normal install; --no-fsync measures without durability)")
     args = parser.parse_args()
@@ -381,7 +438,8 @@ def main() -> None:
             if args.listing:
                 listing(server, Path(tmp), args.listing)
             if args.s3_mib:
-                objects_case(server, Path(tmp), args.s3_mib, args.s3_jobs, args.repeat)
+                for pinned in {"shared": [False], "disjoint": [True], "both": [False, True]}[args.s3_pin]:
+                    objects_case(server, Path(tmp), args.s3_mib, args.s3_jobs, args.repeat, pinned)
     finally:
         server.close()
 

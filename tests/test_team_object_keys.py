@@ -3,6 +3,7 @@ and back, and the ordered fetching a pull bounds its memory with."""
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 
@@ -10,6 +11,8 @@ import pytest
 
 from reportdb.errors import InvalidArgumentError
 from reportdb.team import objects
+
+pull = importlib.import_module("reportdb.team.pull")  # the module (reportdb.team.pull is the function)
 
 
 @pytest.mark.parametrize("given, location, prefix", [
@@ -69,3 +72,13 @@ def test_ordered_raises_the_first_failure() -> None:
         for i, _ in objects.ordered(range(100), fetch, 3):
             seen.append(i)
     assert seen == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("page_size", [512, 4096, 65536])
+@pytest.mark.parametrize("nbytes", [1, 32 << 10, 4 << 20, 64 << 20])
+def test_a_pull_caches_the_pages_of_two_chunks(page_size: int, nbytes: int) -> None:
+    """The page cache a pull writes chunks through holds two chunks' overflow pages (a chunk's ``zeroblob`` pages are
+    still cached when its bytes are written over them), and never less than its floor."""
+    kib = pull._write_cache_kib(nbytes, page_size)
+    assert kib >= pull.WRITE_CACHE_KIB
+    assert kib * 1024 // page_size >= 2 * (-(-nbytes // (page_size - 4)) + 1)

@@ -5,6 +5,8 @@ bucket, every object checked on the way back (tampered, truncated, missing: a cl
 
 from __future__ import annotations
 
+import errno
+import importlib
 import json
 import os
 import signal
@@ -316,6 +318,36 @@ def test_a_killed_push_left_for_a_day_is_collected_with_its_objects(team_url: st
     assert team.push(keeper, team_url, name="keeper").stale_collected == 1
     assert set(_objects(s3_server, s3_url)) == _names(keeper / "db.sqlite")  # the old one's own objects are gone
     assert dump(Path(team.pull(team_url, "keeper", tmp_path / "back").path)) == dump(keeper / "db.sqlite")
+
+
+def test_the_file_is_synced_beside_the_writing_and_a_failed_sync_fails_the_pull(
+    team_url: str, s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull syncs its file as it grows on a thread beside the one writing it: every sync is waited for before the
+    file is used, and one that fails fails the pull with nothing left at the output."""
+    pull_mod = importlib.import_module("reportdb.team.pull")
+    report = make_report(tmp_path / "r", seed=9)
+    team.push(report, team_url, name="r", chunks=s3_url)
+    monkeypatch.setattr(pull_mod, "SYNC_BYTES", 1)  # a sync after every chunk whose sync before it is done
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def counted(fd: int) -> None:
+        real(fd)
+        synced.append(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counted)
+    back = team.pull(team_url, "r", tmp_path / "back")
+    assert synced and dump(Path(back.path)) == dump(report / "db.sqlite")
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match="Input/output error"):
+        team.pull(team_url, "r", out)
+    assert not out.exists() and {p.name for p in tmp_path.iterdir()} == {"r", "back"}
 
 
 def test_a_stored_size_out_of_bounds_is_refused_before_any_fetch(team_url: str, s3_url: str, tmp_path: Path) -> None:

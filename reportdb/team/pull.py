@@ -14,10 +14,10 @@ builder, without the chunk bytes, makes the private copy that a remote report re
 rows proven by the same digest, each chunk it fetches later by ``prove_chunk``).
 
 The chunk bytes go from libpq's receive buffer into the file without a copy in between (a ``bytea`` loader that gives
-memoryviews, ``zeroblob`` + ``blobopen``), through a small SQLite page cache, and the file is synced as it grows:
-fresh 4 MiB buffers per chunk (page faults) and a large cache flushed at the end cost more than the copies. Nothing
-the server sends back is trusted to size anything: names, table texts, column lists, row parts and chunks each have a
-bound, checked (the server is asked not to send what exceeds it) before use.
+memoryviews, ``zeroblob`` + ``blobopen``), through a SQLite page cache that holds two chunks, and the file is synced
+as it grows (beside the writing): fresh 4 MiB buffers per chunk (page faults) and a large cache flushed at the end
+cost more than the copies. Nothing the server sends back is trusted to size anything: names, table texts, column
+lists, row parts and chunks each have a bound, checked (the server is asked not to send what exceeds it) before use.
 
 In a store keeping chunk bytes in object storage (``objects.py``), the same rows come from ``team_object`` and each
 chunk's bytes from its object, ``objects.FETCH_AHEAD`` fetched (and proven, in the fetching threads) ahead of the
@@ -32,6 +32,7 @@ import shutil
 import sqlite3
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -47,10 +48,12 @@ if TYPE_CHECKING:  # pragma: no cover
 Progress = Callable[[int, int], None]
 #: Chunks received and not yet written, at most (4 MiB each by default).
 QUEUED_CHUNKS = 8
-#: While chunks are written, the file is synced every SYNC_BYTES (from the writing thread, as the next chunks arrive),
-#: so that the final fsync before the file is linked into place has little left to write.
+#: While chunks are written, the file is synced every SYNC_BYTES (on a thread beside the writing one, which goes on
+#: writing), so that the final fsync before the file is linked into place has little left to write.
 SYNC_BYTES = 32 << 20
-#: SQLite's page cache while chunks are written (KiB): they are written once, so a big cache only delays them.
+#: SQLite's page cache while chunks are written (KiB), at least: they are written once, so a big cache only delays
+#: them. It grows to hold the pages of the two largest chunks seen (``_write_cache_kib``): a chunk's ``zeroblob`` pages
+#: must still be cached when its bytes are written over them, else SQLite writes the zeros out and reads them back.
 WRITE_CACHE_KIB = 4096
 #: Bounds on what the server sends back, checked before anything is sized from it: a store is data from others too.
 MAX_TABLES = 100_000
@@ -292,7 +295,8 @@ def _restore_chunks(
     SQLite (which releases the GIL while it writes) as this one receives the next ones, so the server's sending and
     the file's writing overlap; at most QUEUED_CHUNKS wait between the two. Where the sqlite3 module has
     ``blobopen`` (3.11+), a chunk's row is inserted with a ``zeroblob`` of its size and its bytes written into it
-    straight from the received message; the writing thread also syncs the file every SYNC_BYTES."""
+    straight from the received message; every SYNC_BYTES written, a third thread syncs the file while the writing
+    goes on (the next sync waits for the one before)."""
     columns = chunk_def.columns
     order = {"id": 0, "digest": 1, "nbytes": 2, "crc32": 3, "codec": 4, "data": 6}
     direct = with_data and hasattr(sq, "blobopen")
@@ -302,26 +306,41 @@ def _restore_chunks(
     pending: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
     failed: list[BaseException] = []
     address = blobs.address_kind(sq) if with_data else ""  # the report's rows (its rdb_meta) are restored by now
+    page_size = int(sq.execute("PRAGMA page_size").fetchone()[0])
 
     def write() -> None:
         unsynced = 0
-        with open(dest, "rb") as synced:  # its own descriptor of the file SQLite writes, to sync it as it grows
+        cache_kib = WRITE_CACHE_KIB
+        syncing: Future[None] | None = None
+        # its own descriptor of the file SQLite writes, to sync it as it grows: on a thread of its own, so that the
+        # writes go on while the disk takes the earlier ones
+        with open(dest, "rb") as synced, ThreadPoolExecutor(1, thread_name_prefix="reportdb-pull-sync") as syncer:
             while (row := pending.get()) is not None:
                 if failed:
                     continue
                 try:
                     data = row[6]
+                    if direct and _write_cache_kib(len(data), page_size) > cache_kib:
+                        cache_kib = _write_cache_kib(len(data), page_size)
+                        sq.execute(f"PRAGMA cache_size=-{cache_kib}")
                     params = [(len(data) if direct else data) if c == "data" else row[order[c]] for c in columns]
                     sq.execute(sql, params)
                     if direct:
                         with sq.blobopen("rdb_chunk", "data", row[0]) as blob:
                             blob.write(data)
                     unsynced += len(data)
-                    if unsynced >= SYNC_BYTES:
-                        getattr(os, "fdatasync", os.fsync)(synced.fileno())  # no fdatasync on macOS
+                    if unsynced >= SYNC_BYTES and (syncing is None or syncing.done()):
+                        if syncing is not None:
+                            syncing.result()  # a failed sync fails the pull
+                        syncing = syncer.submit(getattr(os, "fdatasync", os.fsync), synced.fileno())  # none on macOS
                         unsynced = 0
                 except BaseException as exc:  # handed to the receiving thread, which raises it
                     failed.append(exc)
+            try:
+                if syncing is not None:
+                    syncing.result()
+            except BaseException as exc:
+                failed.append(exc)
 
     if with_data:  # a small page cache: chunk pages reach the file (and its periodic syncs) as they are written
         sq.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
@@ -367,6 +386,13 @@ def _restore_chunks(
     if progress is not None and with_data:
         progress(nbytes, total)
     return n, nbytes
+
+
+def _write_cache_kib(nbytes: int, page_size: int) -> int:
+    """The page cache (KiB) that holds two chunks of ``nbytes`` bytes (their overflow pages, each holding
+    ``page_size - 4`` bytes, and a page of slack each), and never less than WRITE_CACHE_KIB."""
+    pages = nbytes // (page_size - 4) + 2
+    return max(WRITE_CACHE_KIB, 2 * pages * page_size // 1024)
 
 
 def prove_chunk(row: tuple[Any, ...], address: str, what: str) -> None:
