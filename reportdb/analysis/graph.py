@@ -8,13 +8,14 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import CorruptionError
 from ..results import Result
 
 if TYPE_CHECKING:
     from ..report import Report
+    from ..store.rows import TensorInfo
 
 
 def table_columns(conn: Any, table: str) -> set[str]:
@@ -126,13 +127,15 @@ def _read_graph(report: "Report", rank: int) -> TensorGraph:
     return graph
 
 
-def judged_dtype(report: "Report", graph: TensorGraph, tensor_id: int, rank: int) -> str:
+def judged_dtype(report: "Report", graph: TensorGraph, tensor_id: int, rank: int,
+                 info_of: "Callable[[int], TensorInfo] | None" = None) -> str:
     """The dtype a policy judges a stored tensor by: the hardware dtype where known (BFLOAT8_B stays BFLOAT8_B although
-    its values are stored as bfloat16), else the stored one."""
+    its values are stored as bfloat16), else the stored one (its metadata from ``info_of`` when given, else the
+    report)."""
     recorded = graph.dtypes.get(tensor_id)
     if recorded:
         return recorded
-    info = report.tensor_info(tensor_id, rank)
+    info = info_of(tensor_id) if info_of is not None else report.tensor_info(tensor_id, rank)
     return info.spec.ttnn_dtype or info.dtype
 
 

@@ -104,10 +104,10 @@ def iter_replay(
                                                     full=full, reads=reads),
                 lambda op: _cost(rep, graph, op, rank, reads), workers=count, budget=budget)
             return
-        # a chain reads the tensors no operation made (weights, the model's inputs) ahead of its references
-        reads = ReadAhead(rep, rank, _unmade(graph), budget // 4)
+        # a chain reads the tensors no operation made (weights, the model's inputs) and metadata ahead of itself
+        reads = ReadAhead(rep, rank, _chain_plan(graph), budget // 4)
         try:
-            yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full, reads)
+            yield from _chained(rep, graph, arguments, set(wanted), judge, rank, keeper, swap, full, reads, budget // 4)
         finally:
             reads.close()
 
@@ -146,7 +146,7 @@ class Substitution:
 def _chained(
     rep: "Report", graph: TensorGraph, arguments: dict[int, list[references.Argument]], wanted: set[int],
     judge: Policy, rank: int, keeper: ReplayStore | None, swap: Substitution, full: bool = False,
-    reads: Reads | None = None,
+    reads: Reads | None = None, judging: int = 0,
 ) -> Iterator[ReplayRow]:
     """The rows of a chain (every operation runs; those ``wanted`` are shown). With a substitution, each row also
     holds its isolated and plain chained verdicts, and its own verdict is the substituted chain's: that chain carries,
@@ -157,14 +157,17 @@ def _chained(
     one more victim of an earlier one stands out, and the last output's substituted verdict says whether the model's
     output recovers once the substituted operations are fixed. A substituted operation without a reference still
     carries its stored output, so the chain goes on past it (each device's shard where the chain runs per device).
-    ``full``: every output's full metric vector; ``reads``: how tensors are read (:func:`replay_operation`)."""
+    ``full``: every output's full metric vector; ``reads``: how tensors are read (:func:`replay_operation`);
+    ``judging``: the bytes of outputs a plain chain may hold while they wait to be judged on a thread of their own
+    (:class:`JudgedInOrder`; 0: each judged at once)."""
     plain = ChainValues()
     fixed = ChainValues() if swap else None
     diverged = False  # until the first substitution the substituted chain is the plain one: its values are shared
     uses = {t: len(users) for t, users in graph.consumers.items()}
     # a plain chain judges each output on a second thread while the next references are computed; a substituted one
     # needs each verdict before its next step, and a stored one writes its records from this thread
-    judging = JudgedInOrder(JUDGING_AHEAD if fixed is None and keeper is None else 0)
+    judged_later = JudgedInOrder(judging if fixed is None and keeper is None else 0)
+    reads = reads or Reads(rep, rank)
     try:
         for op_id, name in sorted(graph.names.items()):
             args = arguments.get(op_id, [])
@@ -186,16 +189,17 @@ def _chained(
                             fixed.take_stored(rep, tensor_id, rank)
                 step = _judged_already(_side_by_side(alone, rows, again, took))
             if op_id in wanted:  # an operation only carried on by the chain is not judged
-                yield from judging.add(step)
+                outputs = [t for t in graph.outputs.get(op_id, {}).values() if reads.has(t)]
+                yield from judged_later.add(step, 8 * sum(map(reads.elements, outputs)))  # reference and output
             for t in dict.fromkeys(graph.inputs.get(op_id, [])):  # once per consumer
                 uses[t] -= 1
                 if uses[t] <= 0:
                     plain.drop(t)
                     if fixed is not None:
                         fixed.drop(t)
-        yield from judging.rest()
+        yield from judged_later.rest()
     finally:
-        judging.close()
+        judged_later.close()
 
 
 def _judged_already(rows: list[ReplayRow]) -> Callable[[], list[ReplayRow]]:
@@ -203,41 +207,45 @@ def _judged_already(rows: list[ReplayRow]) -> Callable[[], list[ReplayRow]]:
     return lambda: rows
 
 
-#: How many operations a plain chain's judging may lag behind its references (each holds its arrays until judged).
-JUDGING_AHEAD = 4
-
-
 class JudgedInOrder:
-    """A chain's judging steps run on one thread of their own, at most ``ahead`` behind the chain's references (each
-    holds its references and outputs until it ends), their rows given back in the order the steps came; with
-    ``ahead`` 0 each step runs at once, on the caller's thread. While a judging thread runs, the BLAS libraries keep
+    """A chain's judging steps run on one thread of their own while the chain goes on, their rows given back in the
+    order the steps came. Each step holds its references and outputs until it ends: the steps waiting hold at most
+    ``limit`` bytes (by the costs given; one step at least), beyond which the caller waits for the oldest; with
+    ``limit`` 0 each step runs at once, on the caller's thread. While a judging thread runs, the BLAS libraries keep
     a core free for it (the references' matmuls take the others)."""
 
-    def __init__(self, ahead: int) -> None:
-        self.ahead = ahead
-        self.pending: deque[Future[list[ReplayRow]]] = deque()
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="reportdb-judge") if ahead else None
-        self.blas = blas_threads(max(1, cpus() - 1)) if ahead else None
+    def __init__(self, limit: int) -> None:
+        self.limit, self.held = limit, 0
+        self.pending: deque[tuple[Future[list[ReplayRow]], int]] = deque()
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="reportdb-judge") if limit > 0 else None
+        self.blas = blas_threads(max(1, cpus() - 1)) if limit > 0 else None
         if self.blas is not None:
             self.blas.__enter__()
 
-    def add(self, step: Callable[[], list[ReplayRow]]) -> Iterator[ReplayRow]:
-        """Start ``step``; the rows of every earlier step that the window no longer holds."""
+    def add(self, step: Callable[[], list[ReplayRow]], cost: int) -> Iterator[ReplayRow]:
+        """Start ``step`` (holding ``cost`` bytes); the rows of the earlier steps the limit no longer lets wait."""
         if self.pool is None:
             yield from step()
             return
-        self.pending.append(self.pool.submit(step))
-        while len(self.pending) > self.ahead:
-            yield from self.pending.popleft().result()
+        while self.pending and self.held + cost > self.limit:
+            yield from self._oldest()
+        self.pending.append((self.pool.submit(step), cost))
+        self.held += cost
+
+    def _oldest(self) -> list[ReplayRow]:
+        """The rows of the oldest step, waited for."""
+        future, cost = self.pending.popleft()
+        self.held -= cost
+        return future.result()
 
     def rest(self) -> Iterator[ReplayRow]:
         """The rows of every step still pending, in order."""
         while self.pending:
-            yield from self.pending.popleft().result()
+            yield from self._oldest()
 
     def close(self) -> None:
         """Drop the steps not started (a consumer that stopped early, or an error) and wait for the running one."""
-        for future in self.pending:
+        for future, _ in self.pending:
             future.cancel()
         if self.pool is not None:
             self.pool.shutdown(wait=True)
@@ -283,13 +291,17 @@ def _reads(graph: TensorGraph, operations: list[int]) -> Iterator[int]:
         yield from graph.outputs.get(op_id, {}).values()
 
 
-def _unmade(graph: TensorGraph) -> Iterator[int]:
-    """The stored tensors a chain reads as its operations' inputs, in the order it reads them: those no operation
-    made, of operations with a reference that runs on whole arrays (a collective reads each device's shard)."""
+def _chain_plan(graph: TensorGraph) -> Iterator[tuple[int, bool]]:
+    """What a chain asks of the report, in the order it asks (:class:`.replay_parallel.ReadAhead`): each operation's
+    inputs and outputs, inputs no operation made read whole where the operation has a reference on whole arrays (a
+    collective reads each device's shard), the others' metadata only."""
     for op_id, name in sorted(graph.names.items()):
         known = references.lookup(name)
-        if known is not None and not known.per_device:
-            yield from (t for t in dict.fromkeys(graph.inputs.get(op_id, [])) if t not in graph.producer)
+        whole = known is not None and not known.per_device
+        for t in dict.fromkeys(graph.inputs.get(op_id, [])):
+            yield t, whole and t not in graph.producer
+        for t in graph.outputs.get(op_id, {}).values():
+            yield t, False
 
 
 def _cost(rep: "Report", graph: TensorGraph, op_id: int, rank: int, reads: SharedReads) -> int:
@@ -362,7 +374,7 @@ def referenced(
                                     detail=expected))
                 continue
             device = references.defined_part(row.name, (reads or Reads(report, rank)).tensor(output_id))  # where defined
-            dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank))
+            dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank, (reads or Reads(report, rank)).info))
             metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected),
                                       full=full or keeper is not None, accumulated=chained is not None)
             notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)
@@ -414,7 +426,7 @@ def prepare(
     # the reference may build what the operation's stored arrays justify: its inputs, and its outputs where stored
     limit = references.justified_elements([a.size for a in arrays.values()]
                                           + [reads.elements(t) for t, kept in stored.items() if kept])
-    dtypes = input_dtypes(report, graph, distinct, rank, reads.has)
+    dtypes = input_dtypes(report, graph, distinct, rank, reads)
     try:
         with np.errstate(all="ignore"):
             expected = references.compute_outputs(name, inputs, arguments, dtypes, max_elements=limit)
@@ -443,11 +455,12 @@ IN_PLACE_FAMILIES = frozenset({"caches"})
 
 
 def input_dtypes(report: "Report", graph: TensorGraph, tensor_ids: list[int], rank: int,
-                 has: Callable[[int], bool] | None = None) -> dict[int, str]:
+                 reads: Reads | None = None) -> dict[int, str]:
     """The ttnn dtypes of an operation's inputs where the report says them (a BFLOAT8_B input is stored as bfloat16
-    values; typecast converts it otherwise); ``has`` says which tensors are stored (default: ask the report)."""
-    stored = has or (lambda t: report.has_tensor(t, rank))
-    return {t: judged_dtype(report, graph, t, rank) for t in tensor_ids if graph.dtypes.get(t) or stored(t)}
+    values; typecast converts it otherwise); ``reads`` answers which tensors are stored and their metadata (default:
+    the report, asked each time)."""
+    reads = reads or Reads(report, rank)
+    return {t: judged_dtype(report, graph, t, rank, reads.info) for t in tensor_ids if graph.dtypes.get(t) or reads.has(t)}
 
 
 def _arguments(report: "Report", rank: int) -> dict[int, list[references.Argument]]:

@@ -172,76 +172,91 @@ def elements_of(info: "TensorInfo") -> int:
 
 
 class ReadAhead(SharedReads):
-    """A chain's reads: the stored tensors it reads whole (each operation's inputs that no operation made: weights,
-    the model's inputs; not those stored as several device shards, which it reads per device), in the ``order`` it
-    reads them, read on a thread of their own ahead of it while what is read and not yet taken stays within
-    ``limit`` bytes, so the chain's thread computes references instead of waiting on reads. A tensor read again later
-    (a weight two operations share) is kept until its last read; one the chain passed by untaken (its operation
-    stopped before reading it) is dropped when a later one is taken; any other tensor is read when asked.
-    :meth:`close` stops the thread."""
+    """A chain's reads, done ahead of it on a thread of their own so that the chain's thread computes references
+    instead of waiting on the report: ``plan`` lists, in the order the chain meets them, the stored tensors it reads
+    whole (each operation's inputs that no operation made: weights, the model's inputs) as ``(tensor_id, True)`` and
+    those whose metadata it asks for (outputs) as ``(tensor_id, False)``. The thread reads each metadata into the
+    shared cache and each tensor's values while what is read and not yet taken stays within ``limit`` bytes (one
+    read at least); a tensor stored as several device shards is left to the per-device reads. A tensor read again
+    later (a weight two operations share) is kept until its last read; one the chain passed by untaken (its
+    operation stopped before reading it) is dropped when a later one is taken. The chain never waits for the thread
+    except on the read it is doing: a tensor asked before the thread reached it is read at once (and then skipped by
+    the thread). :meth:`close` stops the thread."""
 
-    def __init__(self, report: "Report", rank: int, order: Iterable[int], limit: int) -> None:
+    def __init__(self, report: "Report", rank: int, plan: Iterable[tuple[int, bool]], limit: int) -> None:
         super().__init__(report, rank, (), 0)
-        order = [t for t in order if t in self.stored and len(self.info(t).shards) == 1]
-        self._plan = deque(dict.fromkeys(order))
-        self._uses = Counter(order)
-        self._ahead: dict[int, _Ahead] = {}
-        self._ahead_bytes, self._ahead_limit = 0, limit
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="reportdb-read-ahead")
-        self._fill()
+        self._plan = [(t, whole) for t, whole in plan if t in self.stored]
+        reads = [t for t, whole in self._plan if whole]
+        self._uses = Counter(reads)
+        self._order = {t: i for i, t in reversed(list(enumerate(dict.fromkeys(reads))))}  # each one's first read
+        self._ready: dict[int, tuple[np.ndarray | BaseException, int]] = {}  # read, not yet taken for the last time
+        self._taken: set[int] = set()
+        self._skip: set[int] = set()  # asked before the thread reached them
+        self._reading: int | None = None
+        self._ahead_bytes, self._ahead_limit, self._closed = 0, limit, False
+        self._ready_changed = threading.Condition(threading.Lock())
+        self._thread = threading.Thread(target=self._run, name="reportdb-read-ahead", daemon=True)
+        self._thread.start()
 
-    def _fill(self) -> None:
-        """Start the next planned reads while they fit the limit (one always, when nothing is ahead)."""
-        with self._lock:
-            while self._plan:
-                size = 4 * self.elements(self._plan[0])  # read as float32 at most, bfloat16 half of it
-                if self._ahead and self._ahead_bytes + size > self._ahead_limit:
+    def _run(self) -> None:
+        """Walk the plan: every metadata into the cache, every whole single-shard tensor read within the limit."""
+        done = self._ready_changed
+        for tensor_id, whole in self._plan:
+            try:
+                info = self.info(tensor_id)
+            except Exception:  # the chain's own read of it will raise the error where it belongs
+                continue
+            if not whole or len(info.shards) != 1:
+                continue
+            size = 4 * elements_of(info)  # read as float32 at most, bfloat16 half of it
+            with done:
+                while not self._closed and self._ahead_bytes and self._ahead_bytes + size > self._ahead_limit:
+                    done.wait()
+                if self._closed:
                     return
-                t = self._plan.popleft()
-                self._ahead[t] = _Ahead(self._pool.submit(Reads.tensor, self, t), size)
-                self._ahead_bytes += size
+                if tensor_id in self._skip or tensor_id in self._ready or tensor_id in self._taken:
+                    continue
+                self._reading = tensor_id
+            value: np.ndarray | BaseException
+            try:
+                value = Reads.tensor(self, tensor_id)
+                value.flags.writeable = False  # shared by every operation that reads it
+            except BaseException as exc:  # handed to the reader that asks for it
+                value = exc
+            with done:
+                self._reading = None
+                if not self._closed:
+                    self._ready[tensor_id] = (value, size)
+                    self._ahead_bytes += size
+                done.notify_all()
 
     def tensor(self, tensor_id: int) -> "np.ndarray":
-        """The tensor's values: read ahead (waited for if still reading), or read now."""
-        with self._lock:
-            entry = self._ahead.get(tensor_id)
-            if entry is not None:
-                entry.taken = True
+        """The tensor's values: read ahead (waited for while the thread reads it), or read now."""
+        done = self._ready_changed
+        with done:
+            while self._reading == tensor_id:
+                done.wait()
+            entry = self._ready.get(tensor_id)
+            if entry is None:
+                self._skip.add(tensor_id)
+            else:
+                self._taken.add(tensor_id)
                 self._uses[tensor_id] -= 1
-                for t in list(self._ahead):  # in the order started: those before this one, untaken, were passed by
-                    if t == tensor_id:
-                        break
-                    if not self._ahead[t].taken:
-                        self._drop(t)
-                if self._uses[tensor_id] <= 0:
-                    self._drop(tensor_id, cancel=False)
+                first = self._order.get(tensor_id, 0)
+                passed = [t for t in self._ready if t not in self._taken and self._order.get(t, 0) < first]
+                for t in passed + ([tensor_id] if self._uses[tensor_id] <= 0 else []):
+                    self._ahead_bytes -= self._ready.pop(t)[1]
+                done.notify_all()
         if entry is None:
             return Reads.tensor(self, tensor_id)
-        array = entry.future.result()
-        array.flags.writeable = False  # shared by every operation that reads it
-        self._fill()
-        return array
-
-    def _drop(self, tensor_id: int, cancel: bool = True) -> None:
-        """Forget a read ahead (under the lock), cancelled if it has not started."""
-        entry = self._ahead.pop(tensor_id)
-        self._ahead_bytes -= entry.size
-        if cancel:
-            entry.future.cancel()
+        if isinstance(entry[0], BaseException):
+            raise entry[0]
+        return entry[0]
 
     def close(self) -> None:
-        """Stop reading ahead: reads not started are dropped, the running one is waited for."""
-        with self._lock:
-            self._plan.clear()
-            for t in list(self._ahead):
-                self._drop(t)
-        self._pool.shutdown(wait=True)
-
-
-class _Ahead:
-    """One read started ahead: its future, its size as counted against the limit, and whether it was taken."""
-
-    __slots__ = ("future", "size", "taken")
-
-    def __init__(self, future: "Future[np.ndarray]", size: int) -> None:
-        self.future, self.size, self.taken = future, size, False
+        """Stop reading ahead (the read in progress ends first) and drop what was read."""
+        with self._ready_changed:
+            self._closed = True
+            self._ready.clear()
+            self._ready_changed.notify_all()
+        self._thread.join()
