@@ -15,6 +15,7 @@ Flask and waitress come with the ``web`` extra (``pip install 'reportdb[web]'``)
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 import signal
@@ -126,6 +127,28 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+#: Threads answering requests (waitress's own default): the page asks a few things at once.
+THREADS = 4
+
+
+class ShortQueues(logging.Filter):
+    """Drops waitress's "Task queue depth is N" warning while fewer requests wait than the server has threads: it
+    comes whenever a request arrives before a thread that just answered is counted idle again (on a busy machine,
+    between two requests of one page), which is no overload and only alarms the user. A deeper queue still shows."""
+
+    @classmethod
+    def install(cls) -> None:
+        """Filter waitress's queue logger (once per process)."""
+        queue_log = logging.getLogger("waitress.queue")
+        if not any(isinstance(f, cls) for f in queue_log.filters):
+            queue_log.addFilter(cls())
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether the record is shown: all but a short queue's warning."""
+        depth = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        return not (record.msg == "Task queue depth is %d" and isinstance(depth, int) and depth < THREADS)
+
+
 def serve(
     reports: Paths, host: str = "127.0.0.1", port: int = 0, open_browser: bool = False, *,
     allow_hosts: Sequence[str] = (), cors_origins: Sequence[str] = (), memory_budget: int = limits.MEMORY_BUDGET,
@@ -140,7 +163,9 @@ def serve(
     from waitress import create_server  # type: ignore[import-untyped]  # waitress ships no type information
 
     app = create_app(reports, allowed_hosts=(), cors_origins=cors_origins, memory_budget=memory_budget, policies=policies)
-    server = create_server(app, host=host, port=port, threads=4, ident="reportdb", clear_untrusted_proxy_headers=True)
+    server = create_server(app, host=host, port=port, threads=THREADS, ident="reportdb",
+                           clear_untrusted_proxy_headers=True)
+    ShortQueues.install()
     bound_host, bound_port = server.getsockname()[:2]
     extra = [*allow_hosts, *(() if _is_loopback(host) else (socket.gethostname(),))]
     app.extensions["reportdb"].settings.hosts = Hosts.for_address(str(bound_host), extra)
