@@ -348,6 +348,7 @@ def referenced(
     returned call that reads the device's outputs and judges them, which may run on another thread: a chain computes
     the next operation's references while this one's outputs are compared."""
     row = ReplayRow(op_id, graph.names.get(op_id, ""), "compared")
+    reads = reads or Reads(report, rank)
     if chained is None and runs_per_device(report, graph, op_id, rank, reads=reads):  # a collective, or on a mesh's shards
         return _judged_already(replay_per_device(report, graph, op_id, arguments, policy, rank, None, IN_PLACE_FAMILIES,
                                                  keeper, full=full))
@@ -373,8 +374,8 @@ def referenced(
                 rows.append(replace(at, status="no_reference" if "reference" in expected else "missing_inputs",
                                     detail=expected))
                 continue
-            device = references.defined_part(row.name, (reads or Reads(report, rank)).tensor(output_id))  # where defined
-            dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank, (reads or Reads(report, rank)).info))
+            device = references.defined_part(row.name, reads.tensor(output_id))  # where defined
+            dtype = canonical_dtype(judged_dtype(report, graph, output_id, rank, reads.info))
             metrics, verdict = judged(policy, row.name, dtype, device, references.defined_part(row.name, expected),
                                       full=full or keeper is not None, accumulated=chained is not None)
             notes = placed_notes(report, output_id, verdict.worst_tile, verdict.notes, rank=rank, tile=metrics.tile_shape)

@@ -188,7 +188,7 @@ class ReadAhead(SharedReads):
         self._plan = [(t, whole) for t, whole in plan if t in self.stored]
         reads = [t for t, whole in self._plan if whole]
         self._uses = Counter(reads)
-        self._order = {t: i for i, t in reversed(list(enumerate(dict.fromkeys(reads))))}  # each one's first read
+        self._order = {t: i for i, t in enumerate(dict.fromkeys(reads))}  # each one's first read
         self._ready: dict[int, tuple[np.ndarray | BaseException, int]] = {}  # read, not yet taken for the last time
         self._taken: set[int] = set()
         self._skip: set[int] = set()  # asked before the thread reached them
